@@ -1,0 +1,480 @@
+"""The scheduling model: refs, scope, rules, commands, the system events of a commit, the tick.
+
+Everything here is a frozen pydantic model whose JSON is Wow's wire shape (camelCase), and every
+validation happens at construction, so a bad rule or key fails where the user wrote it, never
+later inside a workflow.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "MAX_COMMAND_BODY_BYTES",
+    "AggregateDeleted",
+    "AggregateRef",
+    "Commit",
+    "CommitEvent",
+    "InvalidCommitError",
+    "InvalidScheduleError",
+    "JobScope",
+    "Misfire",
+    "NamedAggregate",
+    "ScheduleCancelled",
+    "ScheduleEvent",
+    "ScheduleRule",
+    "ScheduleSet",
+    "ScheduleTick",
+    "ScheduledCommand",
+    "Scope",
+    "validate_key",
+    "validate_zone",
+]
+
+MAX_COMMAND_BODY_BYTES = 256 * 1024
+"""A scheduled command's JSON body may not be larger than this (it travels in workflow history)."""
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class InvalidScheduleError(ValueError):
+    """A key, name, zone, rule or command that cannot be scheduled; the message says which."""
+
+
+class InvalidCommitError(ValueError):
+    """A commit whose schedule events are unknown or malformed; the message says which event."""
+
+
+def validate_key(value: str, what: str = "key") -> str:
+    """A schedule key or job name: 1-64 letters, digits, `_` and `-`."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidScheduleError(
+            f"invalid {what} {value!r}: use 1 to 64 letters, digits, '_' and '-'"
+        )
+    return value
+
+
+def validate_zone(value: str) -> str:
+    """An IANA time zone name that this machine knows, such as `Europe/Amsterdam`."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise InvalidScheduleError(f"unknown time zone {value!r}") from None
+    return value
+
+
+ScheduleKey = Annotated[str, AfterValidator(validate_key)]
+ZoneName = Annotated[str, AfterValidator(validate_zone)]
+
+
+class _Wire(BaseModel):
+    """Frozen, camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+class Misfire(StrEnum):
+    """What a cron schedule does with the slots it missed while nothing ran it."""
+
+    COALESCE = "COALESCE"
+    """Only the latest missed slot runs; the tick's `skipped` counts the others."""
+    CATCH_UP = "CATCH_UP"
+    """Every missed slot runs, in order."""
+
+
+class JobScope(StrEnum):
+    """How many instances a recurring job has."""
+
+    SYSTEM = "SYSTEM"
+    """One instance (or one per partition when sharded), enabled by the host at startup."""
+    TENANT = "TENANT"
+    """One instance per tenant, created by `wow.schedule.Enable` in that tenant."""
+
+
+class AggregateRef(_Wire):
+    """One aggregate instance: context, aggregate name, tenant and id."""
+
+    context_name: str = Field(min_length=1)
+    aggregate_name: str = Field(min_length=1)
+    tenant_id: str
+    aggregate_id: str = Field(min_length=1)
+
+    @property
+    def named(self) -> NamedAggregate:
+        return NamedAggregate(self.context_name, self.aggregate_name)
+
+    def __str__(self) -> str:
+        return f"{self.context_name}.{self.aggregate_name} {self.aggregate_id}"
+
+
+class NamedAggregate(_Wire):
+    """An aggregate type in its bounded context, as in `NamedAggregate("eshop-order", "order")`."""
+
+    context_name: str = Field(min_length=1)
+    aggregate_name: str = Field(min_length=1)
+
+    def __init__(self, context: str | None = None, aggregate: str | None = None, /, **data: Any):
+        if context is not None:
+            data["context_name"] = context
+        if aggregate is not None:
+            data["aggregate_name"] = aggregate
+        super().__init__(**data)
+
+    def ref(self, tenant_id: str, aggregate_id: str) -> AggregateRef:
+        """The instance of this aggregate with that id in that tenant."""
+        return AggregateRef(
+            context_name=self.context_name,
+            aggregate_name=self.aggregate_name,
+            tenant_id=tenant_id,
+            aggregate_id=aggregate_id,
+        )
+
+    def __str__(self) -> str:
+        return f"{self.context_name}.{self.aggregate_name}"
+
+
+class Scope(_Wire):
+    """Who a commit (and so every command it schedules) belongs to."""
+
+    tenant_id: str = ""
+    owner_id: str = ""
+    space_id: str = ""
+
+
+RuleKind = Literal["at", "after", "cron"]
+
+
+class ScheduleRule(_Wire):
+    """When a schedule is due: at an instant, after a delay from its commit, or by cron.
+
+    Build one with `ScheduleRule.at`, `.after` or `.cron`. The JSON is one of `{"at": instant}`,
+    `{"after": "PT30M"}` or `{"cron": "0 0 6 * * *", "zone": "UTC", "misfire": "COALESCE"}`.
+    """
+
+    at_instant: datetime | None = Field(default=None, alias="at")
+    after_delay: timedelta | None = Field(default=None, alias="after")
+    cron_expression: str | None = Field(default=None, alias="cron")
+    zone: ZoneName = "UTC"
+    misfire: Misfire = Misfire.COALESCE
+
+    @classmethod
+    def at(cls, instant: datetime) -> ScheduleRule:
+        """Due once, at `instant` (timezone-aware)."""
+        return cls(at=instant)
+
+    @classmethod
+    def after(cls, delay: timedelta) -> ScheduleRule:
+        """Due once, `delay` after the commit that sets it."""
+        return cls(after=delay)
+
+    @classmethod
+    def cron(
+        cls, expression: str, zone: str = "UTC", misfire: Misfire = Misfire.COALESCE
+    ) -> ScheduleRule:
+        """Due each time the six-field Spring cron `expression` matches, read in `zone`."""
+        return cls(cron=expression, zone=zone, misfire=misfire)
+
+    @property
+    def kind(self) -> RuleKind:
+        if self.at_instant is not None:
+            return "at"
+        if self.after_delay is not None:
+            return "after"
+        return "cron"
+
+    @field_validator("at_instant")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+            raise InvalidScheduleError(
+                f"ScheduleRule.at needs a timezone-aware instant, got naive {value.isoformat()}"
+            )
+        return value
+
+    @field_validator("after_delay")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise InvalidScheduleError(
+                f"ScheduleRule.after needs a positive duration, got {value}"
+            )
+        return value
+
+    @field_validator("cron_expression")
+    @classmethod
+    def _parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            from wow_temporal.cron import CronExpression
+
+            CronExpression.parse(value)
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        given = [
+            name
+            for name, value in (
+                ("at", self.at_instant),
+                ("after", self.after_delay),
+                ("cron", self.cron_expression),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            raise InvalidScheduleError(
+                "a schedule rule is exactly one of 'at', 'after' or 'cron'"
+                + (f", got {' and '.join(given)}" if given else "")
+            )
+        return self
+
+    @model_serializer(mode="plain")
+    def _to_wire(self) -> dict[str, Any]:
+        if self.at_instant is not None:
+            instant = self.at_instant.astimezone(UTC)
+            return {"at": instant.isoformat().replace("+00:00", "Z")}
+        if self.after_delay is not None:
+            return {"after": _iso_duration(self.after_delay)}
+        return {"cron": self.cron_expression, "zone": self.zone, "misfire": self.misfire.value}
+
+    def first_due(self, committed: datetime) -> datetime | None:
+        """The first due instant of a schedule committed at `committed`, or None if never."""
+        if self.at_instant is not None:
+            return self.at_instant
+        if self.after_delay is not None:
+            return committed + self.after_delay
+        return self.next_cron(committed)
+
+    def next_cron(self, after: datetime) -> datetime | None:
+        """The next cron slot strictly after `after`, in UTC, or None if it never matches."""
+        from wow_temporal.cron import CronExpression
+
+        assert self.cron_expression is not None
+        local = after.astimezone(ZoneInfo(self.zone))
+        found = CronExpression.parse(self.cron_expression).next(local)
+        return None if found is None else found.astimezone(UTC)
+
+    def describe(self) -> str:
+        """A short human description, for summaries in the Web UI."""
+        if self.at_instant is not None:
+            return f"at {self.at_instant.isoformat()}"
+        if self.after_delay is not None:
+            return f"after {_iso_duration(self.after_delay)}"
+        return f"cron {self.cron_expression} ({self.zone}, {self.misfire.value})"
+
+
+def _iso_duration(delay: timedelta) -> str:
+    """ISO-8601 duration as Java's `Duration.toString()` writes it (`PT30M`, `PT36H`, `PT0.5S`)."""
+    total_us = delay.days * 86_400_000_000 + delay.seconds * 1_000_000 + delay.microseconds
+    hours, rest = divmod(total_us, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    seconds, micros = divmod(rest, 1_000_000)
+    text = "PT"
+    if hours:
+        text += f"{hours}H"
+    if minutes:
+        text += f"{minutes}M"
+    if seconds or micros or text == "PT":
+        text += f"{seconds}.{micros:06d}".rstrip("0").rstrip(".") + "S"
+    return text
+
+
+class ScheduledCommand(_Wire):
+    """A command to send later: its full type name and its JSON object body."""
+
+    type: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z_$][\w$.-]*$")
+    body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("body", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise InvalidScheduleError(
+                f"a command body must be a JSON object, got {type(value).__name__}"
+            )
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        except (TypeError, ValueError) as error:
+            raise InvalidScheduleError(f"a command body must be JSON: {error}") from None
+        if size > MAX_COMMAND_BODY_BYTES:
+            raise InvalidScheduleError(
+                f"a command body is {size} bytes as JSON, more than the "
+                f"{MAX_COMMAND_BODY_BYTES} bytes (256 KiB) allowed"
+            )
+        return value
+
+    @property
+    def simple_name(self) -> str:
+        """The type's last segment, `CancelOrder` for `eshop.order.CancelOrder`."""
+        return self.type.rsplit(".", 1)[-1]
+
+
+class ScheduleSet(_Wire):
+    """`wow.ScheduleSet`: schedule `command` for `target` (None: the aggregate itself) under `key`."""
+
+    NAME: ClassVar[str] = "wow.ScheduleSet"
+    key: ScheduleKey
+    rule: ScheduleRule
+    command: ScheduledCommand
+    target: AggregateRef | None = None
+
+
+class ScheduleCancelled(_Wire):
+    """`wow.ScheduleCancelled`: cancel the schedule under `key`, if any."""
+
+    NAME: ClassVar[str] = "wow.ScheduleCancelled"
+    key: ScheduleKey
+
+
+class AggregateDeleted(_Wire):
+    """`wow.AggregateDeleted`: the aggregate is gone, and so are its pending schedules."""
+
+    NAME: ClassVar[str] = "wow.AggregateDeleted"
+
+
+ScheduleEvent = ScheduleSet | ScheduleCancelled | AggregateDeleted
+
+_SYSTEM_EVENTS: dict[str, type[ScheduleSet] | type[ScheduleCancelled] | type[AggregateDeleted]] = {
+    cls.NAME: cls for cls in (ScheduleSet, ScheduleCancelled, AggregateDeleted)
+}
+
+
+class CommitEvent(_Wire):
+    """One event of a commit, as Wow's `DomainEventStream` holds it; other fields are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    name: str = Field(min_length=1)
+    body: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, event: ScheduleEvent, event_id: str) -> CommitEvent:
+        """The commit event carrying a schedule event."""
+        return cls(id=event_id, name=event.NAME, body=event.model_dump(mode="json"))
+
+    def schedule_event(self) -> ScheduleEvent | None:
+        """The schedule event this is, or None for a domain event (the timers ignore those)."""
+        kind = _SYSTEM_EVENTS.get(self.name)
+        if kind is None:
+            return None
+        return kind.model_validate(self.body)
+
+
+class Commit(_Wire):
+    """A commit handed to the timers, in the shape of Wow's `DomainEventStream` JSON."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    context_name: str = Field(min_length=1)
+    aggregate_name: str = Field(min_length=1)
+    tenant_id: str
+    aggregate_id: str = Field(min_length=1)
+    owner_id: str = ""
+    space_id: str = ""
+    version: int = Field(ge=1)
+    create_time: int = Field(ge=0, description="epoch milliseconds")
+    request_id: str = ""
+    command_id: str = ""
+    header: dict[str, str] = Field(default_factory=dict)
+    body: list[CommitEvent] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _schedule_events_valid(self) -> Self:
+        for index, event in enumerate(self.body):
+            if event.name.startswith("wow.") and event.name not in _SYSTEM_EVENTS:
+                raise InvalidCommitError(
+                    f"commit {self.id!r}, event {index} ({event.id!r}): unknown system event "
+                    f"{event.name!r}; known: {', '.join(sorted(_SYSTEM_EVENTS))}"
+                )
+            try:
+                event.schedule_event()
+            except ValidationError as error:
+                raise InvalidCommitError(
+                    f"commit {self.id!r}, event {index} ({event.id!r}, {event.name}): "
+                    + _first_error(error)
+                ) from None
+        return self
+
+    @classmethod
+    def parse(cls, data: str | bytes | dict[str, Any]) -> Commit:
+        """Parse a commit from JSON text or a decoded dict; raises `InvalidCommitError`."""
+        try:
+            if isinstance(data, dict):
+                return cls.model_validate(data)
+            return cls.model_validate_json(data)
+        except ValidationError as error:
+            raise InvalidCommitError(f"invalid commit: {_first_error(error)}") from None
+
+    @property
+    def aggregate(self) -> AggregateRef:
+        return AggregateRef(
+            context_name=self.context_name,
+            aggregate_name=self.aggregate_name,
+            tenant_id=self.tenant_id,
+            aggregate_id=self.aggregate_id,
+        )
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(tenant_id=self.tenant_id, owner_id=self.owner_id, space_id=self.space_id)
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.fromtimestamp(self.create_time / 1000, UTC)
+
+    def schedule_events(self) -> list[tuple[CommitEvent, ScheduleEvent]]:
+        """The commit's schedule events in order, each with its envelope; domain events skipped."""
+        found: list[tuple[CommitEvent, ScheduleEvent]] = []
+        for event in self.body:
+            parsed = event.schedule_event()
+            if parsed is not None:
+                found.append((event, parsed))
+        return found
+
+
+def _first_error(error: ValidationError) -> str:
+    """One readable line from a pydantic error: where, then what."""
+    parts = []
+    for item in error.errors(include_url=False)[:3]:
+        where = ".".join(str(p) for p in item["loc"])
+        message = str(item["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+class ScheduleTick(_Wire):
+    """One due slot of a recurring job, handed to its `@on_schedule` handler."""
+
+    tenant_id: str
+    slot: int = Field(ge=1)
+    due: int = Field(description="epoch milliseconds")
+    skipped: int = Field(default=0, ge=0)
+    partition: int | None = None
+
+    @property
+    def due_at(self) -> datetime:
+        return datetime.fromtimestamp(self.due / 1000, UTC)
