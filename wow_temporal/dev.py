@@ -1,0 +1,150 @@
+"""Engine of `wow-temporal dev`: the embedded Temporal server plus the project's services.
+
+Starts the server (Web UI on), then each `DevService` in order, prints where everything is,
+waits for SIGINT/SIGTERM and stops the services in reverse order and then the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TextIO, runtime_checkable
+
+from temporalio.client import Client
+
+from wow_temporal.embedded import DEFAULT_DATA_DIR, EmbeddedTemporal
+
+__all__ = ["READY_LINE", "DevContext", "DevService", "dev_main", "run_dev"]
+
+READY_LINE = "wow-temporal dev is ready (Ctrl+C to stop)"
+"""Printed once everything is up; scripts and tests wait for it."""
+
+
+@dataclass(frozen=True)
+class DevContext:
+    """What a dev service gets to start against: the running server and a connected client."""
+
+    client: Client
+    address: str
+    namespace: str
+    data_dir: Path
+    ui_url: str | None
+
+
+@runtime_checkable
+class DevService(Protocol):
+    """A process-local service run by `wow-temporal dev` (worker, control API, example host)."""
+
+    @property
+    def name(self) -> str:
+        """Short label printed next to the service's description."""
+        ...
+
+    async def start(self, ctx: DevContext) -> str:
+        """Start serving; return where it is (a URL or a one-line description) to print."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop serving and release everything started by `start`."""
+        ...
+
+
+def _print(out: TextIO, line: str = "") -> None:
+    """Print and flush at once so a supervising process sees each line immediately."""
+    out.write(line + "\n")
+    out.flush()
+
+
+async def run_dev(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    *,
+    port: int | None = None,
+    ui_port: int | None = None,
+    headless: bool = False,
+    namespace: str = "default",
+    services: Sequence[DevService] = (),
+    stop_event: asyncio.Event | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
+
+    Services stop in reverse order, then the server; a failure while starting stops what was
+    already started and re-raises.
+    """
+    out = out if out is not None else sys.stdout
+    stop = stop_event if stop_event is not None else asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not possible outside the main thread or on Windows; stop_event still works there.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+
+    server = EmbeddedTemporal(
+        data_dir, port=port, ui_port=ui_port, headless=headless, namespace=namespace
+    )
+    started: list[DevService] = []
+    try:
+        await server.start()
+        _print(out, "wow-temporal dev")
+        _print(out, f"  Temporal gRPC:   {server.address}")
+        _print(out, f"  Temporal Web UI: {server.ui_url or '(headless)'}")
+        _print(out, f"  Namespace:       {server.namespace}")
+        _print(out, f"  Database:        {server.db_path}")
+        _print(out, f"  Server log:      {server.log_path}")
+        ctx = DevContext(
+            client=await server.connect(),
+            address=server.address,
+            namespace=server.namespace,
+            data_dir=server.data_dir,
+            ui_url=server.ui_url,
+        )
+        for service in services:
+            if stop.is_set():
+                break
+            description = await service.start(ctx)
+            started.append(service)
+            _print(out, f"  {service.name + ':':<16} {description}")
+        _print(out, READY_LINE)
+        await stop.wait()
+        _print(out, "wow-temporal dev: stopping")
+    finally:
+        try:
+            for service in reversed(started):
+                try:
+                    await service.stop()
+                except Exception as err:  # keep stopping the others and the server
+                    _print(out, f"  {service.name}: error while stopping: {err!r}")
+        finally:
+            await server.stop()
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+    _print(out, "wow-temporal dev: stopped")
+
+
+def dev_main(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    *,
+    port: int | None = None,
+    ui_port: int | None = None,
+    headless: bool = False,
+    namespace: str = "default",
+    services: Sequence[DevService] = (),
+) -> None:
+    """Synchronous entry point for the CLI: `asyncio.run(run_dev(...))`."""
+    asyncio.run(
+        run_dev(
+            data_dir,
+            port=port,
+            ui_port=ui_port,
+            headless=headless,
+            namespace=namespace,
+            services=services,
+        )
+    )
