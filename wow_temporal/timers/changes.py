@@ -1,0 +1,70 @@
+"""From a commit to the timer changes it makes: pure, so ingest and its tests share one reading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wow_temporal.schedule import (
+    AggregateDeleted,
+    Commit,
+    ScheduleCancelled,
+    ScheduleSet,
+)
+from wow_temporal.timers.core import TimerChange, TimerSpec
+
+__all__ = ["AggregateChange", "KeyChange", "changes_of", "spec_of"]
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    """A change to the timer under one key of the commit's aggregate."""
+
+    key: str
+    change: TimerChange
+
+
+@dataclass(frozen=True)
+class AggregateChange:
+    """A change to every pending timer of the commit's aggregate (its deletion)."""
+
+    change: TimerChange
+
+
+def spec_of(commit: Commit, event_id: str, event: ScheduleSet) -> TimerSpec:
+    """The timer a `wow.ScheduleSet` of `commit` sets: its identity, due time and delivery scope."""
+    owner = commit.aggregate
+    return TimerSpec(
+        timer=f"{commit.id}:{event_id}",
+        key=event.key,
+        owner=owner,
+        target=event.target or owner,
+        rule=event.rule,
+        command=event.command,
+        scope=commit.scope,
+        upstream_id=commit.id,
+        trace_id=commit.header.get("trace_id", ""),
+        traceparent=commit.header.get("traceparent"),
+        first_due=event.rule.first_due(commit.created_at),
+    )
+
+
+def changes_of(commit: Commit) -> list[KeyChange | AggregateChange]:
+    """The commit's schedule events as timer changes, in commit order, domain events skipped."""
+    found: list[KeyChange | AggregateChange] = []
+    for index, (envelope, event) in enumerate(commit.schedule_events()):
+        if isinstance(event, ScheduleSet):
+            spec = spec_of(commit, envelope.id, event)
+            found.append(
+                KeyChange(event.key, TimerChange(kind="set", version=commit.version, index=index,
+                                                 spec=spec))
+            )
+        elif isinstance(event, ScheduleCancelled):
+            found.append(
+                KeyChange(event.key, TimerChange(kind="cancel", version=commit.version,
+                                                 index=index))
+            )
+        elif isinstance(event, AggregateDeleted):
+            found.append(
+                AggregateChange(TimerChange(kind="delete", version=commit.version, index=index))
+            )
+    return found

@@ -1,0 +1,349 @@
+"""Ingest and operate aggregate timers: apply commits, list, show, retry and cancel timers.
+
+`TimerClient.apply(commit)` is the one code path behind the Python API, the control API's
+`POST /commits` and the CLI. It never waits for a timer to fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from wow_temporal.schedule import Commit
+from wow_temporal.timers import core
+from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
+from wow_temporal.timers.core import Status, TimerChange, TimerState
+from wow_temporal.timers.workflow import (
+    SA_AGGREGATE,
+    SA_AGGREGATE_ID,
+    SA_DUE,
+    SA_KEY,
+    SA_STATUS,
+    SA_TENANT,
+    DeliverySettings,
+    TimerInput,
+    TimerWorkflow,
+    initial_search_attributes,
+)
+
+__all__ = [
+    "TIMER_TASK_QUEUE",
+    "Applied",
+    "TimerClient",
+    "TimerError",
+    "TimerInfo",
+    "TimerNotFoundError",
+    "timer_query",
+]
+
+TIMER_TASK_QUEUE = "wow-timers"
+_ID_PREFIX = "wow-timer:"
+
+Outcome = Literal["started", "signalled", "ignored"]
+
+
+class TimerError(ValueError):
+    """An operation on a timer that cannot be done; the message says why."""
+
+
+class TimerNotFoundError(TimerError, LookupError):
+    """No timer has that workflow id."""
+
+
+class Applied(BaseModel):
+    """What applying one schedule event did to one timer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    kind: Literal["set", "cancel", "delete"]
+    outcome: Outcome
+
+
+class TimerInfo(BaseModel):
+    """A timer as the CLI and the control API show it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    run_id: str | None = None
+    status: str
+    running: bool
+    aggregate: str = ""
+    aggregate_id: str = ""
+    tenant: str = ""
+    key: str = ""
+    due: datetime | None = None
+    state: TimerState | None = None
+
+
+def timer_query(
+    *,
+    aggregate: str | None = None,
+    aggregate_id: str | None = None,
+    tenant: str | None = None,
+    key: str | None = None,
+    status: str | None = None,
+    running: bool | None = None,
+) -> str:
+    """The visibility query (as typed in the Web UI) for timers matching these filters."""
+    clauses = ['WorkflowType = "wow.Timer"']
+    for attribute, value in (
+        ("WowAggregate", aggregate),
+        ("WowAggregateId", aggregate_id),
+        ("WowTenant", tenant),
+        ("WowKey", key),
+    ):
+        if value is not None:
+            clauses.append(f"{attribute} = {_quote(value)}")
+    if status is not None:
+        wanted = _status_name(status)
+        if wanted == Status.DELIVERED.value:
+            # A delivered timer completes without an upsert (it saves an action): see workflow.
+            clauses.append(
+                'ExecutionStatus = "Completed" AND WowStatus IN ("Scheduled", "Delivered")'
+            )
+        elif wanted == Status.SCHEDULED.value:
+            clauses.append('WowStatus = "Scheduled" AND ExecutionStatus = "Running"')
+        else:
+            clauses.append(f"WowStatus = {_quote(wanted)}")
+    if running is not None:
+        clauses.append(f'ExecutionStatus {"=" if running else "!="} "Running"')
+    return " AND ".join(clauses)
+
+
+def _status_name(status: str) -> str:
+    for known in Status:
+        if known.value.lower() == status.lower():
+            return known.value
+    raise TimerError(
+        f"unknown timer status {status!r}; one of {', '.join(s.value for s in Status)}"
+    )
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class TimerClient:
+    """The timers of one Temporal namespace, driven through a connected `Client`."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = TIMER_TASK_QUEUE,
+        delivery: DeliverySettings | None = None,
+    ) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        self.delivery = delivery or DeliverySettings()
+
+    async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
+        """Apply a commit's schedule events, in order; idempotent and order-safe."""
+        if not isinstance(commit, Commit):
+            commit = Commit.parse(commit)
+        applied: list[Applied] = []
+        touched: list[str] = []
+        for item in changes_of(commit):
+            if isinstance(item, KeyChange):
+                workflow_id = core.timer_workflow_id(commit.aggregate, item.key)
+                touched.append(workflow_id)
+                outcome = await self._apply_key(workflow_id, item.change)
+                applied.append(Applied(workflow_id=workflow_id, kind=item.change.kind,
+                                       outcome=outcome))
+            else:
+                applied.extend(await self._apply_aggregate(commit, item, touched))
+        return applied
+
+    async def _apply_key(self, workflow_id: str, change: TimerChange) -> Outcome:
+        if change.kind != "set":
+            return await self._signal_if_running(workflow_id, change)
+        for _ in range(5):
+            reuse = WorkflowIDReusePolicy.REJECT_DUPLICATE
+            try:
+                await self._start(workflow_id, change, reuse)
+                return "started"
+            except WorkflowAlreadyStartedError:
+                pass
+            outcome = await self._signal_if_running(workflow_id, change)
+            if outcome == "signalled":
+                return outcome
+            last = await self._closed_state(workflow_id)
+            if last is not None and change.order <= last.applied:
+                return "ignored"
+            try:
+                await self._start(workflow_id, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+                return "started"
+            except WorkflowAlreadyStartedError:
+                continue  # another ingest started it meanwhile: signal that one
+        raise TimerError(f"could not apply a schedule to {workflow_id}: it keeps changing")
+
+    async def _start(
+        self, workflow_id: str, change: TimerChange, reuse: WorkflowIDReusePolicy
+    ) -> None:
+        state = core.initial(change)
+        spec = state.spec
+        assert spec is not None
+        due = state.next_due
+        delay = None
+        if due is not None:
+            wait = due - datetime.now(UTC)
+            delay = wait if wait > timedelta(0) else None
+        await self.client.start_workflow(
+            TimerWorkflow.run,
+            TimerInput(state=state, delivery=self.delivery),
+            id=workflow_id,
+            task_queue=self.task_queue,
+            id_reuse_policy=reuse,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            start_delay=delay,
+            search_attributes=initial_search_attributes(state),
+            static_summary=core.summary(spec, due),
+            static_details=(
+                f"{spec.rule.describe()}\n\nset by commit {spec.upstream_id} "
+                f"(version {change.version}) of {spec.owner}, key {spec.key}"
+            ),
+        )
+
+    async def _signal_if_running(self, workflow_id: str, change: TimerChange) -> Outcome:
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            await handle.signal(TimerWorkflow.apply, change)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return "ignored"  # none running: nothing to cancel, or closed
+            raise
+        return "signalled"
+
+    async def _closed_state(self, workflow_id: str) -> TimerState | None:
+        """The final state of the latest closed run, if it completed."""
+        handle = self.client.get_workflow_handle(workflow_id, result_type=TimerState)
+        try:
+            return await handle.result(follow_runs=False)
+        except (WorkflowFailureError, RPCError):
+            return None
+
+    async def _apply_aggregate(
+        self, commit: Commit, item: AggregateChange, touched: Sequence[str]
+    ) -> list[Applied]:
+        owner = commit.aggregate
+        query = timer_query(
+            aggregate=f"{owner.context_name}.{owner.aggregate_name}",
+            aggregate_id=owner.aggregate_id,
+            tenant=owner.tenant_id,
+            running=True,
+        )
+        ids = list(dict.fromkeys([*touched, *[w.id async for w in self.client.list_workflows(
+            query)]]))
+        results = []
+        for workflow_id in ids:
+            outcome = await self._signal_if_running(workflow_id, item.change)
+            results.append(Applied(workflow_id=workflow_id, kind="delete", outcome=outcome))
+        return results
+
+    async def list(
+        self,
+        *,
+        aggregate: str | None = None,
+        aggregate_id: str | None = None,
+        tenant: str | None = None,
+        key: str | None = None,
+        status: str | None = None,
+        running: bool | None = None,
+        limit: int = 100,
+    ) -> list[TimerInfo]:
+        """Timers matching the filters, newest first (the same query the Web UI takes)."""
+        query = timer_query(
+            aggregate=aggregate,
+            aggregate_id=aggregate_id,
+            tenant=tenant,
+            key=key,
+            status=status,
+            running=running,
+        )
+        found = []
+        async for execution in self.client.list_workflows(query, limit=limit):
+            found.append(_info(execution))
+        return found
+
+    async def show(self, workflow_id: str, *, tenant: str | None = None) -> TimerInfo:
+        """One timer with its full state (queried if running, its result if closed)."""
+        _check_id(workflow_id)
+        handle = self.client.get_workflow_handle(workflow_id, result_type=TimerState)
+        try:
+            description = await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise TimerNotFoundError(f"no timer {workflow_id!r}") from None
+            raise
+        info = _info(description)
+        if tenant is not None and info.tenant != tenant:
+            raise TimerNotFoundError(f"no timer {workflow_id!r}")
+        state: TimerState | None
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            state = await handle.query(TimerWorkflow.state)
+        else:
+            state = await self._closed_state(workflow_id)
+        return info.model_copy(update={"state": state})
+
+    async def retry(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
+        """Retry a parked timer's slot now, with the same request id."""
+        await self._check_running(workflow_id, tenant)
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            return await handle.execute_update(TimerWorkflow.retry)
+        except WorkflowUpdateFailedError as error:
+            raise TimerError(str(error.cause or error)) from None
+
+    async def cancel(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
+        """Cancel a pending or parked timer; a command already sent is not recalled."""
+        await self._check_running(workflow_id, tenant)
+        handle = self.client.get_workflow_handle(workflow_id)
+        return await handle.execute_update(TimerWorkflow.cancel)
+
+    async def _check_running(self, workflow_id: str, tenant: str | None) -> None:
+        info = await self.show(workflow_id, tenant=tenant)
+        if not info.running:
+            raise TimerError(f"timer {workflow_id!r} has ended ({info.status})")
+
+
+def _check_id(workflow_id: str) -> None:
+    if not workflow_id.startswith(_ID_PREFIX):
+        raise TimerError(f"not a timer id: {workflow_id!r} (timer ids start with {_ID_PREFIX!r})")
+
+
+def _info(execution: WorkflowExecution) -> TimerInfo:
+    attributes = execution.typed_search_attributes
+    shown = attributes.get(SA_STATUS) or ""
+    running = execution.status == WorkflowExecutionStatus.RUNNING
+    if running or shown in (Status.REJECTED.value, Status.CANCELLED.value):
+        status = shown
+    elif execution.status == WorkflowExecutionStatus.COMPLETED:
+        status = Status.DELIVERED.value
+    else:
+        status = execution.status.name.replace("_", " ").title() if execution.status else ""
+    return TimerInfo(
+        workflow_id=execution.id,
+        run_id=execution.run_id,
+        status=status,
+        running=running,
+        aggregate=attributes.get(SA_AGGREGATE) or "",
+        aggregate_id=attributes.get(SA_AGGREGATE_ID) or "",
+        tenant=attributes.get(SA_TENANT) or "",
+        key=attributes.get(SA_KEY) or "",
+        due=attributes.get(SA_DUE),
+    )

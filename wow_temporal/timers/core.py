@@ -1,0 +1,314 @@
+"""The pure core of an aggregate timer: one schedule key of one aggregate, as a state machine.
+
+Given the state, the time and an input (a schedule change, a wake-up, a delivery outcome, an
+operator's retry or cancel) it returns the new state and what to do next. No Temporal, no I/O:
+the workflow in `timers.workflow` is a thin shell that runs these decisions durably.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from wow_temporal.schedule import (
+    AggregateRef,
+    Misfire,
+    ScheduledCommand,
+    ScheduleRule,
+    Scope,
+)
+
+__all__ = [
+    "MAX_CATCH_UP_COUNT",
+    "AwaitOperator",
+    "Delivery",
+    "Deliver",
+    "Finish",
+    "Sleep",
+    "Status",
+    "Step",
+    "TimerChange",
+    "TimerSpec",
+    "TimerState",
+    "apply",
+    "cancel",
+    "initial",
+    "on_failed",
+    "on_outcome",
+    "retry",
+    "step",
+    "summary",
+    "timer_workflow_id",
+]
+
+MAX_CATCH_UP_COUNT = 100_000
+"""A cron timer counts at most this many missed slots when it wakes (a one-second rule after a
+day down is 86,400); beyond it the oldest are dropped from the count, never delivered early."""
+
+
+class Status(StrEnum):
+    """A timer's status, as the `WowStatus` search attribute shows it."""
+
+    SCHEDULED = "Scheduled"
+    DELIVERING = "Delivering"
+    PARKED = "Parked"
+    DELIVERED = "Delivered"
+    REJECTED = "Rejected"
+    CANCELLED = "Cancelled"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TimerSpec(_Frozen):
+    """One schedule as a `wow.ScheduleSet` committed it, with what delivery needs."""
+
+    timer: str
+    """Identifies this schedule: distinct for every `wow.ScheduleSet`, first half of `timer#slot`."""
+    key: str
+    owner: AggregateRef
+    """The aggregate that committed the schedule (the timer belongs to it)."""
+    target: AggregateRef
+    rule: ScheduleRule
+    command: ScheduledCommand
+    scope: Scope
+    upstream_id: str
+    """The scheduling commit's id: the causation of every command this timer sends."""
+    trace_id: str = ""
+    traceparent: str | None = None
+    first_due: datetime | None
+    """When slot 1 is due (UTC); None for a cron rule that never matches."""
+
+    @property
+    def recurring(self) -> bool:
+        return self.rule.kind == "cron"
+
+
+class TimerChange(_Frozen):
+    """A schedule event of a commit, as it applies to one timer, ordered by `order`."""
+
+    kind: Literal["set", "cancel", "delete"]
+    version: int
+    """The version of the commit that holds the event."""
+    index: int = 0
+    """The event's position in its commit: orders two events of one commit."""
+    spec: TimerSpec | None = None
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return (self.version, self.index)
+
+
+class Delivery(_Frozen):
+    """One slot of one schedule to deliver: the request id is `timer#slot`."""
+
+    timer: str
+    slot: int
+    due: datetime
+    skipped: int = 0
+
+    @property
+    def request_id(self) -> str:
+        return f"{self.timer}#{self.slot}"
+
+
+class TimerState(_Frozen):
+    """Everything a timer knows; carried across continue-as-new and shown by the state query."""
+
+    applied: tuple[int, int] = (0, -1)
+    """Order of the last schedule event applied: an older or equal one changes nothing."""
+    spec: TimerSpec | None = None
+    status: Status = Status.SCHEDULED
+    next_slot: int = 1
+    next_due: datetime | None = None
+    pending: Delivery | None = None
+    """The slot chosen for delivery and not yet decided (in flight, or parked)."""
+    delivered: int = 0
+    last_outcome: str = ""
+    parked_error: str = ""
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait until `until` (or until a change arrives)."""
+
+    until: datetime
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """Deliver this slot now."""
+
+    delivery: Delivery
+
+
+@dataclass(frozen=True)
+class AwaitOperator:
+    """Parked: wait for an operator's retry or cancel, or a newer schedule."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The timer is done; its final status."""
+
+    status: Status
+
+
+Step = Sleep | Deliver | AwaitOperator | Finish
+
+
+def timer_workflow_id(owner: AggregateRef, key: str) -> str:
+    """`wow-timer:{context}.{aggregate}:{tenant}:{aggregate_id}:{key}`, one per aggregate and key."""
+    return (
+        f"wow-timer:{owner.context_name}.{owner.aggregate_name}:"
+        f"{owner.tenant_id}:{owner.aggregate_id}:{key}"
+    )
+
+
+def initial(change: TimerChange) -> TimerState:
+    """The state of a timer started by a `set` change."""
+    return apply(TimerState(), change)
+
+
+def apply(state: TimerState, change: TimerChange) -> TimerState:
+    """Apply a schedule event; one not newer than the last applied changes nothing."""
+    if change.order <= state.applied:
+        return state
+    if change.kind == "set":
+        assert change.spec is not None, "a set change carries its spec"
+        return TimerState(
+            applied=change.order,
+            spec=change.spec,
+            status=Status.SCHEDULED,
+            next_due=change.spec.first_due,
+            delivered=0,
+        )
+    return state.model_copy(
+        update={
+            "applied": change.order,
+            "spec": None,
+            "status": Status.CANCELLED,
+            "pending": None,
+            "next_due": None,
+            "parked_error": "",
+            "last_outcome": "cancelled by " + ("deletion" if change.kind == "delete" else "key"),
+        }
+    )
+
+
+def cancel(state: TimerState) -> TimerState:
+    """An operator's cancel: the timer ends, whatever it was doing."""
+    if state.spec is None:
+        return state
+    return state.model_copy(
+        update={
+            "spec": None,
+            "status": Status.CANCELLED,
+            "pending": None,
+            "next_due": None,
+            "parked_error": "",
+            "last_outcome": "cancelled by operator",
+        }
+    )
+
+
+def retry(state: TimerState) -> TimerState:
+    """An operator's retry of a parked delivery: the same slot, the same request id."""
+    if state.status is not Status.PARKED:
+        return state
+    return state.model_copy(update={"status": Status.SCHEDULED, "parked_error": ""})
+
+
+def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
+    """What to do at `now`: sleep, deliver a slot (never before it is due), wait, or finish."""
+    spec = state.spec
+    if spec is None:
+        return state, Finish(Status.CANCELLED)
+    if state.status is Status.PARKED:
+        return state, AwaitOperator()
+    if state.pending is not None:
+        return state.model_copy(update={"status": Status.DELIVERING}), Deliver(state.pending)
+    due = state.next_due
+    if due is None:
+        final = state.status if state.status is Status.REJECTED else Status.DELIVERED
+        return state, Finish(final)
+    if now < due:
+        return state, Sleep(due)
+    slot, due, skipped = state.next_slot, due, 0
+    if spec.recurring and spec.rule.misfire is Misfire.COALESCE:
+        slot, due, skipped = _latest_due(spec.rule, slot, due, now)
+    delivery = Delivery(timer=spec.timer, slot=slot, due=due, skipped=skipped)
+    new = state.model_copy(update={"pending": delivery, "status": Status.DELIVERING})
+    return new, Deliver(delivery)
+
+
+def _latest_due(rule: ScheduleRule, slot: int, due: datetime, now: datetime) -> tuple[
+    int, datetime, int
+]:
+    """Of the cron slots due by `now` from (`slot`, `due`) on, the latest, and how many it skips."""
+    skipped = 0
+    while skipped < MAX_CATCH_UP_COUNT:
+        following = rule.next_cron(due)
+        if following is None or following > now:
+            break
+        slot, due, skipped = slot + 1, following, skipped + 1
+    return slot, due, skipped
+
+
+def on_outcome(
+    state: TimerState, delivery: Delivery, outcome: Literal["delivered", "rejected"], detail: str
+) -> TimerState:
+    """The host decided `delivery`: move to the next slot, or end a one-shot timer."""
+    spec = state.spec
+    if spec is None or state.pending != delivery:
+        return state  # cancelled or replaced while in flight: the command is not recalled
+    rejected = outcome == "rejected"
+    next_due = spec.rule.next_cron(delivery.due) if spec.recurring else None
+    if rejected and not spec.recurring:
+        status = Status.REJECTED
+    else:
+        status = Status.SCHEDULED if next_due is not None else Status.DELIVERED
+    return state.model_copy(
+        update={
+            "pending": None,
+            "status": status,
+            "next_slot": delivery.slot + 1,
+            "next_due": next_due,
+            "delivered": state.delivered + (0 if rejected else 1),
+            "last_outcome": f"slot {delivery.slot} {outcome}" + (f": {detail}" if detail else ""),
+        }
+    )
+
+
+def on_failed(state: TimerState, delivery: Delivery, error: str) -> TimerState:
+    """Every attempt to deliver `delivery` failed technically: park it for an operator."""
+    if state.spec is None or state.pending != delivery:
+        return state
+    return state.model_copy(
+        update={
+            "status": Status.PARKED,
+            "parked_error": error,
+            "last_outcome": f"slot {delivery.slot} parked: {error}",
+        }
+    )
+
+
+def summary(spec: TimerSpec, due: datetime | None) -> str:
+    """One line a person understands: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
+    when = "never due" if due is None else "due " + _short_instant(due)
+    return f"{spec.command.simple_name} → {spec.target}, {when}"
+
+
+def _short_instant(instant: datetime) -> str:
+    instant = instant.astimezone(UTC)
+    text = instant.strftime("%Y-%m-%dT%H:%M")
+    if instant.second or instant.microsecond:
+        text += instant.strftime(":%S")
+        if instant.microsecond:
+            text += f".{instant.microsecond // 1000:03d}"
+    return text + "Z"

@@ -1,0 +1,266 @@
+"""The timer workflow: a thin, deterministic shell that runs `timers.core` durably on Temporal.
+
+One workflow per aggregate and key (`wow-timer:…`). It sleeps until the slot is due, checks its own
+clock, hands the slot to the `wow.deliver` activity, and applies the outcome; schedule changes
+arrive as the `apply` signal, operators retry or cancel through updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict
+from temporalio import workflow
+from temporalio.common import (
+    RetryPolicy,
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from wow_temporal.delivery import DeliveryOutcome, DeliveryRequest, ScheduleDetails
+    from wow_temporal.timers import core
+    from wow_temporal.timers.core import Status, TimerChange, TimerState
+
+__all__ = [
+    "SA_AGGREGATE",
+    "SA_AGGREGATE_ID",
+    "SA_DUE",
+    "SA_KEY",
+    "SA_STATUS",
+    "SA_TENANT",
+    "DeliverySettings",
+    "TimerInput",
+    "TimerWorkflow",
+    "initial_search_attributes",
+]
+
+SA_AGGREGATE = SearchAttributeKey.for_keyword("WowAggregate")
+SA_AGGREGATE_ID = SearchAttributeKey.for_keyword("WowAggregateId")
+SA_TENANT = SearchAttributeKey.for_keyword("WowTenant")
+SA_KEY = SearchAttributeKey.for_keyword("WowKey")
+SA_STATUS = SearchAttributeKey.for_keyword("WowStatus")
+SA_DUE = SearchAttributeKey.for_datetime("WowDue")
+
+CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
+"""A long-lived cron timer starts afresh before its history grows past this many events."""
+
+
+class DeliverySettings(BaseModel):
+    """How the delivery activity is retried before a slot is parked (`wow.timers.*`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_attempts: int = 10
+    initial_interval: timedelta = timedelta(seconds=1)
+    max_interval: timedelta = timedelta(seconds=60)
+    backoff: float = 2.0
+    attempt_timeout: timedelta = timedelta(seconds=30)
+
+
+class TimerInput(BaseModel):
+    """The workflow's input, and what it carries across continue-as-new."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: TimerState
+    delivery: DeliverySettings = DeliverySettings()
+
+
+def initial_search_attributes(state: TimerState) -> TypedSearchAttributes:
+    """The search attributes a timer starts with (free at start, unlike later upserts)."""
+    spec = state.spec
+    assert spec is not None
+    pairs: list[SearchAttributePair[object]] = [
+        SearchAttributePair(SA_AGGREGATE, f"{spec.owner.context_name}.{spec.owner.aggregate_name}"),
+        SearchAttributePair(SA_AGGREGATE_ID, spec.owner.aggregate_id),
+        SearchAttributePair(SA_TENANT, spec.owner.tenant_id),
+        SearchAttributePair(SA_KEY, spec.key),
+        SearchAttributePair(SA_STATUS, state.status.value),
+    ]  # type: ignore[list-item]
+    if state.next_due is not None:
+        pairs.append(SearchAttributePair(SA_DUE, state.next_due))  # type: ignore[arg-type]
+    return TypedSearchAttributes(pairs)
+
+
+@workflow.defn(name="wow.Timer")
+class TimerWorkflow:
+    """One schedule key of one aggregate: sleeps, delivers each slot once decided, parks failures."""
+
+    @workflow.init
+    def __init__(self, input: TimerInput) -> None:
+        self._state = input.state
+        self._settings = input.delivery
+        self._changes = 0
+        current = workflow.info().typed_search_attributes
+        self._shown: tuple[str, datetime | None] = (
+            current.get(SA_STATUS) or "",
+            current.get(SA_DUE),
+        )
+
+    @workflow.run
+    async def run(self, input: TimerInput) -> TimerState:
+        while True:
+            self._state, next_step = core.step(self._state, workflow.now())
+            self._show_details()
+            match next_step:
+                case core.Finish(status):
+                    self._publish(status, None, final=True)
+                    return self._state
+                case core.Sleep(until):
+                    self._publish(self._state.status, until)
+                    await self._wait(until)
+                case core.AwaitOperator():
+                    self._publish(Status.PARKED, self._state.next_due)
+                    await self._wait(None)
+                case core.Deliver(delivery):
+                    await self._deliver(delivery)
+            if self._should_continue_as_new():
+                workflow.continue_as_new(TimerInput(state=self._state, delivery=self._settings))
+
+    @workflow.signal(name="apply")
+    def apply(self, change: TimerChange) -> None:
+        """A schedule event of a commit: set, cancel or delete (older ones change nothing)."""
+        self._update(core.apply(self._state, change))
+
+    @workflow.update(name="retry")
+    def retry(self) -> TimerState:
+        """An operator's retry of the parked slot, with the same request id."""
+        self._update(core.retry(self._state))
+        return self._state
+
+    @retry.validator
+    def _retry_only_parked(self) -> None:
+        if self._state.status is not Status.PARKED:
+            raise ApplicationError(
+                f"only a parked timer can be retried; this one is {self._state.status.value}",
+                type="NotParked",
+                non_retryable=True,
+            )
+
+    @workflow.update(name="cancel")
+    def cancel(self) -> TimerState:
+        """An operator's cancel: the timer ends; a command already sent is not recalled."""
+        self._update(core.cancel(self._state))
+        return self._state
+
+    @workflow.query(name="state")
+    def state(self) -> TimerState:
+        """The timer's whole state."""
+        return self._state
+
+    def _update(self, state: TimerState) -> None:
+        if state != self._state:
+            self._state = state
+            self._changes += 1
+
+    async def _wait(self, until: datetime | None) -> None:
+        """Sleep until `until` (forever if None), or until a change arrives."""
+        seen = self._changes
+        timeout = None if until is None else max(until - workflow.now(), timedelta(milliseconds=1))
+        spec = self._state.spec
+        label = core.summary(spec, until) if spec is not None else None
+        try:
+            await workflow.wait_condition(
+                lambda: self._changes != seen, timeout=timeout, timeout_summary=label
+            )
+        except TimeoutError:
+            pass
+
+    async def _deliver(self, delivery: core.Delivery) -> None:
+        """Run the delivery activity for one slot; a replacement or cancel abandons it."""
+        spec = self._state.spec
+        assert spec is not None
+        request = DeliveryRequest(
+            command=spec.command,
+            target=spec.target,
+            scope=spec.scope,
+            request_id=delivery.request_id,
+            upstream_id=spec.upstream_id,
+            upstream_name=f"{spec.owner.context_name}.{spec.owner.aggregate_name}",
+            trace_id=spec.trace_id,
+            traceparent=spec.traceparent,
+            schedule=ScheduleDetails(
+                timer=delivery.timer,
+                key=spec.key,
+                slot=delivery.slot,
+                due=int(delivery.due.timestamp() * 1000),
+                skipped=delivery.skipped,
+            ),
+        )
+        settings = self._settings
+        handle = workflow.start_activity(
+            "wow.deliver",
+            request,
+            result_type=DeliveryOutcome,
+            start_to_close_timeout=settings.attempt_timeout,
+            retry_policy=RetryPolicy(
+                initial_interval=settings.initial_interval,
+                backoff_coefficient=settings.backoff,
+                maximum_interval=settings.max_interval,
+                maximum_attempts=settings.max_attempts,
+            ),
+            summary=f"{delivery.request_id}: {core.summary(spec, delivery.due)}",
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._state.pending != delivery)
+        if not handle.done():
+            handle.cancel()
+            try:
+                await handle
+            except (ActivityError, CancelledError, asyncio.CancelledError):
+                pass
+            return
+        try:
+            outcome = handle.result()
+        except ActivityError as error:
+            cause = error.cause
+            reason = str(cause) if cause is not None else str(error)
+            self._state = core.on_failed(self._state, delivery, reason)
+            return
+        detail = "" if outcome.error_code == "Ok" else outcome.error_code
+        if outcome.error_msg:
+            detail += f" {outcome.error_msg}"
+        self._state = core.on_outcome(self._state, delivery, outcome.status, detail.strip())
+
+    def _publish(self, status: Status, due: datetime | None, *, final: bool = False) -> None:
+        """Keep `WowStatus` and `WowDue` current, upserting only what changed.
+
+        A timer that ends delivered keeps its last status: a closed, completed timer is
+        delivered, and not upserting saves an action on the common path.
+        """
+        if final and status is Status.DELIVERED and self._shown[0] == Status.SCHEDULED.value:
+            return
+        shown = (status.value, due)
+        if shown == self._shown or (final and shown[0] == self._shown[0]):
+            return
+        updates = []
+        if shown[0] != self._shown[0]:
+            updates.append(SA_STATUS.value_set(status.value))
+        if due is not None and due != self._shown[1]:
+            updates.append(SA_DUE.value_set(due.astimezone(UTC)))
+        if updates:
+            workflow.upsert_search_attributes(updates)
+        self._shown = (shown[0], due if due is not None else self._shown[1])
+
+    def _show_details(self) -> None:
+        """The current details the Web UI shows: next due, slot, last outcome."""
+        state = self._state
+        lines = [f"**{state.status.value}**"]
+        if state.spec is not None:
+            lines.append(core.summary(state.spec, state.next_due))
+            lines.append(f"next slot {state.next_slot}, delivered {state.delivered}")
+        if state.last_outcome:
+            lines.append(f"last: {state.last_outcome}")
+        if state.parked_error:
+            lines.append(f"parked: {state.parked_error}")
+        workflow.set_current_details("\n\n".join(lines))
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return self._state.pending is None and (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+        )
