@@ -222,6 +222,47 @@ async def test_restart_keeps_workflows_and_registration_is_idempotent(tmp_path: 
     assert server.log_path.is_file()
 
 
+@workflow.defn
+class NapWorkflow:
+    """Sleeps a little on a durable timer, then reports when it woke."""
+
+    @workflow.run
+    async def run(self) -> datetime:
+        await workflow.sleep(1.5)
+        return workflow.now()
+
+
+async def test_pending_timer_survives_a_crash(tmp_path: Path) -> None:
+    server = EmbeddedTemporal(tmp_path, headless=True)
+    queue = _queue()
+    await server.start()
+    try:
+        client = await server.connect()
+        async with Worker(client, task_queue=queue, workflows=[NapWorkflow]):
+            handle = await client.start_workflow(
+                NapWorkflow.run, id=f"nap-{queue}", task_queue=queue
+            )
+            started = (await handle.describe()).start_time
+            for _ in range(200):
+                events = [e async for e in handle.fetch_history_events()]
+                if any(e.HasField("timer_started_event_attributes") for e in events):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail("the timer was never started")
+        await server.kill()  # SIGKILL: no graceful shutdown
+        assert not server.running
+        await server.start()
+        client = await server.connect()
+        async with Worker(client, task_queue=queue, workflows=[NapWorkflow]):
+            woke = await client.get_workflow_handle(handle.id, result_type=datetime).result()
+        assert started is not None
+        assert isinstance(woke, datetime)
+        assert woke - started >= timedelta(seconds=1.5)
+    finally:
+        await server.stop()
+
+
 async def test_start_failure_reports_server_output(tmp_path: Path) -> None:
     server = EmbeddedTemporal(tmp_path, headless=True, extra_args=["--no-such-flag"])
     with pytest.raises(EmbeddedTemporalError, match="no-such-flag"):

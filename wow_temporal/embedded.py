@@ -353,6 +353,18 @@ class EmbeddedTemporal:
             self._proc = None
         self._close()
 
+    async def kill(self) -> None:
+        """SIGKILL the server's process group without a graceful shutdown (simulates a crash).
+
+        The SQLite WAL keeps every committed transaction, so `start()` afterwards resumes.
+        """
+        proc = self._proc
+        if proc is not None:
+            _signal_group(proc, signal.SIGKILL)
+            await asyncio.to_thread(proc.wait)
+            self._proc = None
+        self._close()
+
     def kill_now(self) -> None:
         """Synchronously SIGKILL the server's process group (interpreter exit safety net)."""
         proc = self._proc
