@@ -263,6 +263,30 @@ async def test_pending_timer_survives_a_crash(tmp_path: Path) -> None:
         await server.stop()
 
 
+@workflow.defn
+class LatenessWorkflow:
+    """Sleeps 0.5 s three times and reports how late each wake-up was, in seconds."""
+
+    @workflow.run
+    async def run(self) -> list[float]:
+        late: list[float] = []
+        for _ in range(3):
+            before = workflow.now()
+            await workflow.sleep(0.5)
+            late.append((workflow.now() - before).total_seconds() - 0.5)
+        return late
+
+
+async def test_dev_server_timers_fire_on_time(dev_client: Client) -> None:
+    # Without the timer-precision dynamic config each wake-up is ~0.5 s late.
+    queue = _queue()
+    async with Worker(dev_client, task_queue=queue, workflows=[LatenessWorkflow]):
+        late = await dev_client.execute_workflow(
+            LatenessWorkflow.run, id=f"late-{queue}", task_queue=queue
+        )
+    assert sorted(late)[1] < 0.25, late
+
+
 async def test_start_failure_reports_server_output(tmp_path: Path) -> None:
     server = EmbeddedTemporal(tmp_path, headless=True, extra_args=["--no-such-flag"])
     with pytest.raises(EmbeddedTemporalError, match="no-such-flag"):

@@ -41,6 +41,7 @@ __all__ = [
     "TemporalBinaryNotFoundError",
     "find_temporal_cli",
     "find_test_server",
+    "free_port",
     "register_search_attributes",
     "start_time_skipping",
 ]
@@ -131,6 +132,11 @@ async def register_search_attributes(
     Returns the names actually added (empty when all already existed). Raises
     `EmbeddedTemporalError` if a name exists with a different type.
     """
+    unknown = sorted(kind for kind in attributes.values() if kind not in _INDEXED_VALUE_TYPES)
+    if unknown:
+        raise ValueError(
+            f"unknown search attribute types {unknown}; use {list(_INDEXED_VALUE_TYPES)}"
+        )
     wanted = {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
     existing = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=namespace)
