@@ -1,0 +1,523 @@
+"""Settings: defaults, the YAML file, env over file, errors naming the key, job rule precedence."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from wow_temporal.schedule import Misfire
+from wow_temporal.settings import (
+    JobOverride,
+    Settings,
+    SettingsError,
+    TimerSettings,
+    effective_rule,
+    load_settings,
+    parse_duration,
+)
+
+EXAMPLE = """\
+wow:
+  timers:
+    poll-interval: 1s        # accept 1s, 500ms, 2m, PT1S, or a number of seconds
+    max-attempts: 10
+  schedules:
+    receive-deliveries:
+      expression: "0 0 7 * * *"
+      zone: Europe/Amsterdam
+      misfire: CATCH_UP
+      enabled: false
+  host-url: http://localhost:8080
+  api-token: secret
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment isolated from the machine's: no Temporal profile file, no WOW_* vars."""
+    return {"TEMPORAL_CONFIG_FILE": str(tmp_path / "no-temporal.toml")}
+
+
+def write(tmp_path: Path, text: str, name: str = "wow.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- defaults and the file -----------------------------------------------------------------
+
+
+def test_defaults(env: dict[str, str]) -> None:
+    settings = load_settings(None, env)
+    assert settings.model_dump() == Settings().model_dump()
+    assert settings.timers == TimerSettings(
+        poll_interval=timedelta(seconds=1),
+        max_attempts=10,
+        retry_initial_interval=timedelta(seconds=1),
+        retry_max_interval=timedelta(seconds=60),
+        retry_backoff=2.0,
+    )
+    assert settings.schedules == {}
+    assert settings.host_url is None
+    assert settings.api_token is None
+    assert settings.api_port == 8088
+
+
+def test_yaml_example(tmp_path: Path, env: dict[str, str]) -> None:
+    settings = load_settings(write(tmp_path, EXAMPLE), env)
+    assert settings.timers.poll_interval == timedelta(seconds=1)
+    assert settings.timers.max_attempts == 10
+    assert settings.schedules == {
+        "receive-deliveries": JobOverride(
+            expression="0 0 7 * * *",
+            zone="Europe/Amsterdam",
+            misfire=Misfire.CATCH_UP,
+            enabled=False,
+        )
+    }
+    assert settings.host_url == "http://localhost:8080"
+    assert settings.api_token == "secret"
+    assert "secret" not in repr(settings)
+
+
+def test_path_from_wow_config(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  api-port: 9000\n")
+    assert load_settings(None, {**env, "WOW_CONFIG": str(path)}).api_port == 9000
+
+
+def test_explicit_path_beats_wow_config(tmp_path: Path, env: dict[str, str]) -> None:
+    explicit = write(tmp_path, "wow:\n  api-port: 9001\n", "a.yaml")
+    other = write(tmp_path, "wow:\n  api-port: 9002\n", "b.yaml")
+    assert load_settings(explicit, {**env, "WOW_CONFIG": str(other)}).api_port == 9001
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "# nothing\n", "wow:\n", "spring:\n  application: x\n", "wow:\n  timers:\n  schedules:\n"],
+)
+def test_empty_files_give_defaults(tmp_path: Path, env: dict[str, str], text: str) -> None:
+    assert load_settings(write(tmp_path, text), env).model_dump() == Settings().model_dump()
+
+
+def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> None:
+    text = "wow:\n  timers:\n    max_attempts: 4\n  schedules:\n    nightly:\n  api_port: 1234\n"
+    settings = load_settings(write(tmp_path, text), env)
+    assert settings.timers.max_attempts == 4
+    assert settings.schedules == {"nightly": JobOverride()}
+    assert settings.api_port == 1234
+
+
+def test_unknown_keys_outside_strict_sections_are_ignored(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    settings = load_settings(write(tmp_path, "wow:\n  dev:\n    ui: true\n"), env)
+    assert settings.model_dump() == Settings().model_dump()
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings()
+    with pytest.raises(ValidationError):
+        settings.api_port = 1  # type: ignore[misc]
+
+
+# --- environment over file -----------------------------------------------------------------
+
+
+def test_env_overrides_yaml(tmp_path: Path, env: dict[str, str]) -> None:
+    environ = {
+        **env,
+        "WOW_TIMERS_POLL_INTERVAL": "250ms",
+        "WOW_TIMERS_MAX_ATTEMPTS": "3",
+        "WOW_TIMERS_RETRY_INITIAL_INTERVAL": "2s",
+        "WOW_TIMERS_RETRY_MAX_INTERVAL": "PT5M",
+        "WOW_TIMERS_RETRY_BACKOFF": "1.5",
+        "WOW_HOST_URL": "https://host.example:8443/",
+        "WOW_API_TOKEN": "from-env",
+        "WOW_API_PORT": "9999",
+    }
+    settings = load_settings(write(tmp_path, EXAMPLE), environ)
+    assert settings.timers == TimerSettings(
+        poll_interval=timedelta(milliseconds=250),
+        max_attempts=3,
+        retry_initial_interval=timedelta(seconds=2),
+        retry_max_interval=timedelta(minutes=5),
+        retry_backoff=1.5,
+    )
+    assert settings.host_url == "https://host.example:8443"
+    assert settings.api_token == "from-env"
+    assert settings.api_port == 9999
+    # What the environment does not mention stays as the file says.
+    assert settings.schedules["receive-deliveries"].zone == "Europe/Amsterdam"
+
+
+def test_env_overrides_snake_case_yaml_key(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  timers:\n    max_attempts: 4\n")
+    assert load_settings(path, {**env, "WOW_TIMERS_MAX_ATTEMPTS": "7"}).timers.max_attempts == 7
+
+
+def test_empty_env_value_unsets_optional_string(tmp_path: Path, env: dict[str, str]) -> None:
+    settings = load_settings(write(tmp_path, EXAMPLE), {**env, "WOW_API_TOKEN": ""})
+    assert settings.api_token is None
+
+
+def test_unrelated_wow_variables_are_ignored(env: dict[str, str]) -> None:
+    settings = load_settings(None, {**env, "WOW_DATA_DIR": "/x", "WOW_CONFIG": ""})
+    assert settings.model_dump() == Settings().model_dump()
+
+
+def test_os_environ_is_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("WOW_API_PORT", "7001")
+    monkeypatch.delenv("WOW_CONFIG", raising=False)
+    assert load_settings().api_port == 7001
+
+
+# --- job overrides by env ------------------------------------------------------------------
+
+
+def test_env_job_override_matches_yaml_name(tmp_path: Path, env: dict[str, str]) -> None:
+    environ = {
+        **env,
+        "WOW_SCHEDULES_RECEIVE_DELIVERIES_ZONE": "UTC",
+        "WOW_SCHEDULES_RECEIVE_DELIVERIES_MISFIRE": "coalesce",
+        "WOW_SCHEDULES_RECEIVE_DELIVERIES_ENABLED": "true",
+        "WOW_SCHEDULES_RECEIVE_DELIVERIES_EXPRESSION": "0 30 6 * * MON-FRI",
+    }
+    settings = load_settings(write(tmp_path, EXAMPLE), environ)
+    assert settings.schedules == {
+        "receive-deliveries": JobOverride(
+            expression="0 30 6 * * MON-FRI", zone="UTC", misfire=Misfire.COALESCE, enabled=True
+        )
+    }
+
+
+def test_env_job_override_matches_snake_case_yaml_name(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  schedules:\n    Nightly_Report:\n      zone: UTC\n")
+    settings = load_settings(path, {**env, "WOW_SCHEDULES_NIGHTLY_REPORT_ENABLED": "false"})
+    assert settings.schedules == {"Nightly_Report": JobOverride(zone="UTC", enabled=False)}
+
+
+def test_env_job_override_matches_known_job(env: dict[str, str]) -> None:
+    environ = {**env, "WOW_SCHEDULES_PURGE_CARTS_MISFIRE": "CATCH_UP"}
+    settings = load_settings(None, environ, known_jobs=["purge_carts"])
+    assert settings.schedules == {"purge_carts": JobOverride(misfire=Misfire.CATCH_UP)}
+
+
+def test_env_job_override_of_unknown_job_is_kebab_case(env: dict[str, str]) -> None:
+    settings = load_settings(None, {**env, "WOW_SCHEDULES_SEND_NEWSLETTER_ENABLED": "0"})
+    assert settings.schedules == {"send-newsletter": JobOverride(enabled=False)}
+
+
+def test_env_job_override_ambiguous_name(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  schedules:\n    a-b: {}\n    a_b: {}\n")
+    with pytest.raises(SettingsError, match=r"^WOW_SCHEDULES_A_B_ZONE: ambiguous job name"):
+        load_settings(path, {**env, "WOW_SCHEDULES_A_B_ZONE": "UTC"})
+
+
+def test_schedule_override_lookup() -> None:
+    settings = Settings(schedules={"receive-deliveries": JobOverride(enabled=False)})
+    assert settings.schedule_override("receive-deliveries") == JobOverride(enabled=False)
+    assert settings.schedule_override("RECEIVE_DELIVERIES") == JobOverride(enabled=False)
+    assert settings.schedule_override("other") is None
+
+
+# --- errors name the key -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "wow:\n  timers:\n    max-attempts: 0\n",
+            r"^wow\.timers\.max-attempts: must be at least 1, got 0",
+        ),
+        ("wow:\n  timers:\n    max-attempts: many\n", r"^wow\.timers\.max-attempts: .*integer"),
+        (
+            "wow:\n  timers:\n    poll-intervall: 1s\n",
+            r"^wow\.timers\.poll-intervall: unknown key; known: poll-interval, max-attempts",
+        ),
+        (
+            "wow:\n  timers:\n    poll-interval: 1x\n",
+            r"^wow\.timers\.poll-interval: invalid duration '1x'",
+        ),
+        (
+            "wow:\n  timers:\n    poll-interval: 0s\n",
+            r"^wow\.timers\.poll-interval: must be a positive",
+        ),
+        (
+            "wow:\n  timers:\n    poll-interval: -5\n",
+            r"^wow\.timers\.poll-interval: must be a positive",
+        ),
+        (
+            "wow:\n  timers:\n    retry-backoff: 0.5\n",
+            r"^wow\.timers\.retry-backoff: must be a number of at least 1",
+        ),
+        (
+            "wow:\n  timers:\n    retry-initial-interval: 2m\n    retry-max-interval: 1m\n",
+            r"^wow\.timers: retry-max-interval \(60s\) must not be less than",
+        ),
+        ("wow:\n  timers: 5\n", r"^wow\.timers: "),
+        (
+            "wow:\n  schedules:\n    nightly:\n      expression: '0 0 6 * *'\n",
+            r"^wow\.schedules\.nightly\.expression: invalid cron expression '0 0 6 \* \*'",
+        ),
+        (
+            "wow:\n  schedules:\n    nightly:\n      zone: Mars/Olympus\n",
+            r"^wow\.schedules\.nightly\.zone: unknown time zone 'Mars/Olympus'",
+        ),
+        (
+            "wow:\n  schedules:\n    nightly:\n      zone: Europe\n",
+            r"^wow\.schedules\.nightly\.zone: unknown time zone 'Europe'",
+        ),
+        (
+            "wow:\n  schedules:\n    nightly:\n      misfire: SOMETIMES\n",
+            r"^wow\.schedules\.nightly\.misfire: .*COALESCE.*CATCH_UP",
+        ),
+        (
+            "wow:\n  schedules:\n    nightly:\n      enable: false\n",
+            r"^wow\.schedules\.nightly\.enable: unknown key; known: expression, zone",
+        ),
+        (
+            "wow:\n  schedules:\n    'nightly report': {}\n",
+            r"^wow\.schedules\.nightly report: invalid job name 'nightly report'",
+        ),
+        (
+            "wow:\n  schedules:\n    " + "x" * 65 + ": {}\n",
+            r"^wow\.schedules\.x{65}: invalid job name",
+        ),
+        ("wow:\n  host-url: ftp://files\n", r"^wow\.host-url: must be an http or https URL"),
+        ("wow:\n  host-url: localhost:8080\n", r"^wow\.host-url: must be an http or https URL"),
+        ("wow:\n  host-url: 'http://x:99999'\n", r"^wow\.host-url: must be an http or https URL"),
+        ("wow:\n  api-port: 0\n", r"^wow\.api-port: must be a port from 1 to 65535, got 0"),
+        ("wow:\n  - a\n", r"^wow: must be a mapping"),
+        ("- a\n", r"must be a mapping with a 'wow' key"),
+    ],
+)
+def test_invalid_file_names_the_key(
+    tmp_path: Path, env: dict[str, str], text: str, message: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(SettingsError, match=message) as caught:
+        load_settings(path, env)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_invalid_file_error_names_the_file(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  timers:\n    max-attempts: 0\n")
+    with pytest.raises(SettingsError, match=re.escape(f"(in {path})")):
+        load_settings(path, env)
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        ("WOW_TIMERS_MAX_ATTEMPTS", "0", r"^WOW_TIMERS_MAX_ATTEMPTS: must be at least 1, got 0$"),
+        ("WOW_TIMERS_MAX_ATTEMPTS", "ten", r"^WOW_TIMERS_MAX_ATTEMPTS: .*integer.*'ten'"),
+        ("WOW_TIMERS_POLL_INTERVAL", "soon", r"^WOW_TIMERS_POLL_INTERVAL: invalid duration 'soon'"),
+        ("WOW_TIMERS_POLL_INTERVALL", "1s", r"^WOW_TIMERS_POLL_INTERVALL: unknown timer setting"),
+        ("WOW_TIMERS_RETRY_BACKOFF", "nan", r"^WOW_TIMERS_RETRY_BACKOFF: must be a number of at"),
+        ("WOW_API_PORT", "http", r"^WOW_API_PORT: .*integer"),
+        ("WOW_API_PORT", "70000", r"^WOW_API_PORT: must be a port from 1 to 65535"),
+        ("WOW_HOST_URL", "not a url", r"^WOW_HOST_URL: must be an http or https URL"),
+        (
+            "WOW_SCHEDULES_NIGHTLY_ZONE",
+            "Nowhere/Town",
+            r"^WOW_SCHEDULES_NIGHTLY_ZONE: unknown time",
+        ),
+        (
+            "WOW_SCHEDULES_NIGHTLY_EXPRESSION",
+            "0 0 25 * * *",
+            r"^WOW_SCHEDULES_NIGHTLY_EXPRESSION: invalid cron expression '0 0 25 \* \* \*'",
+        ),
+        ("WOW_SCHEDULES_NIGHTLY_MISFIRE", "NEVER", r"^WOW_SCHEDULES_NIGHTLY_MISFIRE: .*COALESCE"),
+        ("WOW_SCHEDULES_NIGHTLY_ENABLED", "maybe", r"^WOW_SCHEDULES_NIGHTLY_ENABLED: .*boolean"),
+        ("WOW_SCHEDULES_NIGHTLY_ENABLE", "false", r"^WOW_SCHEDULES_NIGHTLY_ENABLE: expected"),
+        ("WOW_SCHEDULES__ZONE", "UTC", r"^WOW_SCHEDULES__ZONE: the job name is missing"),
+        ("WOW_SCHEDULES_ZONE", "UTC", r"^WOW_SCHEDULES_ZONE: expected"),
+    ],
+)
+def test_invalid_env_names_the_variable(
+    env: dict[str, str], var: str, value: str, message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings(None, {**env, var: value})
+
+
+def test_missing_file_from_wow_config(tmp_path: Path, env: dict[str, str]) -> None:
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(SettingsError, match=r"^WOW_CONFIG=.*missing\.yaml: file not found"):
+        load_settings(None, {**env, "WOW_CONFIG": str(missing)})
+
+
+def test_missing_explicit_file(tmp_path: Path, env: dict[str, str]) -> None:
+    with pytest.raises(SettingsError, match=r"missing\.yaml: file not found"):
+        load_settings(tmp_path / "missing.yaml", env)
+
+
+def test_malformed_yaml(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  timers: [1, 2\n")
+    with pytest.raises(SettingsError, match=r"malformed YAML: .*line \d+"):
+        load_settings(None, {**env, "WOW_CONFIG": str(path)})
+
+
+def test_several_problems_are_all_named(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  timers:\n    max-attempts: 0\n  api-port: 0\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(path, {**env, "WOW_HOST_URL": "gopher://x"})
+    text = str(caught.value)
+    assert "wow.timers.max-attempts" in text
+    assert "wow.api-port" in text
+    assert "WOW_HOST_URL" in text
+
+
+# --- durations -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1s", timedelta(seconds=1)),
+        ("500ms", timedelta(milliseconds=500)),
+        ("2m", timedelta(minutes=2)),
+        ("3h", timedelta(hours=3)),
+        ("1d", timedelta(days=1)),
+        ("1.5s", timedelta(milliseconds=1500)),
+        ("250us", timedelta(microseconds=250)),
+        (" 10 S ", timedelta(seconds=10)),
+        ("PT1S", timedelta(seconds=1)),
+        ("PT0.5S", timedelta(milliseconds=500)),
+        ("pt30m", timedelta(minutes=30)),
+        ("PT1H30M", timedelta(minutes=90)),
+        ("P1DT2H", timedelta(days=1, hours=2)),
+        ("P2D", timedelta(days=2)),
+        ("5", timedelta(seconds=5)),
+        ("0.25", timedelta(milliseconds=250)),
+        (5, timedelta(seconds=5)),
+        (0.5, timedelta(milliseconds=500)),
+        (timedelta(minutes=1), timedelta(minutes=1)),
+    ],
+)
+def test_duration_formats(text: object, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "s", "1x", "PT", "P", "P1DT", "1 minute", "nan", "inf", True, None, [1]]
+)
+def test_bad_durations(text: object) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "expected"),
+    [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("PT1S", 1.0), ("3", 3.0), ("0.1", 0.1)],
+)
+def test_duration_formats_in_yaml(
+    tmp_path: Path, env: dict[str, str], yaml_value: str, expected: float
+) -> None:
+    path = write(tmp_path, f"wow:\n  timers:\n    poll-interval: {yaml_value}\n")
+    assert load_settings(path, env).timers.poll_interval.total_seconds() == expected
+
+
+# --- effective rule ------------------------------------------------------------------------
+
+CODE = ("0 0 6 * * *", "UTC", Misfire.COALESCE)
+
+
+def test_effective_rule_code_alone() -> None:
+    assert effective_rule(CODE, None, None) == CODE
+    assert effective_rule(CODE, JobOverride(), JobOverride(enabled=False)) == CODE
+
+
+def test_effective_rule_host_over_code() -> None:
+    host = JobOverride(expression="0 0 7 * * *", zone="Europe/Amsterdam", misfire=Misfire.CATCH_UP)
+    assert effective_rule(CODE, host, None) == ("0 0 7 * * *", "Europe/Amsterdam", Misfire.CATCH_UP)
+
+
+def test_effective_rule_tenant_over_host_over_code() -> None:
+    host = JobOverride(expression="0 0 7 * * *", zone="Europe/Amsterdam", misfire=Misfire.CATCH_UP)
+    tenant = JobOverride(expression="0 0 8 * * *", zone="Asia/Tokyo", misfire=Misfire.COALESCE)
+    assert effective_rule(CODE, host, tenant) == ("0 0 8 * * *", "Asia/Tokyo", Misfire.COALESCE)
+
+
+def test_effective_rule_field_by_field() -> None:
+    host = JobOverride(zone="Europe/Amsterdam", misfire=Misfire.CATCH_UP)
+    tenant = JobOverride(expression="0 0 8 * * *")
+    assert effective_rule(CODE, host, tenant) == (
+        "0 0 8 * * *",
+        "Europe/Amsterdam",
+        Misfire.CATCH_UP,
+    )
+    assert effective_rule(CODE, None, JobOverride(zone="Asia/Tokyo")) == (
+        "0 0 6 * * *",
+        "Asia/Tokyo",
+        Misfire.COALESCE,
+    )
+    assert effective_rule(CODE, JobOverride(misfire=Misfire.CATCH_UP), JobOverride(zone="UTC")) == (
+        "0 0 6 * * *",
+        "UTC",
+        Misfire.CATCH_UP,
+    )
+
+
+def test_job_override_validates_when_built_in_python() -> None:
+    with pytest.raises(ValidationError, match="unknown time zone 'Mars/Base'"):
+        JobOverride(zone="Mars/Base")
+    with pytest.raises(ValidationError, match="invalid cron expression"):
+        JobOverride(expression="0 0 25 * * *")
+
+
+# --- Temporal connection -------------------------------------------------------------------
+
+
+def test_temporal_defaults(env: dict[str, str]) -> None:
+    config = load_settings(None, env).temporal_connect_config()
+    assert config["target_host"] == "localhost:7233"
+    assert config["namespace"] == "default"
+    assert config["data_converter"] is pydantic_data_converter
+    assert "api_key" not in config
+    assert "tls" not in config
+
+
+def test_temporal_from_env(env: dict[str, str]) -> None:
+    environ = {**env, "TEMPORAL_ADDRESS": "temporal.internal:7233", "TEMPORAL_NAMESPACE": "shop"}
+    config = load_settings(None, environ).temporal_connect_config()
+    assert config["target_host"] == "temporal.internal:7233"
+    assert config["namespace"] == "shop"
+
+
+def test_temporal_api_key_turns_tls_on(env: dict[str, str]) -> None:
+    environ = {**env, "TEMPORAL_ADDRESS": "ns.tmprl.cloud:7233", "TEMPORAL_API_KEY": "k"}
+    config = load_settings(None, environ).temporal_connect_config()
+    assert config["api_key"] == "k"
+    assert config["tls"] is True
+
+
+def test_temporal_from_profile_file_with_env_winning(tmp_path: Path) -> None:
+    toml = write(
+        tmp_path,
+        '[profile.default]\naddress = "file:7233"\nnamespace = "from-file"\n'
+        '[profile.prod]\naddress = "prod:7233"\nnamespace = "prod"\n',
+        "temporal.toml",
+    )
+    base = {"TEMPORAL_CONFIG_FILE": str(toml)}
+    config = load_settings(None, base).temporal_connect_config()
+    assert (config["target_host"], config["namespace"]) == ("file:7233", "from-file")
+    config = load_settings(None, {**base, "TEMPORAL_PROFILE": "prod"}).temporal_connect_config()
+    assert (config["target_host"], config["namespace"]) == ("prod:7233", "prod")
+    config = load_settings(None, {**base, "TEMPORAL_NAMESPACE": "env"}).temporal_connect_config()
+    assert (config["target_host"], config["namespace"]) == ("file:7233", "env")
+
+
+def test_temporal_bad_profile_fails_at_start(tmp_path: Path) -> None:
+    toml = write(tmp_path, "not toml [", "temporal.toml")
+    with pytest.raises(SettingsError, match="TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE"):
+        load_settings(None, {"TEMPORAL_CONFIG_FILE": str(toml)})
+    with pytest.raises(SettingsError, match="not found"):
+        load_settings(None, {"TEMPORAL_CONFIG_FILE": str(toml) + ".none", "TEMPORAL_PROFILE": "x"})

@@ -1,0 +1,515 @@
+"""Settings: timers, per-job schedule overrides, the domain host and the Temporal connection.
+
+They come from a YAML file with Wow/Spring-style keys (`wow.timers.poll-interval`, path from
+`WOW_CONFIG` or an argument) and from `WOW_*` environment variables, the environment winning.
+Every value is validated by `load_settings`, which fails at start with a `SettingsError` naming
+the offending key, so a typo never surfaces later inside a running workflow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Self
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from wow_temporal.schedule import Misfire, validate_key, validate_zone
+
+__all__ = [
+    "DEFAULT_TEMPORAL_ADDRESS",
+    "DEFAULT_TEMPORAL_NAMESPACE",
+    "JobOverride",
+    "Settings",
+    "SettingsError",
+    "TimerSettings",
+    "effective_rule",
+    "load_settings",
+    "parse_duration",
+]
+
+DEFAULT_TEMPORAL_ADDRESS = "localhost:7233"
+"""Where the Temporal frontend is when neither TEMPORAL_ADDRESS nor a profile says otherwise."""
+
+DEFAULT_TEMPORAL_NAMESPACE = "default"
+"""The namespace used when neither TEMPORAL_NAMESPACE nor a profile says otherwise."""
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message starts with the key (`wow.timers.x` or `WOW_X`)."""
+
+
+# --- value parsers -------------------------------------------------------------------------
+
+_UNIT_DURATION = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h|d)", re.IGNORECASE)
+_ISO_DURATION = re.compile(
+    r"([+-]?)P(?:(\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """A duration from `1s`, `500ms`, `2m`, `1h`, `1d`, ISO `PT1S`, or a number of seconds.
+
+    Raises ValueError with a message saying what is accepted.
+    """
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r}: {_DURATION_FORMS}")
+    if isinstance(value, int | float):
+        return _seconds(float(value), value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return _seconds(float(text), value)
+        except ValueError:
+            pass
+        if match := _UNIT_DURATION.fullmatch(text):
+            return _seconds(float(match[1]) * _UNIT_SECONDS[match[2].lower()], value)
+        if (
+            (match := _ISO_DURATION.fullmatch(text))
+            and any(match.groups()[1:])
+            and (not text.upper().endswith("T"))
+        ):
+            sign = -1.0 if match[1] == "-" else 1.0
+            days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups()[1:])
+            total = days * 86400 + hours * 3600 + minutes * 60 + seconds
+            return _seconds(sign * total, value)
+    raise ValueError(f"invalid duration {value!r}: {_DURATION_FORMS}")
+
+
+_DURATION_FORMS = "use e.g. 1s, 500ms, 2m, 1h, PT1S or a number of seconds"
+
+
+def _seconds(seconds: float, original: Any) -> timedelta:
+    if not math.isfinite(seconds):
+        raise ValueError(f"invalid duration {original!r}: {_DURATION_FORMS}")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"duration {original!r} is too large") from None
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError(f"must be a positive duration, got {_show(value)}")
+    return value
+
+
+def _show(value: timedelta) -> str:
+    return f"{value.total_seconds():g}s"
+
+
+def _cron(value: str | None) -> str | None:
+    """A six-field Spring cron expression that `CronExpression.parse` accepts."""
+    if value is None:
+        return None
+    from wow_temporal.cron import CronExpression  # deferred: cron imports nothing from here
+
+    try:
+        CronExpression.parse(value)
+    except ValueError as error:
+        raise ValueError(f"invalid cron expression {value!r}: {error}") from None
+    return value
+
+
+def _blank_is_none(value: Any) -> Any:
+    """An empty string (e.g. `WOW_API_TOKEN=`) means "not set"."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _misfire(value: Any) -> Any:
+    """Misfire names case-insensitively, `-` for `_` (`catch-up`), as Spring binds enums."""
+    if isinstance(value, str):
+        return value.strip().upper().replace("-", "_")
+    return value
+
+
+def _job_name(value: str) -> str:
+    return validate_key(value, "job name")
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(_positive)]
+CronText = Annotated[str | None, BeforeValidator(_blank_is_none), AfterValidator(_cron)]
+
+
+def _zone(value: str | None) -> str | None:
+    """An IANA zone; `validate_zone` lets OSError out for a directory such as `Europe`."""
+    if value is None:
+        return None
+    try:
+        return validate_zone(value)
+    except OSError:
+        raise ValueError(f"unknown time zone {value!r}") from None
+
+
+ZoneText = Annotated[str | None, BeforeValidator(_blank_is_none), AfterValidator(_zone)]
+JobName = Annotated[str, AfterValidator(_job_name)]
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Config(BaseModel):
+    """Frozen, kebab-case keys in YAML (`poll-interval`), snake_case in Python."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=_kebab,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+# --- models --------------------------------------------------------------------------------
+
+
+class TimerSettings(_Config):
+    """How the timers poll and how often they retry a delivery before parking it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    poll_interval: Duration = timedelta(seconds=1)
+    """How often the timers look for due work that has no durable timer of its own."""
+    max_attempts: int = 10
+    """Delivery attempts of one command before it is parked for an operator."""
+    retry_initial_interval: Duration = timedelta(seconds=1)
+    """The wait before the first delivery retry."""
+    retry_max_interval: Duration = timedelta(seconds=60)
+    """The longest wait between delivery retries."""
+    retry_backoff: float = 2.0
+    """Each retry waits this many times longer than the one before (at least 1)."""
+
+    @field_validator("max_attempts")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"must be at least 1, got {value}")
+        return value
+
+    @field_validator("retry_backoff")
+    @classmethod
+    def _backoff(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 1.0:
+            raise ValueError(f"must be a number of at least 1.0, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.retry_max_interval < self.retry_initial_interval:
+            raise ValueError(
+                f"retry-max-interval ({_show(self.retry_max_interval)}) must not be less than "
+                f"retry-initial-interval ({_show(self.retry_initial_interval)})"
+            )
+        return self
+
+
+class JobOverride(_Config):
+    """A host's or tenant's change to one recurring job; None keeps what comes below it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expression: CronText = None
+    """A six-field Spring cron expression replacing the job's own."""
+    zone: ZoneText = None
+    """The IANA zone the expression is read in."""
+    misfire: Annotated[Misfire | None, BeforeValidator(_misfire)] = None
+    """What to do with slots missed while nothing ran the job."""
+    enabled: bool | None = None
+    """False turns the job off (a SYSTEM job is then not started)."""
+
+
+class Settings(_Config):
+    """Everything the timers, the control API and the Temporal client are configured with."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    timers: TimerSettings = Field(default_factory=TimerSettings)
+    schedules: dict[JobName, JobOverride] = Field(default_factory=dict)
+    """Per-job overrides by job name (the host's layer of `effective_rule`)."""
+    host_url: Annotated[str | None, BeforeValidator(_blank_is_none)] = None
+    """The domain host's base URL (http or https) that scheduled commands are delivered to."""
+    api_token: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
+        default=None, repr=False
+    )
+    """The bearer token the control API requires (and delivery sends); None: no auth."""
+    api_port: int = 8088
+    """The port the HTTP control API listens on."""
+
+    _environ: Mapping[str, str] | None = PrivateAttr(default=None)
+    """The TEMPORAL_* variables `load_settings` saw; None: read `os.environ` when asked."""
+
+    @field_validator("host_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = "must be an http or https URL such as http://localhost:8080"
+        try:
+            parts = urlsplit(value.strip())
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            raise ValueError(f"{problem}, got {value!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{problem}, got {value!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(f"{problem} without query or fragment, got {value!r}")
+        return value.strip().rstrip("/")
+
+    @field_validator("api_port")
+    @classmethod
+    def _port(cls, value: int) -> int:
+        if not 1 <= value <= 65535:
+            raise ValueError(f"must be a port from 1 to 65535, got {value}")
+        return value
+
+    def schedule_override(self, name: str) -> JobOverride | None:
+        """The host's override of job `name`: exact key first, else `-`/`_` and case-blind."""
+        if name in self.schedules:
+            return self.schedules[name]
+        wanted = _fold(name)
+        matches = [job for key, job in self.schedules.items() if _fold(key) == wanted]
+        return matches[0] if len(matches) == 1 else None
+
+    def temporal_connect_config(self) -> dict[str, Any]:
+        """Keyword arguments for `temporalio.client.Client.connect`.
+
+        Read by `temporalio.envconfig` from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+        TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE and the TOML profile file
+        (TEMPORAL_CONFIG_FILE), in the environment `load_settings` was given; defaults
+        localhost:7233 and the `default` namespace; with the pydantic data converter that the
+        project's models need. Raises `SettingsError` if the profile cannot be loaded.
+        """
+        from temporalio.contrib.pydantic import pydantic_data_converter
+        from temporalio.envconfig import ClientConfigProfile
+
+        environ = self._environ if self._environ is not None else dict(os.environ)
+        try:
+            profile = ClientConfigProfile.load(override_env_vars=environ)
+        except (RuntimeError, ValueError, OSError) as error:
+            where = "TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE"
+            raise SettingsError(f"{where}: cannot load the Temporal profile: {error}") from None
+        config: dict[str, Any] = dict(profile.to_client_connect_config())
+        config.setdefault("target_host", DEFAULT_TEMPORAL_ADDRESS)
+        config.setdefault("namespace", DEFAULT_TEMPORAL_NAMESPACE)
+        config["data_converter"] = pydantic_data_converter
+        return config
+
+
+def effective_rule(
+    code: tuple[str, str, Misfire], host: JobOverride | None, tenant: JobOverride | None
+) -> tuple[str, str, Misfire]:
+    """The (expression, zone, misfire) a job runs with, field by field: tenant, host, code.
+
+    "A tenant's own rule comes before the host's, which comes before the code's."
+    """
+    expression, zone, misfire = code
+    for layer in (host, tenant):  # later layers win
+        if layer is None:
+            continue
+        expression = layer.expression if layer.expression is not None else expression
+        zone = layer.zone if layer.zone is not None else zone
+        misfire = layer.misfire if layer.misfire is not None else misfire
+    return expression, zone, misfire
+
+
+# --- loading -------------------------------------------------------------------------------
+
+_TIMER_KEYS = tuple(_kebab(name) for name in TimerSettings.model_fields)
+_JOB_KEYS = tuple(_kebab(name) for name in JobOverride.model_fields)
+_TOP_ENV = {"WOW_HOST_URL": "host-url", "WOW_API_TOKEN": "api-token", "WOW_API_PORT": "api-port"}
+_TIMERS_ENV = "WOW_TIMERS_"
+_SCHEDULES_ENV = "WOW_SCHEDULES_"
+
+Loc = tuple[str, ...]
+
+
+def _fold(name: str) -> str:
+    """A job name compared case-blind with `-` and `_` the same."""
+    return name.lower().replace("-", "_")
+
+
+def load_settings(
+    path: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    known_jobs: Iterable[str] = (),
+) -> Settings:
+    """Settings from the YAML file (`path`, else `WOW_CONFIG`) overridden by `WOW_*` variables.
+
+    `environ` defaults to `os.environ`. `known_jobs` are the code's job names, used to map
+    `WOW_SCHEDULES_<NAME>_*` back to a name besides those in the file. Raises `SettingsError`.
+    """
+    env: Mapping[str, str] = dict(os.environ) if environ is None else environ
+    source = ""
+    wow: dict[str, Any] = {}
+    if path is not None:
+        source = str(path)
+        wow = _read_file(Path(path), f"settings file {source}")
+    elif env.get("WOW_CONFIG"):
+        source = env["WOW_CONFIG"]
+        wow = _read_file(Path(source), f"WOW_CONFIG={source}")
+
+    origins: dict[Loc, str] = {}
+    _apply_env(wow, env, origins, known_jobs)
+    try:
+        settings = Settings.model_validate(wow)
+    except ValidationError as error:
+        raise SettingsError(_explain(error, origins, source)) from None
+    settings._environ = {k: v for k, v in env.items() if k.startswith("TEMPORAL_")}
+    settings.temporal_connect_config()  # fail at start on a broken Temporal profile
+    return settings
+
+
+def _read_file(path: Path, label: str) -> dict[str, Any]:
+    """The `wow` mapping of a settings file, copied so env overrides can be merged in."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SettingsError(f"{label}: file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SettingsError(f"{label}: cannot read: {error}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        detail = " ".join(str(error).split())
+        raise SettingsError(f"{label}: malformed YAML: {detail}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise SettingsError(f"{label}: must be a mapping with a 'wow' key")
+    wow = document.get("wow")
+    if wow is None:
+        return {}
+    if not isinstance(wow, dict):
+        raise SettingsError(f"wow: must be a mapping, got {type(wow).__name__} ({label})")
+    merged = dict(wow)
+    for section in ("timers", "schedules"):
+        value = merged.get(section)
+        if value is None:
+            merged.pop(section, None)
+        elif isinstance(value, dict):
+            merged[section] = dict(value)
+    if isinstance(merged.get("schedules"), dict):
+        merged["schedules"] = {
+            name: {} if job is None else dict(job) if isinstance(job, dict) else job
+            for name, job in merged["schedules"].items()
+        }
+    return merged
+
+
+def _set(section: dict[str, Any], key: str, value: str) -> None:
+    """Put an env value at its kebab key, dropping a snake_case spelling from the file."""
+    section.pop(key.replace("-", "_"), None)
+    section[key] = value
+
+
+def _section(wow: dict[str, Any], name: str) -> dict[str, Any]:
+    section = wow.setdefault(name, {})
+    if not isinstance(section, dict):
+        raise SettingsError(f"wow.{name}: must be a mapping, got {type(section).__name__}")
+    return section
+
+
+def _apply_env(
+    wow: dict[str, Any],
+    env: Mapping[str, str],
+    origins: dict[Loc, str],
+    known_jobs: Iterable[str],
+) -> None:
+    """Merge the `WOW_*` variables into the file's `wow` mapping, remembering their names."""
+    file_jobs = list(wow["schedules"]) if isinstance(wow.get("schedules"), dict) else []
+    code_jobs = list(known_jobs)
+    for var in sorted(env):
+        value = env[var]
+        if var in _TOP_ENV:
+            key = _TOP_ENV[var]
+            _set(wow, key, value)
+            origins[(key,)] = var
+        elif var.startswith(_TIMERS_ENV):
+            key = _kebab(var[len(_TIMERS_ENV) :].lower())
+            if key not in _TIMER_KEYS:
+                known = ", ".join(_TIMERS_ENV + k.replace("-", "_").upper() for k in _TIMER_KEYS)
+                raise SettingsError(f"{var}: unknown timer setting; known: {known}")
+            _set(_section(wow, "timers"), key, value)
+            origins[("timers", key)] = var
+        elif var.startswith(_SCHEDULES_ENV):
+            rest = var[len(_SCHEDULES_ENV) :]
+            field = next((k for k in _JOB_KEYS if rest.upper().endswith("_" + k.upper())), None)
+            if field is None:
+                fields = "|".join(k.upper() for k in _JOB_KEYS)
+                raise SettingsError(f"{var}: expected {_SCHEDULES_ENV}<NAME>_{fields}")
+            raw_name = rest[: -len(field) - 1]
+            if not raw_name:
+                raise SettingsError(f"{var}: the job name is missing")
+            name = _job_for(var, raw_name, file_jobs, code_jobs)
+            jobs = _section(wow, "schedules")
+            job = jobs.setdefault(name, {})
+            if not isinstance(job, dict):
+                raise SettingsError(
+                    f"wow.schedules.{name}: must be a mapping, got {type(job).__name__}"
+                )
+            _set(job, field, value)
+            origins[("schedules", name, field)] = var
+
+
+def _job_for(var: str, raw_name: str, file_jobs: list[str], code_jobs: list[str]) -> str:
+    """The job a `WOW_SCHEDULES_<NAME>_*` variable means: one in the file, else in the code."""
+    wanted = _fold(raw_name)
+    for candidates in (file_jobs, code_jobs):
+        matches = sorted({name for name in candidates if _fold(str(name)) == wanted})
+        if len(matches) > 1:
+            raise SettingsError(f"{var}: ambiguous job name, matches {', '.join(matches)}")
+        if matches:
+            return str(matches[0])
+    return raw_name.lower().replace("_", "-")
+
+
+def _explain(error: ValidationError, origins: dict[Loc, str], source: str) -> str:
+    """`key: what is wrong` for each problem, the key as the user wrote it (YAML or env)."""
+    lines = []
+    for item in error.errors(include_url=False)[:5]:
+        loc: Loc = tuple(str(part) for part in item["loc"] if part != "[key]")
+        where = origins.get(loc) or ".".join(("wow", *loc))
+        suffix = f" (in {source})" if source and loc not in origins else ""
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            section = TimerSettings if loc[:1] == ("timers",) else JobOverride
+            known = ", ".join(_kebab(name) for name in section.model_fields)
+            message = f"unknown key; known: {known}"
+        elif item["type"] != "value_error":
+            message += f", got {item['input']!r}"
+        lines.append(f"{where}: {message}{suffix}")
+    return "; ".join(lines)
