@@ -1,0 +1,391 @@
+"""Delivery: send one due scheduled command to the domain host through Wow's HTTP command API.
+
+`CommandSender.send` posts the command to `/wow/command/send` and classifies the answer as
+delivered (including an already-decided duplicate), rejected (a business refusal, final) or a
+technical failure (`DeliveryFailure`, retried). `DeliveryActivities.deliver` is the Temporal
+activity the timer workflow calls.
+
+Classification of an answer (status, then `errorCode` from the body or `Wow-Error-Code`):
+
+| answer                                                          | outcome                      |
+|-----------------------------------------------------------------|------------------------------|
+| connection error, timeout, any transport error                  | `DeliveryFailure`            |
+| 408, 429, 401, 407, 421, 425, any 5xx, any 1xx/3xx              | `DeliveryFailure`            |
+| 2xx/4xx with `DuplicateRequestId`                               | delivered, `duplicate=True`  |
+| 2xx with `Ok`                                                   | delivered                    |
+| 2xx/4xx with a business code (`NotFound`, `IllegalState`, ...,  | rejected                     |
+|   any code containing `VersionConflict`)                        |                              |
+| 400, 403, 404, 409, 410, 422 whatever the body                  | rejected                     |
+| any other 4xx (413, 415, ...), whatever the code                | rejected: the host refused   |
+|                                                                 | this request as it stands    |
+| 2xx whose body is not a JSON object and no `Wow-Error-Code`     | `DeliveryFailure`            |
+| 2xx with an unknown code                                        | `DeliveryFailure`: not a     |
+|                                                                 | known refusal, so retry      |
+
+401/407 (credentials) and 421/425 (misdirected, too early) are failures, not refusals: they
+say nothing about the command, and retrying after the operator fixes the host succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Literal, Self
+from urllib.parse import quote
+
+import httpx
+from opentelemetry import propagate, trace
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+
+__all__ = [
+    "BUSINESS_ERROR_CODES",
+    "COMMAND_SEND_PATH",
+    "DELIVERY_FAILURE",
+    "DUPLICATE_REQUEST_ID",
+    "EARLY_DELIVERY",
+    "REJECTED_STATUSES",
+    "RETRYABLE_STATUSES",
+    "CommandSender",
+    "DeliveryActivities",
+    "DeliveryFailure",
+    "DeliveryOutcome",
+    "DeliveryRequest",
+    "ScheduleDetails",
+    "encode_header_value",
+]
+
+COMMAND_SEND_PATH = "/wow/command/send"
+"""Wow's generic command endpoint; the headers say which aggregate and command type."""
+
+DELIVERY_FAILURE = "DeliveryFailure"
+"""The `ApplicationError` type of a technical delivery failure (retryable)."""
+
+EARLY_DELIVERY = "EarlyDelivery"
+"""The `ApplicationError` type of an attempt before the command is due (retryable)."""
+
+OK = "Ok"
+DUPLICATE_REQUEST_ID = "DuplicateRequestId"
+"""Wow's answer to a request id it has already processed: the command was already decided."""
+
+BUSINESS_ERROR_CODES = frozenset(
+    {
+        "NotFound",
+        "IllegalAccessDeletedAggregate",
+        "CommandValidation",
+        "IllegalState",
+        "IllegalArgument",
+        "BadRequest",
+        "EventVersionConflict",
+        "CommandExpectVersionConflict",
+    }
+)
+"""Wow error codes that refuse the command itself; any code containing `VersionConflict` too."""
+
+REJECTED_STATUSES = frozenset({400, 403, 404, 409, 410, 422})
+"""HTTP statuses that refuse the command whatever the body says (except `DuplicateRequestId`)."""
+
+RETRYABLE_STATUSES = frozenset({401, 407, 408, 421, 425, 429})
+"""4xx statuses that are technical failures (every 5xx is one too)."""
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+# Printable ASCII that may stay as-is inside a percent-encoded header value.
+_HEADER_SAFE = "!#$&'()*+,/:;=?@[]^_`{|}~-."
+
+
+class _Model(BaseModel):
+    """Frozen, camelCase on the wire (like `wow_temporal.schedule`), snake_case in Python."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+class ScheduleDetails(_Model):
+    """What the target reads as `command.schedule`: which schedule and slot sent the command."""
+
+    timer: str
+    """Identifies the schedule: distinct per `wow.ScheduleSet`."""
+    key: str
+    slot: int = Field(ge=1)
+    due: int
+    """When the slot was due, epoch milliseconds."""
+    skipped: int = Field(default=0, ge=0)
+    """Cron slots coalesced into this one."""
+
+
+class DeliveryRequest(_Model):
+    """One command to deliver to its target, with the provenance it carries as message headers."""
+
+    command: ScheduledCommand
+    target: AggregateRef
+    scope: Scope
+    """Tenant, owner and space of the scheduling commit."""
+    request_id: str = Field(min_length=1)
+    """`timer#slot`: the host deduplicates on it, so redelivery is harmless."""
+    upstream_id: str
+    """The scheduling commit's id: the causation."""
+    upstream_name: str
+    """The scheduling aggregate, `context.aggregate`."""
+    trace_id: str = ""
+    traceparent: str | None = None
+    """W3C trace context of the scheduling commit, if any."""
+    schedule: ScheduleDetails
+
+
+class DeliveryOutcome(_Model):
+    """A decided delivery: the host processed the command, or refused it for good."""
+
+    status: Literal["delivered", "rejected"]
+    error_code: str = OK
+    error_msg: str = ""
+    http_status: int
+    duplicate: bool = False
+    """The host answered `DuplicateRequestId`: an earlier attempt already decided it."""
+
+
+class DeliveryFailure(Exception):
+    """A technical failure (connection, timeout, 5xx, 429, garbage): retry the delivery."""
+
+    def __init__(
+        self, message: str, *, http_status: int | None = None, error_code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.http_status = http_status
+        self.error_code = error_code
+
+
+def encode_header_value(value: str) -> str:
+    """`value` as a header value: verbatim if visible ASCII, else UTF-8 percent-encoded.
+
+    HTTP header values are ASCII; ids with other characters (or control characters, or
+    surrounding spaces that parsers strip) are sent percent-encoded (RFC 3986), so a host that
+    accepts such ids decodes them.
+    """
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return value
+    return quote(value, safe=_HEADER_SAFE)
+
+
+def is_business_error(error_code: str) -> bool:
+    """True for a Wow error code that refuses the command itself (retrying cannot help)."""
+    return error_code in BUSINESS_ERROR_CODES or "VersionConflict" in error_code
+
+
+class CommandSender:
+    """Posts scheduled commands to a Wow domain host over one pooled `httpx.AsyncClient`."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        timeout: float = 10.0,
+        max_connections: int = 100,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        """`host` is the base URL (`http://127.0.0.1:8080`); `client` overrides the built one."""
+        self.host = host.rstrip("/")
+        self.timeout = timeout
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def headers(self, request: DeliveryRequest) -> dict[str, str]:
+        """The HTTP headers of the command request: routing, scope, provenance, trace context."""
+        target, scope, schedule = request.target, request.scope, request.schedule
+        raw = {
+            "Command-Type": request.command.type,
+            "Command-Aggregate-Context": target.context_name,
+            "Command-Aggregate-Name": target.aggregate_name,
+            "Command-Aggregate-Id": target.aggregate_id,
+            "Command-Tenant-Id": target.tenant_id,
+            "Command-Owner-Id": scope.owner_id,
+            "Wow-Space-Id": scope.space_id,
+            "Command-Request-Id": request.request_id,
+            "Command-Wait-Stage": "PROCESSED",
+            "Command-Header-upstream_id": request.upstream_id,
+            "Command-Header-upstream_name": request.upstream_name,
+            "Command-Header-schedule_timer": schedule.timer,
+            "Command-Header-schedule_key": schedule.key,
+            "Command-Header-schedule_slot": str(schedule.slot),
+            "Command-Header-schedule_due": str(schedule.due),
+            "Command-Header-schedule_skipped": str(schedule.skipped),
+        }
+        if request.trace_id:
+            raw["Command-Header-trace_id"] = request.trace_id
+        headers = {name: encode_header_value(value) for name, value in raw.items()}
+        if request.traceparent and _TRACEPARENT.fullmatch(request.traceparent):
+            headers["traceparent"] = request.traceparent
+        if trace.get_current_span().get_span_context().is_valid:
+            # The active span (e.g. the delivery activity's) is the most precise parent.
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            headers.update({name: value for name, value in carrier.items() if value.isascii()})
+        return headers
+
+    async def send(self, request: DeliveryRequest) -> DeliveryOutcome:
+        """Send the command once; delivered or rejected, or raise `DeliveryFailure` to retry."""
+        what = f"{request.command.type} {request.request_id} to {request.target}"
+        try:
+            response = await self._client.post(
+                self.host + COMMAND_SEND_PATH,
+                json=request.command.body,
+                headers=self.headers(request),
+            )
+        except httpx.TimeoutException as error:
+            raise DeliveryFailure(
+                f"timed out after {self.timeout}s sending {what}: {type(error).__name__}"
+            ) from error
+        except httpx.HTTPError as error:
+            raise DeliveryFailure(
+                f"could not send {what} to {self.host}: {type(error).__name__}: {error}"
+            ) from error
+        return classify(response, what)
+
+
+def _result(response: httpx.Response) -> tuple[dict[str, Any] | None, str | None, str]:
+    """The parsed `CommandResult` (None if not a JSON object), its error code and message."""
+    try:
+        body = json.loads(response.content) if response.content else None
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if not isinstance(body, dict):
+        body = None
+    code: str | None = None
+    message = ""
+    if body is not None:
+        if isinstance(body.get("errorCode"), str) and body["errorCode"]:
+            code = body["errorCode"]
+        if isinstance(body.get("errorMsg"), str):
+            message = body["errorMsg"]
+    if code is None:
+        code = response.headers.get("Wow-Error-Code") or None
+    return body, code, message
+
+
+def classify(response: httpx.Response, what: str = "the command") -> DeliveryOutcome:
+    """Delivered or rejected, or raise `DeliveryFailure`; the module docstring has the table."""
+    status = response.status_code
+    body, code, message = _result(response)
+    detail = f"HTTP {status}, errorCode {code or '-'}" + (f": {message}" if message else "")
+
+    if status >= 500 or status in RETRYABLE_STATUSES or status < 200 or 300 <= status < 400:
+        raise DeliveryFailure(
+            f"host failed on {what}: {detail}", http_status=status, error_code=code
+        )
+    if code == DUPLICATE_REQUEST_ID:
+        return DeliveryOutcome(
+            status="delivered",
+            error_code=code,
+            error_msg=message,
+            http_status=status,
+            duplicate=True,
+        )
+    if status < 300:
+        if body is None and code is None:
+            snippet = response.text[:200]
+            raise DeliveryFailure(
+                f"host answered {what} with HTTP {status} and no CommandResult: {snippet!r}",
+                http_status=status,
+            )
+        if code == OK:
+            return DeliveryOutcome(
+                status="delivered", error_code=code, error_msg=message, http_status=status
+            )
+        if code is not None and is_business_error(code):
+            return DeliveryOutcome(
+                status="rejected", error_code=code, error_msg=message, http_status=status
+            )
+        raise DeliveryFailure(
+            f"host answered {what} with an unknown outcome: {detail}",
+            http_status=status,
+            error_code=code,
+        )
+    # 4xx other than the retryable ones: the host refused this request as it stands.
+    return DeliveryOutcome(
+        status="rejected",
+        error_code=code or f"Http{status}",
+        error_msg=message or response.reason_phrase,
+        http_status=status,
+    )
+
+
+class DeliveryActivities:
+    """The delivery activity, bound to one `CommandSender` (register the bound method)."""
+
+    def __init__(self, sender: CommandSender) -> None:
+        self.sender = sender
+
+    @activity.defn(name="wow.deliver")
+    async def deliver(self, request: DeliveryRequest) -> DeliveryOutcome:
+        """Deliver one due command; never before it is due, failures raised to be retried."""
+        log = activity.logger
+        early_ms = request.schedule.due - time.time() * 1000
+        if early_ms > 0:
+            raise ApplicationError(
+                f"refusing early delivery of {request.request_id}: "
+                f"due in {early_ms:.0f} ms (at {request.schedule.due})",
+                type=EARLY_DELIVERY,
+                next_retry_delay=timedelta(milliseconds=early_ms + 50),
+            )
+        try:
+            outcome = await self.sender.send(request)
+        except DeliveryFailure as error:
+            log.warning(
+                "delivery of %s %s failed: %s", request.command.type, request.request_id, error
+            )
+            raise ApplicationError(
+                str(error),
+                {"httpStatus": error.http_status, "errorCode": error.error_code},
+                type=DELIVERY_FAILURE,
+            ) from error
+        if outcome.status == "delivered":
+            log.info(
+                "delivered %s %s to %s%s",
+                request.command.type,
+                request.request_id,
+                request.target,
+                " (duplicate: already decided)" if outcome.duplicate else "",
+            )
+        else:
+            log.warning(
+                "%s %s rejected by %s: %s %s (HTTP %d)",
+                request.command.type,
+                request.request_id,
+                request.target,
+                outcome.error_code,
+                outcome.error_msg,
+                outcome.http_status,
+            )
+        return outcome
