@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -22,6 +26,7 @@ from wow_temporal.embedded import (
     EmbeddedTemporal,
     EmbeddedTemporalError,
     TemporalBinaryNotFoundError,
+    _alive,
     find_temporal_cli,
     find_test_server,
     register_search_attributes,
@@ -285,6 +290,36 @@ async def test_dev_server_timers_fire_on_time(dev_client: Client) -> None:
             LatenessWorkflow.run, id=f"late-{queue}", task_queue=queue
         )
     assert sorted(late)[1] < 0.25, late
+
+
+_ORPHAN_SCRIPT = """
+import asyncio, os, sys
+from wow_temporal.embedded import EmbeddedTemporal
+
+server = EmbeddedTemporal(sys.argv[1], headless=True)
+asyncio.run(server.start())
+print(server.pid, flush=True)
+os._exit(0)  # die without stop() or atexit: the server is orphaned
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_start_kills_a_server_orphaned_on_the_same_database(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    orphan = int(out.decode().split()[-1])
+    try:
+        assert _alive(orphan)
+        server = EmbeddedTemporal(tmp_path, headless=True)
+        async with server:
+            assert not _alive(orphan)
+            assert server.pid_path.read_text().strip() == str(server.pid)
+        assert not server.pid_path.exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(orphan, signal.SIGKILL)
 
 
 async def test_start_failure_reports_server_output(tmp_path: Path) -> None:

@@ -211,6 +211,7 @@ class EmbeddedTemporal:
         self.data_dir = Path(data_dir).resolve()
         self.db_path = Path(db_path).resolve() if db_path else self.data_dir / "temporal.db"
         self.log_path = self.data_dir / "temporal.log"
+        self.pid_path = self.data_dir / "temporal.pid"
         self.host = host
         self.port = port
         self.ui_port = ui_port
@@ -292,6 +293,7 @@ class EmbeddedTemporal:
             self.port = free_port(self.host)
         if not self.headless and self.ui_port is None:
             self.ui_port = free_port(self.host)
+        await self._kill_orphan()
         self._spawn(self.command())
         try:
             await self._wait_ready()
@@ -313,6 +315,32 @@ class EmbeddedTemporal:
             cwd=self.data_dir,
         )
         _LIVE.add(self)
+        self.pid_path.write_text(f"{self._proc.pid}\n")
+
+    def _orphan_pid(self) -> int | None:
+        """The pid in the pid file if it is a live server whose command line names our db."""
+        try:
+            pid = int(self.pid_path.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        return pid if os.fsencode(str(self.db_path)) in cmdline else None
+
+    async def _kill_orphan(self) -> None:
+        """Kill a server left on our database by a process that died without `stop()`.
+
+        Two servers on one SQLite file would corrupt each other's state, so a server whose
+        pid is recorded in the pid file and whose command line names our database goes.
+        """
+        pid = self._orphan_pid()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        for _ in range(200):
+            if not _alive(pid):
+                return
+            await asyncio.sleep(0.025)
 
     async def _wait_ready(self) -> None:
         """Poll the server until the namespace is served, failing early if the process died."""
@@ -383,6 +411,8 @@ class EmbeddedTemporal:
 
     def _close(self) -> None:
         """Close the log file handle and forget this instance in the exit safety net."""
+        with contextlib.suppress(OSError):
+            self.pid_path.unlink()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -399,6 +429,15 @@ class EmbeddedTemporal:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live (not zombie) process, per /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
