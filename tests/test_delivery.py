@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 
 import pytest
 import pytest_asyncio
@@ -23,6 +25,7 @@ from wow_temporal.delivery import (
     DeliveryOutcome,
     DeliveryRequest,
     ScheduleDetails,
+    activity_clock,
     encode_header_value,
 )
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
@@ -319,6 +322,20 @@ async def test_the_activity_refuses_an_early_delivery(
     assert not caught.value.non_retryable
     assert caught.value.next_retry_delay is not None
     assert host.requests == []
+
+
+async def test_the_activity_clock_follows_skipped_time(
+    host: RecordingHost, sender: CommandSender
+) -> None:
+    due = int(time.time() * 1000) + 3_600_000
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info,
+        current_attempt_scheduled_time=datetime.fromtimestamp(due / 1000 + 1, UTC),
+    )
+    activities = DeliveryActivities(sender, clock=activity_clock)
+    outcome = await env.run(activities.deliver, make_request(due=due))
+    assert outcome.status == "delivered"
 
 
 async def test_the_recording_host_waits_for_a_condition(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -59,7 +60,10 @@ __all__ = [
     "DeliveryOutcome",
     "DeliveryRequest",
     "ScheduleDetails",
+    "activity_clock",
+    "classify",
     "encode_header_value",
+    "is_business_error",
 ]
 
 COMMAND_SEND_PATH = "/wow/command/send"
@@ -267,7 +271,7 @@ class CommandSender:
             raise DeliveryFailure(
                 f"timed out after {self.timeout}s sending {what}: {type(error).__name__}"
             ) from error
-        except httpx.HTTPError as error:
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise DeliveryFailure(
                 f"could not send {what} to {self.host}: {type(error).__name__}: {error}"
             ) from error
@@ -341,17 +345,29 @@ def classify(response: httpx.Response, what: str = "the command") -> DeliveryOut
     )
 
 
+def activity_clock() -> float:
+    """Epoch seconds: the later of this machine's clock and the attempt's scheduled time.
+
+    For `DeliveryActivities(clock=...)` under the time-skipping test server, whose skipped time
+    the wall clock never sees (so `time.time` would call every skipped-to delivery early).
+    """
+    scheduled = activity.info().current_attempt_scheduled_time.timestamp()
+    return max(time.time(), scheduled)
+
+
 class DeliveryActivities:
     """The delivery activity, bound to one `CommandSender` (register the bound method)."""
 
-    def __init__(self, sender: CommandSender) -> None:
+    def __init__(self, sender: CommandSender, *, clock: Callable[[], float] = time.time) -> None:
+        """`clock` gives epoch seconds for the never-early check (`activity_clock` in tests)."""
         self.sender = sender
+        self.clock = clock
 
     @activity.defn(name="wow.deliver")
     async def deliver(self, request: DeliveryRequest) -> DeliveryOutcome:
         """Deliver one due command; never before it is due, failures raised to be retried."""
         log = activity.logger
-        early_ms = request.schedule.due - time.time() * 1000
+        early_ms = request.schedule.due - self.clock() * 1000
         if early_ms > 0:
             raise ApplicationError(
                 f"refusing early delivery of {request.request_id}: "
