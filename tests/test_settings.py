@@ -264,7 +264,7 @@ def test_schedule_override_lookup() -> None:
         ("wow:\n  timers: 5\n", r"^wow\.timers: "),
         (
             "wow:\n  schedules:\n    nightly:\n      expression: '0 0 6 * *'\n",
-            r"^wow\.schedules\.nightly\.expression: invalid cron expression '0 0 6 \* \*'",
+            r"^wow\.schedules\.nightly\.expression: .*cron expression.*0 0 6 \* \*.*6 fields",
         ),
         (
             "wow:\n  schedules:\n    nightly:\n      zone: Mars/Olympus\n",
@@ -332,7 +332,7 @@ def test_invalid_file_error_names_the_file(tmp_path: Path, env: dict[str, str]) 
         (
             "WOW_SCHEDULES_NIGHTLY_EXPRESSION",
             "0 0 25 * * *",
-            r"^WOW_SCHEDULES_NIGHTLY_EXPRESSION: invalid cron expression '0 0 25 \* \* \*'",
+            r"^WOW_SCHEDULES_NIGHTLY_EXPRESSION: .*cron expression.*0 0 25 \* \* \*.*25",
         ),
         ("WOW_SCHEDULES_NIGHTLY_MISFIRE", "NEVER", r"^WOW_SCHEDULES_NIGHTLY_MISFIRE: .*COALESCE"),
         ("WOW_SCHEDULES_NIGHTLY_ENABLED", "maybe", r"^WOW_SCHEDULES_NIGHTLY_ENABLED: .*boolean"),
@@ -469,7 +469,7 @@ def test_effective_rule_field_by_field() -> None:
 def test_job_override_validates_when_built_in_python() -> None:
     with pytest.raises(ValidationError, match="unknown time zone 'Mars/Base'"):
         JobOverride(zone="Mars/Base")
-    with pytest.raises(ValidationError, match="invalid cron expression"):
+    with pytest.raises(ValidationError, match=r"(?i)invalid cron expression"):
         JobOverride(expression="0 0 25 * * *")
 
 

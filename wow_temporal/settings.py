@@ -136,8 +136,8 @@ def _cron(value: str | None) -> str | None:
 
     try:
         CronExpression.parse(value)
-    except ValueError as error:
-        raise ValueError(f"invalid cron expression {value!r}: {error}") from None
+    except ValueError as error:  # CronSyntaxError names the expression and what is wrong
+        raise ValueError(str(error)) from None
     return value
 
 
