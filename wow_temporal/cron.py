@@ -307,6 +307,9 @@ def _dow_mask(bits: int, quartz: tuple[_Quartz, ...], year: int, month: int) -> 
 
 _Transition = tuple[datetime, date, date]  # (UTC instant, local date before, local date after)
 _SAMPLE: Final = timedelta(hours=6)
+_MARGIN: Final = timedelta(days=2)
+"""Spring's search revisits the start and result days (``with`` moves back within a day and
+resolves with the offset it carries), so transitions this close to the window also count."""
 _transition_cache: dict[tuple[tzinfo, int], tuple[_Transition, ...]] = {}
 
 
@@ -355,8 +358,8 @@ def _window_is_plain(
     tz: tzinfo, utc_from: datetime, utc_to: datetime, first_day: date, last_day: date
 ) -> bool:
     """True if every offset change in (utc_from, utc_to] lies on days strictly between
-    ``first_day`` and ``last_day``, days the search skips wholesale; then the naive
-    wall-clock answer is Spring's answer."""
+    ``first_day`` and ``last_day``, days Spring's search skips wholesale with date
+    arithmetic; then the naive wall-clock answer is Spring's answer."""
     for year in range(utc_from.year, utc_to.year + 1):
         for instant, before, after in _year_transitions(tz, year):
             if utc_from < instant <= utc_to and not (
@@ -661,7 +664,10 @@ class CronExpression:
         result = found.replace(tzinfo=tz)
         roff = result.utcoffset()
         assert roff is not None
-        if _window_is_plain(tz, utc, found - roff, start.date(), found.date()):
+        utc_found = found - roff
+        if utc_found > utc and _window_is_plain(
+            tz, utc - _MARGIN, utc_found + _MARGIN, start.date(), found.date()
+        ):
             return result
         return self._spring_next(tz, start)
 
@@ -772,10 +778,33 @@ class CronExpression:
         if result is None:
             return None
         local, roff = result
+        if local - roff <= start.replace(tzinfo=None) - off:
+            # Spring can land back on (or before) its start in a half-hour overlap
+            # (Australia/Lord_Howe); keep the promise "strictly after" instead.
+            return self._wall_clock_next(tz, start)
         aware = local.replace(tzinfo=tz)
         if aware.utcoffset() != roff:
             aware = aware.replace(fold=1)
         return aware
+
+    def _wall_clock_next(self, tz: tzinfo, start: datetime) -> datetime | None:
+        """Fallback: the first existing wall-clock match (either fold) after ``start``."""
+        off = start.utcoffset()
+        assert off is not None
+        utc_start = start.replace(tzinfo=None) - off
+        local: datetime | None = start.replace(tzinfo=None, microsecond=0)
+        for _ in range(100_000):
+            assert local is not None
+            local = self._search(local + _ONE_SECOND)
+            if local is None:
+                return None
+            for fold in (0, 1):
+                aware = local.replace(tzinfo=tz, fold=fold)
+                utc = local - (aware.utcoffset() or _ZERO)
+                back = _to_local(tz, utc)
+                if back.replace(tzinfo=None) == local and utc > utc_start:
+                    return back
+        return None
 
     def _spring_internal(self, z: _Zoned, t: _Zdt) -> _Zdt | None:
         """One pass over the fields in Spring's order: dow, month, dom, hour, minute, second."""
