@@ -502,11 +502,6 @@ def test_zone_that_does_not_exist() -> None:
         ScheduleRule.cron("0 0 6 * * *", zone="Mars/Olympus_Mons")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IsADirectoryError,
-    reason="schedule.validate_zone lets OSError out for a tzdata directory such as 'Europe'",
-)
 def test_zone_that_is_a_directory() -> None:
     with pytest.raises(InvalidScheduleError, match=r"unknown time zone 'Europe'"):
         validate_zone("Europe")
@@ -523,11 +518,6 @@ def test_after_needs_a_positive_duration(delay: timedelta) -> None:
         ScheduleRule.after(delay)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValidationError,
-    reason="ScheduleRule.at/after/cron let ValidationError out, not InvalidScheduleError",
-)
 @pytest.mark.parametrize(
     "build",
     [
@@ -623,7 +613,7 @@ def test_unknown_system_event() -> None:
             r"rule\.after: ScheduleRule\.after needs a positive",
         ),
         (schedule_set(rule={"at": "2025-01-01T00:00:00"}), r"rule\.at: .*timezone-aware"),
-        (schedule_set(rule={"every": "PT1M"}), r"rule: a schedule rule is exactly one of"),
+        (schedule_set(rule={"every": "PT1M"}), r"rule\.every: Extra inputs are not permitted"),
         (schedule_set(rule={"after": "soon"}), r"rule\.after: "),
         (schedule_set(rule="PT1M"), r"rule: "),
         (schedule_set(key="a/b"), r"key: invalid key 'a/b'"),

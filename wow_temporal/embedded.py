@@ -163,11 +163,19 @@ async def register_search_attributes(
 
 
 async def start_time_skipping() -> WorkflowEnvironment:
-    """Start the time-skipping test environment from the pip-installed test server binary."""
-    return await WorkflowEnvironment.start_time_skipping(
+    """Start the time-skipping test environment with our search attributes."""
+    env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(find_test_server()),
         data_converter=pydantic_data_converter,
     )
+    # The test server cannot list search attributes, only add them: add ours, fresh server.
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={n: _INDEXED_VALUE_TYPES[t] for n, t in SEARCH_ATTRIBUTES.items()},
+        )
+    )
+    return env
 
 
 def _tail(path: Path, lines: int = 30) -> str:

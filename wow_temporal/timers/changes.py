@@ -55,13 +55,16 @@ def changes_of(commit: Commit) -> list[KeyChange | AggregateChange]:
         if isinstance(event, ScheduleSet):
             spec = spec_of(commit, envelope.id, event)
             found.append(
-                KeyChange(event.key, TimerChange(kind="set", version=commit.version, index=index,
-                                                 spec=spec))
+                KeyChange(
+                    event.key,
+                    TimerChange(kind="set", version=commit.version, index=index, spec=spec),
+                )
             )
         elif isinstance(event, ScheduleCancelled):
             found.append(
-                KeyChange(event.key, TimerChange(kind="cancel", version=commit.version,
-                                                 index=index))
+                KeyChange(
+                    event.key, TimerChange(kind="cancel", version=commit.version, index=index)
+                )
             )
         elif isinstance(event, AggregateDeleted):
             found.append(

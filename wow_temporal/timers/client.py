@@ -147,10 +147,14 @@ class TimerClient:
         *,
         task_queue: str = TIMER_TASK_QUEUE,
         delivery: DeliverySettings | None = None,
+        start_delay: bool = True,
     ) -> None:
+        """`start_delay=False` starts timers at once to sleep in the workflow instead (one
+        more action each); the time-skipping test server does not skip start delays."""
         self.client = client
         self.task_queue = task_queue
         self.delivery = delivery or DeliverySettings()
+        self.start_delay = start_delay
 
     async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
         """Apply a commit's schedule events, in order; idempotent and order-safe."""
@@ -163,8 +167,9 @@ class TimerClient:
                 workflow_id = core.timer_workflow_id(commit.aggregate, item.key)
                 touched.append(workflow_id)
                 outcome = await self._apply_key(workflow_id, item.change)
-                applied.append(Applied(workflow_id=workflow_id, kind=item.change.kind,
-                                       outcome=outcome))
+                applied.append(
+                    Applied(workflow_id=workflow_id, kind=item.change.kind, outcome=outcome)
+                )
             else:
                 applied.extend(await self._apply_aggregate(commit, item, touched))
         return applied
@@ -200,7 +205,7 @@ class TimerClient:
         assert spec is not None
         due = state.next_due
         delay = None
-        if due is not None:
+        if due is not None and self.start_delay:
             wait = due - datetime.now(UTC)
             delay = wait if wait > timedelta(0) else None
         await self.client.start_workflow(
@@ -233,9 +238,10 @@ class TimerClient:
         """The final state of the latest closed run, if it completed."""
         handle = self.client.get_workflow_handle(workflow_id, result_type=TimerState)
         try:
-            return await handle.result(follow_runs=False)
+            state: TimerState = await handle.result(follow_runs=False)
         except (WorkflowFailureError, RPCError):
             return None
+        return state
 
     async def _apply_aggregate(
         self, commit: Commit, item: AggregateChange, touched: Sequence[str]
@@ -247,8 +253,9 @@ class TimerClient:
             tenant=owner.tenant_id,
             running=True,
         )
-        ids = list(dict.fromkeys([*touched, *[w.id async for w in self.client.list_workflows(
-            query)]]))
+        ids = list(
+            dict.fromkeys([*touched, *[w.id async for w in self.client.list_workflows(query)]])
+        )
         results = []
         for workflow_id in ids:
             outcome = await self._signal_if_running(workflow_id, item.change)

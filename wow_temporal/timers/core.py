@@ -25,8 +25,8 @@ from wow_temporal.schedule import (
 __all__ = [
     "MAX_CATCH_UP_COUNT",
     "AwaitOperator",
-    "Delivery",
     "Deliver",
+    "Delivery",
     "Finish",
     "Sleep",
     "Status",
@@ -69,7 +69,7 @@ class TimerSpec(_Frozen):
     """One schedule as a `wow.ScheduleSet` committed it, with what delivery needs."""
 
     timer: str
-    """Identifies this schedule: distinct for every `wow.ScheduleSet`, first half of `timer#slot`."""
+    """Identifies this schedule, distinct per `wow.ScheduleSet`: the first half of `timer#slot`."""
     key: str
     owner: AggregateRef
     """The aggregate that committed the schedule (the timer belongs to it)."""
@@ -163,7 +163,7 @@ Step = Sleep | Deliver | AwaitOperator | Finish
 
 
 def timer_workflow_id(owner: AggregateRef, key: str) -> str:
-    """`wow-timer:{context}.{aggregate}:{tenant}:{aggregate_id}:{key}`, one per aggregate and key."""
+    """The workflow id `wow-timer:{context}.{aggregate}:{tenant}:{aggregate_id}:{key}`."""
     return (
         f"wow-timer:{owner.context_name}.{owner.aggregate_name}:"
         f"{owner.tenant_id}:{owner.aggregate_id}:{key}"
@@ -247,9 +247,9 @@ def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
     return new, Deliver(delivery)
 
 
-def _latest_due(rule: ScheduleRule, slot: int, due: datetime, now: datetime) -> tuple[
-    int, datetime, int
-]:
+def _latest_due(
+    rule: ScheduleRule, slot: int, due: datetime, now: datetime
+) -> tuple[int, datetime, int]:
     """Of the cron slots due by `now` from (`slot`, `due`) on, the latest, and how many it skips."""
     skipped = 0
     while skipped < MAX_CATCH_UP_COUNT:
@@ -299,7 +299,7 @@ def on_failed(state: TimerState, delivery: Delivery, error: str) -> TimerState:
 
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:
-    """One line a person understands: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
+    """A line a person reads: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
     when = "never due" if due is None else "due " + _short_instant(due)
     return f"{spec.command.simple_name} → {spec.target}, {when}"
 

@@ -8,7 +8,9 @@ arrive as the `apply` signal, operators retry or cancel through updates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
@@ -16,6 +18,7 @@ from temporalio.common import (
     RetryPolicy,
     SearchAttributeKey,
     SearchAttributePair,
+    SearchAttributeUpdate,
     TypedSearchAttributes,
 )
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -68,32 +71,34 @@ class TimerInput(BaseModel):
 
     state: TimerState
     delivery: DeliverySettings = DeliverySettings()
+    continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
+    """History length past which the timer continues as new (tests lower it)."""
 
 
 def initial_search_attributes(state: TimerState) -> TypedSearchAttributes:
     """The search attributes a timer starts with (free at start, unlike later upserts)."""
     spec = state.spec
     assert spec is not None
-    pairs: list[SearchAttributePair[object]] = [
+    pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(SA_AGGREGATE, f"{spec.owner.context_name}.{spec.owner.aggregate_name}"),
         SearchAttributePair(SA_AGGREGATE_ID, spec.owner.aggregate_id),
         SearchAttributePair(SA_TENANT, spec.owner.tenant_id),
         SearchAttributePair(SA_KEY, spec.key),
         SearchAttributePair(SA_STATUS, state.status.value),
-    ]  # type: ignore[list-item]
+    ]
     if state.next_due is not None:
-        pairs.append(SearchAttributePair(SA_DUE, state.next_due))  # type: ignore[arg-type]
+        pairs.append(SearchAttributePair(SA_DUE, state.next_due))
     return TypedSearchAttributes(pairs)
 
 
 @workflow.defn(name="wow.Timer")
 class TimerWorkflow:
-    """One schedule key of one aggregate: sleeps, delivers each slot once decided, parks failures."""
+    """One key of one aggregate: sleeps, delivers each slot until decided, parks failures."""
 
     @workflow.init
     def __init__(self, input: TimerInput) -> None:
         self._state = input.state
-        self._settings = input.delivery
+        self._input = input
         self._changes = 0
         current = workflow.info().typed_search_attributes
         self._shown: tuple[str, datetime | None] = (
@@ -119,7 +124,7 @@ class TimerWorkflow:
                 case core.Deliver(delivery):
                     await self._deliver(delivery)
             if self._should_continue_as_new():
-                workflow.continue_as_new(TimerInput(state=self._state, delivery=self._settings))
+                workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
 
     @workflow.signal(name="apply")
     def apply(self, change: TimerChange) -> None:
@@ -163,12 +168,10 @@ class TimerWorkflow:
         timeout = None if until is None else max(until - workflow.now(), timedelta(milliseconds=1))
         spec = self._state.spec
         label = core.summary(spec, until) if spec is not None else None
-        try:
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: self._changes != seen, timeout=timeout, timeout_summary=label
             )
-        except TimeoutError:
-            pass
 
     async def _deliver(self, delivery: core.Delivery) -> None:
         """Run the delivery activity for one slot; a replacement or cancel abandons it."""
@@ -191,7 +194,7 @@ class TimerWorkflow:
                 skipped=delivery.skipped,
             ),
         )
-        settings = self._settings
+        settings = self._input.delivery
         handle = workflow.start_activity(
             "wow.deliver",
             request,
@@ -208,10 +211,8 @@ class TimerWorkflow:
         await workflow.wait_condition(lambda: handle.done() or self._state.pending != delivery)
         if not handle.done():
             handle.cancel()
-            try:
+            with contextlib.suppress(ActivityError, CancelledError, asyncio.CancelledError):
                 await handle
-            except (ActivityError, CancelledError, asyncio.CancelledError):
-                pass
             return
         try:
             outcome = handle.result()
@@ -236,7 +237,7 @@ class TimerWorkflow:
         shown = (status.value, due)
         if shown == self._shown or (final and shown[0] == self._shown[0]):
             return
-        updates = []
+        updates: list[SearchAttributeUpdate[Any]] = []
         if shown[0] != self._shown[0]:
             updates.append(SA_STATUS.value_set(status.value))
         if due is not None and due != self._shown[1]:
@@ -262,5 +263,5 @@ class TimerWorkflow:
         info = workflow.info()
         return self._state.pending is None and (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+            or info.get_current_history_length() > self._input.continue_as_new_after
         )

@@ -1,0 +1,89 @@
+"""The worker: runs the timer workflows and delivers their commands to the domain host."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from wow_temporal.delivery import CommandSender, DeliveryActivities
+from wow_temporal.settings import Settings, SettingsError, TimerSettings
+from wow_temporal.timers.client import TIMER_TASK_QUEUE
+from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
+
+__all__ = ["connect", "delivery_settings", "run_worker", "timer_worker"]
+
+log = logging.getLogger(__name__)
+
+_RUNNER = SandboxedWorkflowRunner(
+    # The model and the pure cores are deterministic: share them with the sandbox, do not
+    # re-import them for every workflow run.
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        "wow_temporal", "pydantic", "pydantic_core", "httpx", "zoneinfo"
+    )
+)
+
+
+def delivery_settings(timers: TimerSettings) -> DeliverySettings:
+    """The delivery retry policy of `wow.timers.*`."""
+    return DeliverySettings(
+        max_attempts=timers.max_attempts,
+        initial_interval=timers.retry_initial_interval,
+        max_interval=timers.retry_max_interval,
+        backoff=timers.retry_backoff,
+    )
+
+
+def timer_worker(
+    client: Client,
+    sender: CommandSender,
+    *,
+    task_queue: str = TIMER_TASK_QUEUE,
+    activities: Sequence[Any] | None = None,
+    max_concurrent_activities: int = 200,
+) -> Worker:
+    """A worker for the timer workflows and the delivery activity (replaceable in tests)."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[TimerWorkflow],
+        activities=(
+            list(activities) if activities is not None else [DeliveryActivities(sender).deliver]
+        ),
+        activity_executor=ThreadPoolExecutor(4),
+        workflow_runner=_RUNNER,
+        max_concurrent_activities=max_concurrent_activities,
+    )
+
+
+async def connect(settings: Settings) -> Client:
+    """A client on the Temporal namespace the settings name (pydantic data converter)."""
+    return await Client.connect(**settings.temporal_connect_config())
+
+
+async def run_worker(
+    settings: Settings,
+    *,
+    client: Client | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the timers until `stop` is set (or forever), delivering to `settings.host_url`."""
+    if settings.host_url is None:
+        raise SettingsError("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
+    client = client or await connect(settings)
+    async with CommandSender(settings.host_url) as sender:
+        worker = timer_worker(client, sender)
+        log.info(
+            "timer worker on task queue %s, namespace %s, delivering to %s",
+            TIMER_TASK_QUEUE,
+            client.namespace,
+            settings.host_url,
+        )
+        async with worker:
+            await (stop.wait() if stop is not None else asyncio.Event().wait())
