@@ -1,1 +1,53 @@
-"""wow-temporal: Wow-style scheduled commands and recurring jobs, run durably on Temporal."""
+"""wow-temporal: Wow-style scheduled commands, run durably on Temporal.
+
+The public API is re-exported here; see the README for a tour.
+"""
+
+from wow_temporal.cron import CronExpression, CronSyntaxError
+from wow_temporal.schedule import (
+    AggregateDeleted,
+    AggregateRef,
+    Commit,
+    InvalidCommitError,
+    InvalidScheduleError,
+    JobScope,
+    Misfire,
+    NamedAggregate,
+    ScheduleCancelled,
+    ScheduledCommand,
+    ScheduleRule,
+    ScheduleSet,
+    ScheduleTick,
+    Scope,
+)
+from wow_temporal.settings import Settings, SettingsError, load_settings
+from wow_temporal.timers.client import TimerClient, TimerError, TimerInfo, TimerNotFoundError
+from wow_temporal.worker import connect, run_worker
+
+__all__ = [
+    "AggregateDeleted",
+    "AggregateRef",
+    "Commit",
+    "CronExpression",
+    "CronSyntaxError",
+    "InvalidCommitError",
+    "InvalidScheduleError",
+    "JobScope",
+    "Misfire",
+    "NamedAggregate",
+    "ScheduleCancelled",
+    "ScheduleRule",
+    "ScheduleSet",
+    "ScheduleTick",
+    "ScheduledCommand",
+    "Scope",
+    "Settings",
+    "SettingsError",
+    "TimerClient",
+    "TimerError",
+    "TimerInfo",
+    "TimerNotFoundError",
+    "connect",
+    "load_settings",
+    "run_worker",
+]

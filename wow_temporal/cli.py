@@ -1,10 +1,330 @@
-"""The `wow-temporal` command line."""
+"""The `wow-temporal` command line: run the worker, the control API and the embedded dev stack,
+check cron expressions, hand over commits and operate timers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import typer
+from pydantic import BaseModel
 
-app = typer.Typer(no_args_is_help=True, help=__doc__)
+from wow_temporal.cron import CronExpression, CronSyntaxError
+from wow_temporal.schedule import InvalidCommitError, InvalidScheduleError, validate_zone
+from wow_temporal.settings import Settings, SettingsError, load_settings
+
+app = typer.Typer(
+    name="wow-temporal",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Wow-style scheduled commands and recurring jobs, run durably on Temporal.",
+)
+timers_app = typer.Typer(no_args_is_help=True, help="List, show, retry and cancel timers.")
+app.add_typer(timers_app, name="timers")
+
+T = TypeVar("T")
 
 
 def main() -> None:
     """Entry point of the console script."""
     app()
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as error:
+        raise _fail(str(error)) from None
+
+
+def _run(work: Callable[[], Awaitable[T]]) -> T:
+    """Run an async command, turning the errors a user can fix into a message and exit 2."""
+    from temporalio.service import RPCError
+
+    from wow_temporal.timers.client import TimerError
+
+    try:
+        return asyncio.run(work())  # type: ignore[arg-type]
+    except (TimerError, SettingsError, InvalidCommitError, InvalidScheduleError) as error:
+        raise _fail(str(error)) from None
+    except RPCError as error:
+        raise _fail(f"Temporal: {error}") from None
+    except (ConnectionError, OSError) as error:
+        raise _fail(f"cannot connect: {error}") from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _echo_json(value: Any) -> None:
+    if isinstance(value, BaseModel):
+        typer.echo(value.model_dump_json(indent=2))
+    else:
+        typer.echo(json.dumps(value, indent=2, default=str))
+
+
+# --- cron -------------------------------------------------------------------------------------
+
+
+@app.command()
+def cron(
+    expression: Annotated[str, typer.Argument(help='Six fields, e.g. "0 0 6 * * *".')],
+    zone: Annotated[str, typer.Option(help="The zone the expression is read in.")] = "UTC",
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Start after this ISO instant (default: now)."),
+    ] = None,
+    count: Annotated[int, typer.Option(min=1, max=10_000, help="How many fire times.")] = 5,
+) -> None:
+    """Print the next fire times of a Spring six-field cron expression."""
+    try:
+        parsed = CronExpression.parse(expression)
+        tz = ZoneInfo(validate_zone(zone))
+    except (CronSyntaxError, InvalidScheduleError) as error:
+        raise _fail(str(error)) from None
+    if from_ is None:
+        start = datetime.now(tz)
+    else:
+        try:
+            start = datetime.fromisoformat(from_.replace("Z", "+00:00"))
+        except ValueError:
+            raise _fail(f"--from: not an ISO-8601 instant: {from_!r}") from None
+        start = start.replace(tzinfo=tz) if start.tzinfo is None else start.astimezone(tz)
+    times = parsed.next_n(start, count)
+    if not times:
+        typer.echo(f"{expression!r} never fires after {start.isoformat()}", err=True)
+        raise typer.Exit(1)
+    for moment in times:
+        typer.echo(moment.isoformat())
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+@app.command()
+def worker(
+    app_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="module:attr of an App (its aggregates, sagas and jobs); jobs are not built yet.",
+        ),
+    ] = None,
+) -> None:
+    """Run the timer worker, delivering every due command to WOW_HOST_URL."""
+    from wow_temporal.worker import run_worker
+
+    if app_ref is not None:
+        raise _fail("--app: recurring jobs and App are not available in this version yet")
+    settings = _settings()
+    _configure_logging()
+    _run(lambda: run_worker(settings))
+
+
+@app.command()
+def api(
+    port: Annotated[int | None, typer.Option(help="Port (default WOW_API_PORT, 8088).")] = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+) -> None:
+    """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
+    from wow_temporal.api import serve
+    from wow_temporal.worker import connect, delivery_settings
+
+    settings = _settings()
+    _configure_logging()
+
+    async def work() -> None:
+        from wow_temporal.timers.client import TimerClient
+
+        client = await connect(settings)
+        timers = TimerClient(client, delivery=delivery_settings(settings.timers))
+        await serve(settings, timers, host=host, port=port or settings.api_port)
+
+    _run(work)
+
+
+@app.command()
+def setup() -> None:
+    """Register the search attributes on TEMPORAL_NAMESPACE (idempotent)."""
+    from wow_temporal.embedded import register_search_attributes
+    from wow_temporal.worker import connect
+
+    settings = _settings()
+
+    async def work() -> list[str]:
+        client = await connect(settings)
+        return await register_search_attributes(client, client.namespace)
+
+    added = _run(work)
+    typer.echo(f"registered: {', '.join(added)}" if added else "search attributes already there")
+
+
+@app.command()
+def dev(
+    data_dir: Annotated[Path, typer.Option(help="Where the dev server keeps its database.")] = Path(
+        ".wow-temporal"
+    ),
+    port: Annotated[int | None, typer.Option(help="Temporal gRPC port (7233 if free).")] = None,
+    ui_port: Annotated[int | None, typer.Option(help="Web UI port (8233 if free).")] = None,
+    headless: Annotated[bool, typer.Option(help="No Web UI.")] = False,
+) -> None:
+    """Run everything on the embedded default: Temporal dev server and Web UI, the timer
+    worker, the control API and a domain host, until Ctrl-C."""
+    from wow_temporal.dev import dev_main
+    from wow_temporal.dev_services import default_services
+    from wow_temporal.embedded import port_is_free
+
+    settings = _settings()
+    _configure_logging()
+    if port is None and port_is_free(7233):
+        port = 7233
+    if ui_port is None and not headless and port_is_free(8233):
+        ui_port = 8233
+    dev_main(
+        data_dir, port=port, ui_port=ui_port, headless=headless, services=default_services(settings)
+    )
+
+
+def _configure_logging() -> None:
+    import logging
+
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+# --- commits ----------------------------------------------------------------------------------
+
+
+@app.command("apply")
+def apply_commits(
+    files: Annotated[
+        list[Path], typer.Argument(help="JSON files of commits (one commit or a list); - is stdin.")
+    ],
+) -> None:
+    """Hand commits' schedule events to the timers (as a host's relay would)."""
+    from wow_temporal.schedule import Commit
+    from wow_temporal.timers.client import TimerClient
+    from wow_temporal.worker import connect, delivery_settings
+
+    commits: list[Commit] = []
+    for path in files:
+        try:
+            text = sys.stdin.read() if str(path) == "-" else path.read_text()
+            data = json.loads(text)
+        except (OSError, json.JSONDecodeError) as error:
+            raise _fail(f"{path}: {error}") from None
+        for item in data if isinstance(data, list) else [data]:
+            try:
+                commits.append(Commit.parse(item))
+            except InvalidCommitError as error:
+                raise _fail(f"{path}: {error}") from None
+    settings = _settings()
+
+    async def work() -> None:
+        client = await connect(settings)
+        timers = TimerClient(client, delivery=delivery_settings(settings.timers))
+        for commit in commits:
+            for applied in await timers.apply(commit):
+                typer.echo(f"{applied.outcome:<9} {applied.kind:<6} {applied.workflow_id}")
+
+    _run(work)
+
+
+# --- timers -----------------------------------------------------------------------------------
+
+
+@timers_app.command("list")
+def timers_list(
+    aggregate: Annotated[str | None, typer.Option(help="context.aggregate")] = None,
+    aggregate_id: Annotated[str | None, typer.Option("--aggregate-id")] = None,
+    tenant: Annotated[str | None, typer.Option()] = None,
+    key: Annotated[str | None, typer.Option()] = None,
+    status: Annotated[
+        str | None, typer.Option(help="Scheduled, Parked, Delivered, Rejected, Cancelled, …")
+    ] = None,
+    running: Annotated[bool | None, typer.Option("--running/--closed")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List timers matching the filters (the same query works in the Web UI)."""
+    from wow_temporal.timers.client import TimerClient, timer_query
+    from wow_temporal.worker import connect
+
+    settings = _settings()
+    filters: dict[str, Any] = dict(
+        aggregate=aggregate,
+        aggregate_id=aggregate_id,
+        tenant=tenant,
+        key=key,
+        status=status,
+        running=running,
+    )
+
+    async def work() -> None:
+        query = timer_query(**filters)
+        client = await connect(settings)
+        found = await TimerClient(client).list(**filters, limit=limit)
+        if as_json:
+            _echo_json([info.model_dump(mode="json") for info in found])
+            return
+        typer.echo(f"# {query}", err=True)
+        for info in found:
+            due = info.due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if info.due else "-"
+            typer.echo(f"{info.status:<10} {due:<21} {info.workflow_id}")
+
+    _run(work)
+
+
+@timers_app.command("show")
+def timers_show(workflow_id: str) -> None:
+    """Show one timer with its full state."""
+    from wow_temporal.timers.client import TimerClient
+    from wow_temporal.worker import connect
+
+    settings = _settings()
+
+    async def work() -> None:
+        client = await connect(settings)
+        _echo_json(await TimerClient(client).show(workflow_id))
+
+    _run(work)
+
+
+@timers_app.command("retry")
+def timers_retry(workflow_id: str) -> None:
+    """Retry a parked timer's delivery now (same request id)."""
+    _operate(workflow_id, "retry")
+
+
+@timers_app.command("cancel")
+def timers_cancel(workflow_id: str) -> None:
+    """Cancel a pending or parked timer."""
+    _operate(workflow_id, "cancel")
+
+
+def _operate(workflow_id: str, operation: str) -> None:
+    from wow_temporal.timers.client import TimerClient
+    from wow_temporal.worker import connect
+
+    settings = _settings()
+
+    async def work() -> None:
+        timers = TimerClient(await connect(settings))
+        state = await getattr(timers, operation)(workflow_id)
+        typer.echo(f"{workflow_id}: {state.status.value}")
+
+    _run(work)

@@ -122,6 +122,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether `port` can be bound on `host` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 async def register_search_attributes(
     client: Client,
     namespace: str,

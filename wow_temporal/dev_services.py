@@ -1,0 +1,134 @@
+"""The services `wow-temporal dev` runs beside the embedded server: a domain host, the timer
+worker and the control API, each in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import uvicorn
+from temporalio.worker import Worker
+
+from wow_temporal.delivery import CommandSender
+from wow_temporal.dev import DevContext, DevService
+from wow_temporal.embedded import free_port, port_is_free
+from wow_temporal.host.echo import create_echo_host
+from wow_temporal.settings import Settings
+from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
+from wow_temporal.worker import delivery_settings, timer_worker
+
+__all__ = ["ApiService", "EchoHostService", "TimerWorkerService", "default_services"]
+
+
+class _Uvicorn:
+    """An ASGI app served by uvicorn on a task of the running loop."""
+
+    def __init__(self) -> None:
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def serve(self, app: object, port: int) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # raises why it could not start
+                raise RuntimeError(f"could not serve on port {port}")
+            await asyncio.sleep(0.02)
+
+    async def shutdown(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+class EchoHostService(_Uvicorn):
+    """The dev domain host: accepts every command and prints it (until a real domain runs)."""
+
+    name = "domain host"
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__()
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def start(self, ctx: DevContext) -> str:
+        await self.serve(create_echo_host(), self.port)
+        return f"{self.url}  (echo host: accepts and prints every command)"
+
+    async def stop(self) -> None:
+        await self.shutdown()
+
+
+class TimerWorkerService:
+    """The timer worker, delivering to the host at `host_url`."""
+
+    name = "timer worker"
+
+    def __init__(self, settings: Settings, host_url: str) -> None:
+        self.settings = settings
+        self.host_url = host_url
+        self._sender: CommandSender | None = None
+        self._worker: Worker | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, ctx: DevContext) -> str:
+        self._sender = CommandSender(self.host_url)
+        self._worker = timer_worker(ctx.client, self._sender)
+        self._task = asyncio.create_task(self._worker.run())
+        return f"task queue {TIMER_TASK_QUEUE}, delivering to {self.host_url}"
+
+    async def stop(self) -> None:
+        if self._worker is not None and self._task is not None:
+            await self._worker.shutdown()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._sender is not None:
+            await self._sender.aclose()
+
+
+class ApiService:
+    """The HTTP control API."""
+
+    name = "control API"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        port = settings.api_port
+        self.port = port if port_is_free(port) else free_port()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, ctx: DevContext) -> str:
+        from wow_temporal.api import serve
+
+        timers = TimerClient(ctx.client, delivery=delivery_settings(self.settings.timers))
+        self._task = asyncio.create_task(
+            serve(self.settings, timers, port=self.port, stop=self._stop)
+        )
+        await asyncio.sleep(0.3)
+        if self._task.done():
+            self._task.result()
+        auth = "bearer WOW_API_TOKEN" if self.settings.api_token else "no token (dev)"
+        return f"http://127.0.0.1:{self.port}  (OpenAPI /openapi.json, docs /docs; {auth})"
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def default_services(settings: Settings) -> list[DevService]:
+    """Host (the echo host unless WOW_HOST_URL names one), worker, control API."""
+    services: list[DevService] = []
+    host_url = settings.host_url
+    if host_url is None:
+        host = EchoHostService()
+        services.append(host)
+        host_url = host.url
+    services.append(TimerWorkerService(settings, host_url))
+    services.append(ApiService(settings))
+    return services

@@ -1,0 +1,1 @@
+"""Domain hosts: the HTTP side that scheduled commands are delivered to."""
