@@ -8,7 +8,7 @@ the workflow in `timers.workflow` is a thin shell that runs these decisions dura
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
@@ -250,14 +250,45 @@ def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
 def _latest_due(
     rule: ScheduleRule, slot: int, due: datetime, now: datetime
 ) -> tuple[int, datetime, int]:
-    """Of the cron slots due by `now` from (`slot`, `due`) on, the latest, and how many it skips."""
+    """Of the cron slots due by `now` from (`slot`, `due`) on, the latest, and how many it skips.
+
+    Past `MAX_CATCH_UP_COUNT` missed slots it stops counting one by one and finds the latest
+    due slot directly; slot numbers then stay increasing and unique, and `skipped` is a lower
+    bound (the uncounted stretch is left out).
+    """
     skipped = 0
-    while skipped < MAX_CATCH_UP_COUNT:
+    while True:
         following = rule.next_cron(due)
         if following is None or following > now:
+            return slot, due, skipped
+        if skipped >= MAX_CATCH_UP_COUNT:
             break
         slot, due, skipped = slot + 1, following, skipped + 1
-    return slot, due, skipped
+    latest, counted = _latest_slot_by(rule, due, now)
+    return slot + counted, latest, skipped + counted - 1
+
+
+def _latest_slot_by(rule: ScheduleRule, floor: datetime, now: datetime) -> tuple[datetime, int]:
+    """The latest cron slot in (`floor`, `now`], found from a window just before `now` that
+    grows until it holds a slot, and how many slots that window holds (at least one)."""
+    for window in _WINDOWS:
+        start = max(floor, now - window)
+        found = rule.next_cron(start)
+        if found is not None and found <= now:
+            count = 1
+            while (following := rule.next_cron(found)) is not None and following <= now:
+                found, count = following, count + 1
+            return found, count
+    raise AssertionError("a slot is due by now: the caller saw one")  # pragma: no cover
+
+
+_WINDOWS = (
+    timedelta(minutes=1),
+    timedelta(hours=1),
+    timedelta(days=1),
+    timedelta(days=32),
+    timedelta(days=366 * 400),
+)
 
 
 def on_outcome(
