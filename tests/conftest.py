@@ -11,6 +11,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from wow_temporal.embedded import EmbeddedTemporal, start_time_skipping
 
+pytest_plugins = ["tests.recording_host"]  # the `recording_host` fixture: a real HTTP Wow host
+
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:

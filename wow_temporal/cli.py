@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -31,9 +32,22 @@ app.add_typer(timers_app, name="timers")
 T = TypeVar("T")
 
 
+_bridge_used = False
+
+
 def main() -> None:
     """Entry point of the console script."""
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        if not _bridge_used:
+            raise
+        # The Temporal client's native threads can abort the interpreter while it finalizes
+        # (PyGILState_Release); once the command has finished, leave without finalizing.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        code = done.code
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -54,6 +68,8 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
 
     from wow_temporal.timers.client import TimerError
 
+    global _bridge_used
+    _bridge_used = True
     try:
         return asyncio.run(work())  # type: ignore[arg-type]
     except (TimerError, SettingsError, InvalidCommitError, InvalidScheduleError) as error:
@@ -328,3 +344,7 @@ def _operate(workflow_id: str, operation: str) -> None:
         typer.echo(f"{workflow_id}: {state.status.value}")
 
     _run(work)
+
+
+if __name__ == "__main__":
+    main()

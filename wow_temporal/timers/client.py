@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 from temporalio.client import (
@@ -16,6 +16,7 @@ from temporalio.client import (
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowFailureError,
+    WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -302,14 +303,33 @@ class TimerClient:
             raise TimerNotFoundError(f"no timer {workflow_id!r}")
         state: TimerState | None
         if description.status == WorkflowExecutionStatus.RUNNING:
-            state = await handle.query(TimerWorkflow.state)
+            state = await self._running_state(handle)
         else:
             state = await self._closed_state(workflow_id)
         return info.model_copy(update={"state": state})
 
+    async def _running_state(self, handle: WorkflowHandle[Any, TimerState]) -> TimerState:
+        """The running timer's state; before its start delay ends, the state it started with."""
+        try:
+            return await handle.query(TimerWorkflow.state)
+        except RPCError as error:
+            if "not scheduled yet" not in error.message:
+                raise
+        async for event in handle.fetch_history_events():
+            started = event.workflow_execution_started_event_attributes
+            (timer_input,) = await self.client.data_converter.decode(
+                started.input.payloads, [TimerInput]
+            )
+            return cast(TimerInput, timer_input).state
+        raise TimerNotFoundError(f"no history for timer {handle.id!r}")
+
     async def retry(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Retry a parked timer's slot now, with the same request id."""
-        await self._check_running(workflow_id, tenant)
+        info = await self._check_running(workflow_id, tenant)
+        if info.state is not None and info.state.status is not Status.PARKED:
+            raise TimerError(
+                f"only a parked timer can be retried; {workflow_id!r} is {info.state.status.value}"
+            )
         handle = self.client.get_workflow_handle(workflow_id)
         try:
             return await handle.execute_update(TimerWorkflow.retry)
@@ -322,10 +342,11 @@ class TimerClient:
         handle = self.client.get_workflow_handle(workflow_id)
         return await handle.execute_update(TimerWorkflow.cancel)
 
-    async def _check_running(self, workflow_id: str, tenant: str | None) -> None:
+    async def _check_running(self, workflow_id: str, tenant: str | None) -> TimerInfo:
         info = await self.show(workflow_id, tenant=tenant)
         if not info.running:
             raise TimerError(f"timer {workflow_id!r} has ended ({info.status})")
+        return info
 
 
 def _check_id(workflow_id: str) -> None:

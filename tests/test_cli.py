@@ -1,0 +1,179 @@
+"""The command line: bad input exits 2 with a message and changes nothing; the commands that
+talk to Temporal run against the session's dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from typer.testing import CliRunner
+
+from tests.recording_host import RecordingHost
+from wow_temporal.cli import app
+from wow_temporal.delivery import CommandSender
+from wow_temporal.embedded import EmbeddedTemporal
+from wow_temporal.worker import timer_worker
+
+runner = CliRunner()
+
+
+def test_cron_prints_the_next_fire_times_in_the_zone() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "cron",
+            "0 0 6 * * *",
+            "--zone",
+            "Europe/Amsterdam",
+            "--from",
+            "2026-03-28T00:00:00Z",
+            "--count",
+            "3",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == [
+        "2026-03-28T06:00:00+01:00",
+        "2026-03-29T06:00:00+02:00",
+        "2026-03-30T06:00:00+02:00",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cron", "0 0 25 * * *"], "hour: value 25 is out of range 0-23"),
+        (["cron", "0 0 6 * *"], "6"),
+        (["cron", "0 0 6 * * *", "--zone", "Mars/Base"], "unknown time zone 'Mars/Base'"),
+        (["cron", "0 0 6 * * *", "--from", "yesterday"], "--from: not an ISO-8601 instant"),
+    ],
+)
+def test_cron_refuses_bad_input_with_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_cron_that_never_fires_says_so() -> None:
+    result = runner.invoke(app, ["cron", "0 0 0 31 6 *"])
+    assert result.exit_code == 1
+    assert "never fires" in result.output
+
+
+def test_apply_refuses_an_invalid_commit_before_connecting(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "id": "c",
+                "contextName": "x",
+                "aggregateName": "y",
+                "tenantId": "t",
+                "aggregateId": "1",
+                "version": 1,
+                "createTime": 0,
+                "body": [{"id": "e", "name": "wow.ScheduleFoo", "body": {}}],
+            }
+        )
+    )
+    result = runner.invoke(app, ["apply", str(bad)], env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert result.exit_code == 2
+    assert "unknown system event 'wow.ScheduleFoo'" in result.output
+
+
+def test_invalid_settings_fail_at_start_naming_the_key() -> None:
+    result = runner.invoke(app, ["timers", "list"], env={"WOW_TIMERS_MAX_ATTEMPTS": "0"})
+    assert result.exit_code == 2
+    assert "WOW_TIMERS_MAX_ATTEMPTS" in result.output
+
+
+def test_worker_needs_the_host_url() -> None:
+    result = runner.invoke(app, ["worker"], env={"WOW_HOST_URL": ""})
+    assert result.exit_code == 2
+    assert "WOW_HOST_URL" in result.output
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wow_temporal.cli", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_setup_apply_list_show_cancel_on_a_real_server(
+    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    setup = _cli("setup", env=env)
+    assert setup.returncode == 0, setup.stderr
+    assert "already there" in setup.stdout  # the dev server registered them at start
+
+    aggregate_id = uuid.uuid4().hex[:8]
+    commit = {
+        "id": f"c-{aggregate_id}",
+        "contextName": "eshop-order",
+        "aggregateName": "order",
+        "tenantId": "t-cli",
+        "aggregateId": aggregate_id,
+        "version": 1,
+        "createTime": int(datetime.now(UTC).timestamp() * 1000),
+        "body": [
+            {
+                "id": "e-1",
+                "name": "wow.ScheduleSet",
+                "body": {
+                    "key": "grace",
+                    "rule": {"after": "P1D"},
+                    "command": {"type": "eshop.order.CancelOrder", "body": {}},
+                    "target": None,
+                },
+            }
+        ],
+    }
+    path = tmp_path / "commit.json"
+    path.write_text(json.dumps(commit))
+    applied = _cli("apply", str(path), env=env)
+    assert applied.returncode == 0, applied.stderr
+    workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
+    assert f"started   set    {workflow_id}" in applied.stdout
+
+    for _ in range(50):  # visibility is eventually consistent
+        listed = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
+        assert listed.returncode == 0, listed.stderr
+        if json.loads(listed.stdout):
+            break
+    (info,) = json.loads(listed.stdout)
+    assert info["workflow_id"] == workflow_id
+    assert info["status"] == "Scheduled"
+    assert info["tenant"] == "t-cli"
+
+    shown = _cli("timers", "show", workflow_id, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state"]["spec"]["key"] == "grace"
+
+    retried = _cli("timers", "retry", workflow_id, env=env)
+    assert retried.returncode == 2
+    assert "only a parked timer can be retried" in retried.stderr
+    assert "is Scheduled" in retried.stderr
+
+    async with timer_worker(dev_client, CommandSender(recording_host.url)):  # the default queue
+        cancelled = await asyncio.to_thread(_cli, "timers", "cancel", workflow_id, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == f"{workflow_id}: Cancelled"
+    assert recording_host.requests == []
+
+    missing = _cli("timers", "show", "wow-timer:nope:t:1:k", env=env)
+    assert missing.returncode == 2
+    assert "no timer" in missing.stderr
