@@ -1,0 +1,674 @@
+"""The HTTP control API against the real dev server, a real timer worker and the recording host.
+
+The API is called in process through httpx's ASGI transport (real HTTP semantics, no socket);
+`serve` is checked once over a real socket. Aggregate ids are unique per test: the dev server
+is shared by the session. Listing (visibility) is eventually consistent, so listings are polled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RetryConfig
+
+from tests.recording_host import RecordingHost
+from wow_temporal.api import (
+    JobControl,
+    JobInfo,
+    RescheduleRequest,
+    UnknownJobError,
+    create_app,
+    serve,
+)
+from wow_temporal.delivery import CommandSender
+from wow_temporal.schedule import Misfire
+from wow_temporal.settings import Settings
+from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.worker import timer_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+OPERATOR = "operator-secret"
+TENANT_TOKENS = {"t1-secret": "t1", "t2-secret": "t2"}
+T = TypeVar("T")
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def schedule_set(key: str, rule: dict[str, Any], target: dict[str, str] | None = None) -> Any:
+    return {
+        "key": key,
+        "rule": rule,
+        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "PAYMENT_TIMEOUT"}},
+        "target": target,
+    }
+
+
+def make_commit(
+    aggregate_id: str,
+    *events: tuple[str, dict[str, Any]],
+    version: int = 1,
+    tenant: str = "t1",
+) -> dict[str, Any]:
+    """A commit shaped as DESIGN.md shows it (Wow's DomainEventStream JSON)."""
+    return {
+        "id": f"commit-{uuid.uuid4().hex[:10]}",
+        "contextName": "eshop-order",
+        "aggregateName": "order",
+        "tenantId": tenant,
+        "aggregateId": aggregate_id,
+        "ownerId": "",
+        "spaceId": "",
+        "version": version,
+        "createTime": int(time.time() * 1000),
+        "requestId": "r-9",
+        "commandId": "c-9",
+        "header": {"trace_id": "trace-api"},
+        "body": [
+            {"id": f"e-{index + 1}", "name": name, "body": body}
+            for index, (name, body) in enumerate(events)
+        ],
+    }
+
+
+def timer_id(aggregate_id: str, key: str, tenant: str = "t1") -> str:
+    return f"wow-timer:eshop-order.order:{tenant}:{aggregate_id}:{key}"
+
+
+async def eventually(
+    fetch: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 5.0
+) -> T:
+    """Poll `fetch` until `check` holds (visibility lags); the last value if it never does."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await fetch()
+        if check(value) or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.2)
+
+
+@dataclass
+class Api:
+    """The app over a fresh task queue with its worker running, and an HTTP client on it."""
+
+    http: httpx.AsyncClient
+    timers: TimerClient
+    host: RecordingHost
+    aggregate_id: str = field(default_factory=lambda: f"order-{uuid.uuid4().hex[:10]}")
+
+    async def listing(
+        self, token: str = OPERATOR, expect: int = 1, **params: str
+    ) -> list[dict[str, Any]]:
+        """`GET /timers` with these filters, polled until it holds `expect` timers."""
+
+        async def fetch() -> list[dict[str, Any]]:
+            response = await self.http.get("/timers", params=params, headers=auth(token))
+            assert response.status_code == 200, response.text
+            found: list[dict[str, Any]] = response.json()
+            return found
+
+        return await eventually(fetch, lambda found: len(found) == expect)
+
+    async def show(self, workflow_id: str, token: str = OPERATOR) -> httpx.Response:
+        return await self.http.get(f"/timers/{workflow_id}", headers=auth(token))
+
+
+def client_for(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def api(dev_client: Client, recording_host: RecordingHost) -> AsyncIterator[Api]:
+    task_queue = f"api-{uuid.uuid4().hex[:8]}"
+    timers = TimerClient(
+        dev_client,
+        task_queue=task_queue,
+        delivery=DeliverySettings(
+            max_attempts=2,
+            initial_interval=timedelta(milliseconds=100),
+            max_interval=timedelta(milliseconds=200),
+        ),
+    )
+    app = create_app(timers, token=OPERATOR, tenant_tokens=TENANT_TOKENS)
+    async with CommandSender(recording_host.url) as sender:
+        worker = timer_worker(dev_client, sender, task_queue=task_queue)
+        async with worker, client_for(app) as http:
+            yield Api(http, timers, recording_host)
+
+
+# --- auth and docs --------------------------------------------------------------------------
+
+
+async def test_tokens_are_required_except_for_health_and_docs(api: Api) -> None:
+    missing = await api.http.get("/timers")
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json()["error"] == "Unauthorized"
+    assert "Bearer" in missing.json()["message"]
+
+    for header in ("Bearer nope", "Basic b3A6c2VjcmV0", "Bearer ", OPERATOR):
+        wrong = await api.http.post("/commits", content=b"{", headers={"Authorization": header})
+        assert wrong.status_code == 401, header
+        assert wrong.json()["error"] == "Unauthorized"
+        assert wrong.headers["www-authenticate"].startswith("Bearer")
+
+    job = await api.http.post("/ctx/schedule/nightly/wow.schedule.enable")
+    assert job.status_code == 401
+
+    assert (await api.http.get("/health")).json() == {"status": "ok"}
+    assert (await api.http.get("/docs")).status_code == 200
+    assert (await api.http.get("/timers", headers=auth(OPERATOR))).status_code == 200
+
+
+async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
+    response = await api.http.get("/openapi.json")
+    assert response.status_code == 200
+    spec = response.json()
+    assert spec["info"]["title"] == "wow-temporal control API"
+    assert spec["info"]["description"]
+    paths = spec["paths"]
+    for path, method in [
+        ("/commits", "post"),
+        ("/timers", "get"),
+        ("/timers/{workflow_id}", "get"),
+        ("/timers/{workflow_id}/retry", "post"),
+        ("/timers/{workflow_id}/cancel", "post"),
+        ("/{context}/schedule/{id}/wow.schedule.enable", "post"),
+        ("/{context}/schedule/{id}/wow.schedule.reschedule", "post"),
+        ("/{context}/schedule/{id}/wow.schedule.disable", "post"),
+        ("/health", "get"),
+    ]:
+        assert method in paths[path], path
+    schemes = spec["components"]["securitySchemes"]
+    (name,) = schemes
+    assert schemes[name]["type"] == "http"
+    assert schemes[name]["scheme"] == "bearer"
+    assert paths["/timers"]["get"]["security"] == [{name: []}]
+    assert "security" not in paths["/health"]["get"]
+
+    reschedule = paths["/{context}/schedule/{id}/wow.schedule.reschedule"]["post"]
+    body = reschedule["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/RescheduleRequest"}
+    assert set(spec["components"]["schemas"]["RescheduleRequest"]["properties"]) == {
+        "expression",
+        "zone",
+        "misfire",
+    }
+    commits = paths["/commits"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert commits == {"$ref": "#/components/schemas/Commits"}
+    assert "Commit" in spec["components"]["schemas"]
+    assert "422" not in paths["/timers"]["get"]["responses"]
+    assert "400" in paths["/timers"]["get"]["responses"]
+
+
+async def test_no_token_means_auth_off_with_a_warning(
+    dev_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="wow_temporal.api"):
+        app = create_app(TimerClient(dev_client), token=None)
+    assert any("authentication is OFF" in record.message for record in caplog.records)
+    async with client_for(app) as http:
+        response = await http.get("/timers", params={"aggregateId": uuid.uuid4().hex})
+    assert response.status_code == 200
+    assert response.json() == []
+    with pytest.raises(ValueError, match="empty"):
+        create_app(TimerClient(dev_client), token="")
+
+
+# --- timers ----------------------------------------------------------------------------------
+
+
+async def test_commit_delivers_its_command_and_the_timer_is_listed_and_shown(api: Api) -> None:
+    commit = make_commit(
+        api.aggregate_id,
+        ("eshop.order.OrderCreated", {"items": 2}),
+        ("wow.ScheduleSet", schedule_set("payment-grace-period", {"after": "PT0.5S"})),
+    )
+    response = await api.http.post("/commits", json=commit, headers=auth(OPERATOR))
+    assert response.status_code == 200, response.text
+    workflow_id = timer_id(api.aggregate_id, "payment-grace-period")
+    assert response.json() == [{"workflow_id": workflow_id, "kind": "set", "outcome": "started"}]
+
+    (delivered,) = await api.host.wait_for(
+        lambda h: [r for r in h.delivered() if r.aggregate_id == api.aggregate_id], timeout=15
+    )
+    assert delivered.request_id == f"{commit['id']}:e-2#1"
+    assert delivered.command_type == "eshop.order.CancelOrder"
+    assert delivered.body == {"reason": "PAYMENT_TIMEOUT"}
+
+    listed = await api.listing(aggregateId=api.aggregate_id, status="delivered")
+    assert [timer["workflow_id"] for timer in listed] == [workflow_id]
+    assert listed[0]["aggregate"] == "eshop-order.order"
+    assert listed[0]["tenant"] == "t1"
+    assert listed[0]["running"] is False
+    assert await api.listing(expect=0, aggregateId=api.aggregate_id, status="Scheduled") == []
+
+    shown = await api.show(workflow_id)
+    assert shown.status_code == 200, shown.text
+    info = shown.json()
+    assert info["status"] == "Delivered"
+    assert info["key"] == "payment-grace-period"
+    assert info["state"]["delivered"] == 1
+    assert info["state"]["spec"]["upstream_id"] == commit["id"]
+
+    # The same commit again changes nothing.
+    again = await api.http.post("/commits", json=[commit], headers=auth(OPERATOR))
+    assert again.status_code == 200
+    assert again.json()[0]["outcome"] == "ignored"
+
+
+async def test_parked_timer_is_retried_with_the_same_request_id(api: Api) -> None:
+    api.host.behave("fail")
+    commit = make_commit(
+        api.aggregate_id, ("wow.ScheduleSet", schedule_set("grace", {"after": "PT0.1S"}))
+    )
+    response = await api.http.post("/commits", json=commit, headers=auth(OPERATOR))
+    assert response.status_code == 200, response.text
+    workflow_id = timer_id(api.aggregate_id, "grace")
+
+    async def status() -> str:
+        shown = await api.show(workflow_id)
+        assert shown.status_code == 200, shown.text
+        value: str = shown.json()["status"]
+        return value
+
+    assert await eventually(status, lambda s: s == "Parked", within=10) == "Parked"
+    failed = [r for r in api.host.requests if r.aggregate_id == api.aggregate_id]
+    assert len(failed) == 2  # max_attempts
+    assert {r.behaviour for r in failed} == {"fail"}
+    parked = await api.listing(aggregateId=api.aggregate_id, status="Parked")
+    assert [timer["workflow_id"] for timer in parked] == [workflow_id]
+    assert "500" in (await api.show(workflow_id)).json()["state"]["parked_error"]
+
+    api.host.behave("ok")
+    retried = await api.http.post(f"/timers/{workflow_id}/retry", headers=auth(OPERATOR))
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["status"] in ("Scheduled", "Delivering", "Delivered")
+    (delivered,) = await api.host.wait_for(
+        lambda h: [r for r in h.delivered() if r.aggregate_id == api.aggregate_id], timeout=15
+    )
+    assert delivered.request_id == failed[0].request_id == f"{commit['id']}:e-1#1"
+
+    # Not parked any more: nothing to retry.
+    assert await eventually(status, lambda s: s == "Delivered") == "Delivered"
+    again = await api.http.post(f"/timers/{workflow_id}/retry", headers=auth(OPERATOR))
+    assert again.status_code == 409
+    assert again.json()["error"] == "Conflict"
+
+
+async def test_cancel_a_pending_timer(api: Api) -> None:
+    commit = make_commit(
+        api.aggregate_id, ("wow.ScheduleSet", schedule_set("reminder", {"after": "PT1H"}))
+    )
+    response = await api.http.post("/commits", json=[commit], headers=auth(OPERATOR))
+    assert response.status_code == 200, response.text
+    workflow_id = timer_id(api.aggregate_id, "reminder")
+    pending = await api.listing(aggregateId=api.aggregate_id, status="Scheduled", running="true")
+    assert [timer["workflow_id"] for timer in pending] == [workflow_id]
+    assert pending[0]["due"] is not None
+
+    not_parked = await api.http.post(f"/timers/{workflow_id}/retry", headers=auth(OPERATOR))
+    assert not_parked.status_code == 409
+    assert "parked" in not_parked.json()["message"]
+
+    cancelled = await api.http.post(f"/timers/{workflow_id}/cancel", headers=auth(OPERATOR))
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "Cancelled"
+    shown = (await api.show(workflow_id)).json()
+    assert (shown["status"], shown["running"]) == ("Cancelled", False)
+
+    again = await api.http.post(f"/timers/{workflow_id}/cancel", headers=auth(OPERATOR))
+    assert again.status_code == 409
+    assert "ended" in again.json()["message"]
+    assert api.host.requests == []
+
+
+async def test_unknown_and_malformed_timer_ids(api: Api) -> None:
+    missing = timer_id(api.aggregate_id, "nothing")
+    for response in (
+        await api.show(missing),
+        await api.http.post(f"/timers/{missing}/retry", headers=auth(OPERATOR)),
+        await api.http.post(f"/timers/{missing}/cancel", headers=auth(OPERATOR)),
+    ):
+        assert response.status_code == 404
+        assert response.json()["error"] == "TimerNotFound"
+    for response in (
+        await api.show("not-a-timer"),
+        await api.http.post("/timers/not-a-timer/cancel", headers=auth(OPERATOR)),
+    ):
+        assert response.status_code == 400
+        assert "not a timer id" in response.json()["message"]
+
+
+async def test_a_tenant_token_reaches_only_its_tenant(api: Api) -> None:
+    rule = schedule_set("grace", {"after": "PT1H"})
+    own = make_commit(api.aggregate_id, ("wow.ScheduleSet", rule), tenant="t1")
+    other = make_commit(api.aggregate_id, ("wow.ScheduleSet", rule), tenant="t2")
+    response = await api.http.post("/commits", json=[own, other], headers=auth(OPERATOR))
+    assert response.status_code == 200, response.text
+    own_id, other_id = (
+        timer_id(api.aggregate_id, "grace"),
+        timer_id(api.aggregate_id, "grace", "t2"),
+    )
+    both = await api.listing(expect=2, aggregateId=api.aggregate_id)
+    assert {timer["workflow_id"] for timer in both} == {own_id, other_id}
+
+    seen = await api.listing("t1-secret", aggregateId=api.aggregate_id)
+    assert [timer["workflow_id"] for timer in seen] == [own_id]
+    assert await api.listing("t1-secret", expect=0, aggregateId=api.aggregate_id, tenant="t2") == []
+
+    assert (await api.show(own_id, "t1-secret")).status_code == 200
+    hidden = await api.show(other_id, "t1-secret")
+    missing = await api.show(timer_id(api.aggregate_id, "none", "t2"), "t1-secret")
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.json()["error"] == missing.json()["error"] == "TimerNotFound"
+    for verb in ("retry", "cancel"):
+        refused = await api.http.post(f"/timers/{other_id}/{verb}", headers=auth("t1-secret"))
+        assert refused.status_code == 404
+
+    foreign = make_commit(api.aggregate_id, ("wow.ScheduleSet", rule), version=2, tenant="t2")
+    forbidden = await api.http.post("/commits", json=foreign, headers=auth("t1-secret"))
+    assert forbidden.status_code == 403
+    assert "t2" in forbidden.json()["message"]
+    target = {
+        "contextName": "eshop-order",
+        "aggregateName": "order",
+        "tenantId": "t2",
+        "aggregateId": "x",
+    }
+    crossing = make_commit(
+        api.aggregate_id, ("wow.ScheduleSet", schedule_set("cross", rule["rule"], target))
+    )
+    assert (
+        await api.http.post("/commits", json=crossing, headers=auth("t1-secret"))
+    ).status_code == 403
+
+    cancelled = await api.http.post(f"/timers/{own_id}/cancel", headers=auth("t1-secret"))
+    assert cancelled.status_code == 200
+    assert (
+        await api.http.post(f"/timers/{other_id}/cancel", headers=auth("t2-secret"))
+    ).status_code == 200
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+async def test_bad_commits_and_filters_are_400_naming_the_problem(api: Api) -> None:
+    async def post(content: bytes) -> dict[str, Any]:
+        response = await api.http.post("/commits", content=content, headers=auth(OPERATOR))
+        assert response.status_code == 400, response.text
+        body: dict[str, Any] = response.json()
+        assert set(body) == {"error", "message"}
+        return body
+
+    good = make_commit(api.aggregate_id, ("wow.ScheduleSet", schedule_set("k", {"after": "PT1H"})))
+
+    def variant(**changes: Any) -> bytes:
+        return json.dumps({**good, **changes}).encode()
+
+    assert (await post(b"{not json"))["error"] == "InvalidJson"
+    assert (await post(b"[" * 100_000))["error"] == "InvalidJson"
+    assert "JSON object" in (await post(b"42"))["message"]
+    assert "version" in (await post(variant(version=0)))["message"]
+    assert (
+        "aggregateId" in (await post(json.dumps({**good, "aggregateId": None}).encode()))["message"]
+    )
+    unknown = variant(body=[{"id": "e-1", "name": "wow.ScheduleMoved", "body": {}}])
+    assert "unknown system event 'wow.ScheduleMoved'" in (await post(unknown))["message"]
+    bad_key = variant(
+        body=[
+            {
+                "id": "e-1",
+                "name": "wow.ScheduleSet",
+                "body": schedule_set("bad key!", {"after": "PT1H"}),
+            }
+        ]
+    )
+    message = (await post(bad_key))["message"]
+    assert "invalid key 'bad key!'" in message
+    assert "e-1" in message
+    bad_rule = variant(
+        body=[
+            {
+                "id": "e-1",
+                "name": "wow.ScheduleSet",
+                "body": schedule_set("k", {"cron": "61 * * * * *"}),
+            }
+        ]
+    )
+    assert "Invalid cron expression" in (await post(bad_rule))["message"]
+    # A bad second commit: nothing of the list is applied.
+    listed = await post(json.dumps([good, json.loads(bad_key)]).encode())
+    assert listed["message"].startswith("commit [1]:")
+    assert (await api.show(timer_id(api.aggregate_id, "k"))).status_code == 404
+
+    for params in ({"status": "Sleeping"}, {"limit": "0"}, {"limit": "1001"}, {"running": "maybe"}):
+        response = await api.http.get("/timers", params=params, headers=auth(OPERATOR))
+        assert response.status_code == 400, params
+        assert response.json()["message"]
+    assert (
+        "Sleeping"
+        in (
+            await api.http.get("/timers", params={"status": "Sleeping"}, headers=auth(OPERATOR))
+        ).json()["message"]
+    )
+
+
+async def test_oversized_bodies_are_413(api: Api) -> None:
+    big = b"[" + b" " * 1_048_576 + b"]"
+    response = await api.http.post("/commits", content=big, headers=auth(OPERATOR))
+    assert response.status_code == 413
+    assert response.json()["error"] == "ContentTooLarge"
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(20):
+            yield b" " * 100_000
+
+    streamed = await api.http.post("/commits", content=chunks(), headers=auth(OPERATOR))
+    assert streamed.status_code == 413
+    assert streamed.json()["error"] == "ContentTooLarge"
+
+    small = create_app(api.timers, token=OPERATOR, max_body_bytes=100)
+    async with client_for(small) as http:
+        rule = {"expression": "0 0 6 * * *", "zone": "Europe/Amsterdam" + " " * 100}
+        response = await http.post(
+            "/ctx/schedule/nightly/wow.schedule.reschedule", json=rule, headers=auth(OPERATOR)
+        )
+    assert response.status_code == 413
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) -> None:
+    for command in ("enable", "disable"):
+        response = await api.http.post(
+            f"/eshop-inventory/schedule/receive-deliveries/wow.schedule.{command}",
+            headers=auth(OPERATOR),
+        )
+        assert response.status_code == 404
+        assert response.json() == {
+            "error": "UnknownJob",
+            "message": "no job receive-deliveries in context eshop-inventory",
+        }
+    reschedule = "/eshop-inventory/schedule/receive-deliveries/wow.schedule.reschedule"
+    rule = {"expression": "0 0 7 * * *", "zone": "Europe/Amsterdam", "misfire": "CATCH_UP"}
+    response = await api.http.post(reschedule, json=rule, headers=auth(OPERATOR))
+    assert response.status_code == 404
+    assert response.json()["error"] == "UnknownJob"
+
+    bad_name = await api.http.post(
+        "/eshop-inventory/schedule/bad.name!/wow.schedule.enable", headers=auth(OPERATOR)
+    )
+    assert bad_name.status_code == 400
+    assert "invalid job name 'bad.name!'" in bad_name.json()["message"]
+
+    async def rescheduled(body: Any) -> dict[str, Any]:
+        answer = await api.http.post(reschedule, json=body, headers=auth(OPERATOR))
+        assert answer.status_code == 400, answer.text
+        found: dict[str, Any] = answer.json()
+        return found
+
+    bad_cron = await rescheduled({"expression": "0 0 25 * * *"})
+    assert bad_cron["message"].startswith('expression: Invalid cron expression "0 0 25 * * *"')
+    assert "hour" in bad_cron["message"]
+    assert (
+        "unknown time zone 'Mars/Olympus'"
+        in (await rescheduled({"zone": "Mars/Olympus"}))["message"]
+    )
+    assert "misfire" in (await rescheduled({"misfire": "SOMETIMES"}))["message"]
+    assert "cron" in (await rescheduled({"cron": "0 0 7 * * *"}))["message"]
+    assert "at least one" in (await rescheduled({}))["message"]
+    not_json = await api.http.post(
+        reschedule,
+        content=b"{",
+        headers={**auth(OPERATOR), "Content-Type": "application/json"},
+    )
+    assert not_json.status_code == 400
+
+    other_tenant = await api.http.post(
+        "/eshop-inventory/schedule/receive-deliveries/wow.schedule.enable",
+        params={"tenant": "t2"},
+        headers=auth("t1-secret"),
+    )
+    assert other_tenant.status_code == 403
+
+
+@dataclass
+class FakeJobs:
+    """A JobControl that knows one job and records what it was asked."""
+
+    calls: list[tuple[str, str, str, str | None, RescheduleRequest | None]] = field(
+        default_factory=list
+    )
+
+    def _info(self, context: str, name: str, tenant: str | None, status: str) -> JobInfo:
+        if name != "nightly":
+            raise UnknownJobError(context, name)
+        return JobInfo(
+            context=context,
+            name=name,
+            tenant=tenant,
+            status=status,
+            expression="0 0 6 * * *",
+            zone="UTC",
+            misfire=Misfire.COALESCE,
+        )
+
+    async def enable(self, context: str, name: str, *, tenant: str | None) -> JobInfo:
+        self.calls.append(("enable", context, name, tenant, None))
+        return self._info(context, name, tenant, "Enabled")
+
+    async def disable(self, context: str, name: str, *, tenant: str | None) -> JobInfo:
+        self.calls.append(("disable", context, name, tenant, None))
+        return self._info(context, name, tenant, "Disabled")
+
+    async def reschedule(
+        self, context: str, name: str, rule: RescheduleRequest, *, tenant: str | None
+    ) -> JobInfo:
+        self.calls.append(("reschedule", context, name, tenant, rule))
+        return self._info(context, name, tenant, "Enabled")
+
+
+async def test_a_job_registry_plugs_into_the_job_routes(dev_client: Client) -> None:
+    jobs = FakeJobs()
+    control: JobControl = jobs
+    app = create_app(
+        TimerClient(dev_client), token=OPERATOR, tenant_tokens=TENANT_TOKENS, jobs=control
+    )
+    async with client_for(app) as http:
+        enabled = await http.post(
+            "/ctx/schedule/nightly/wow.schedule.enable", headers=auth("t1-secret")
+        )
+        assert enabled.status_code == 200, enabled.text
+        assert enabled.json()["status"] == "Enabled"
+        assert enabled.json()["tenant"] == "t1"
+        rescheduled = await http.post(
+            "/ctx/schedule/nightly/wow.schedule.reschedule",
+            params={"tenant": "t2"},
+            json={"zone": "Asia/Tokyo"},
+            headers=auth(OPERATOR),
+        )
+        assert rescheduled.status_code == 200, rescheduled.text
+        disabled = await http.post(
+            "/ctx/schedule/nightly/wow.schedule.disable", headers=auth(OPERATOR)
+        )
+        assert disabled.json()["status"] == "Disabled"
+        unknown = await http.post(
+            "/ctx/schedule/daily/wow.schedule.disable", headers=auth(OPERATOR)
+        )
+        assert unknown.status_code == 404
+    assert [(c[0], c[3]) for c in jobs.calls] == [
+        ("enable", "t1"),
+        ("reschedule", "t2"),
+        ("disable", None),
+        ("disable", None),
+    ]
+    assert jobs.calls[1][4] == RescheduleRequest(zone="Asia/Tokyo")
+
+
+# --- availability and serving ----------------------------------------------------------------
+
+
+async def test_temporal_unreachable_is_503() -> None:
+    unreachable = await Client.connect(
+        "127.0.0.1:1",
+        lazy=True,
+        retry_config=RetryConfig(max_retries=0),
+        data_converter=pydantic_data_converter,
+    )
+    app = create_app(TimerClient(unreachable), token=OPERATOR)
+    async with client_for(app) as http:
+        for response in (
+            await http.get("/timers", headers=auth(OPERATOR)),
+            await http.get("/timers/wow-timer:a.b:t:1:k", headers=auth(OPERATOR)),
+        ):
+            assert response.status_code == 503
+            assert response.json()["error"] == "TemporalUnavailable"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_serve_runs_uvicorn_until_stopped(dev_client: Client) -> None:
+    port = free_port()
+    stop = asyncio.Event()
+    settings = Settings(api_token=OPERATOR, api_port=port)
+    serving = asyncio.create_task(serve(settings, TimerClient(dev_client), stop=stop))
+    url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(base_url=url) as http:
+        for _ in range(100):
+            try:
+                health = await http.get("/health")
+                break
+            except httpx.ConnectError:
+                await asyncio.sleep(0.05)
+        assert health.json() == {"status": "ok"}
+        assert (await http.get("/timers")).status_code == 401
+        listed = await http.get(
+            "/timers", params={"aggregateId": uuid.uuid4().hex}, headers=auth(OPERATOR)
+        )
+        assert listed.status_code == 200
+    stop.set()
+    await asyncio.wait_for(serving, timeout=10)
