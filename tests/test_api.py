@@ -672,3 +672,12 @@ async def test_serve_runs_uvicorn_until_stopped(dev_client: Client) -> None:
         assert listed.status_code == 200
     stop.set()
     await asyncio.wait_for(serving, timeout=10)
+
+
+async def test_serve_on_a_taken_port_raises(dev_client: Client) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = Settings(api_token=OPERATOR, api_port=taken.getsockname()[1])
+        with pytest.raises(OSError, match="could not listen"):
+            await asyncio.wait_for(serve(settings, TimerClient(dev_client)), timeout=10)

@@ -830,7 +830,14 @@ async def serve(
         uvicorn.Config(app, host=host, port=listen, log_config=None, lifespan="off")
     )
     log.info("control API on http://%s:%d (OpenAPI at /openapi.json)", host, listen)
-    running = asyncio.ensure_future(server.serve())
+
+    async def run() -> None:
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn exits when it cannot start (the port is taken, ...)
+            raise OSError(f"the control API could not listen on {host}:{listen}") from None
+
+    running = asyncio.ensure_future(run())
     stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
         waiting = {running} if stopping is None else {running, stopping}
@@ -838,8 +845,6 @@ async def serve(
         if not running.done():
             server.should_exit = True
         await running
-    except SystemExit:  # uvicorn exits when it cannot start (the port is taken, ...)
-        raise OSError(f"the control API could not listen on {host}:{listen}") from None
     finally:
         if stopping is not None:
             stopping.cancel()
@@ -847,5 +852,5 @@ async def serve(
                 await stopping
         if not running.done():
             server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError, SystemExit):
+            with contextlib.suppress(asyncio.CancelledError, OSError):
                 await running
