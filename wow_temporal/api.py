@@ -42,6 +42,7 @@ from wow_temporal.schedule import (
 )
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import (
+    TIMER_ID_PREFIX,
     Applied,
     TimerClient,
     TimerError,
@@ -62,12 +63,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TIMER_ID_PREFIX = "wow-timer:"
-"""Every timer workflow id starts so (see `timers.core.timer_workflow_id`)."""
-
 _CALLER_KEY = "wow.caller"
 _DESCRIPTION = """\
-Control the durable scheduled commands of [wow-temporal](https://github.com/): hand over the
+Control the durable scheduled commands of wow-temporal: hand over the
 schedule events of commits (`POST /commits`), list, show, retry and cancel aggregate timers, and
 enable, reschedule or disable recurring job instances (the spec's
 `POST /{context}/schedule/{id}/wow.schedule.*` route).

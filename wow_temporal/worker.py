@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio.client import Client
@@ -56,7 +55,6 @@ def timer_worker(
         activities=(
             list(activities) if activities is not None else [DeliveryActivities(sender).deliver]
         ),
-        activity_executor=ThreadPoolExecutor(4),
         workflow_runner=_RUNNER,
         max_concurrent_activities=max_concurrent_activities,
     )

@@ -41,6 +41,7 @@ from wow_temporal.timers.workflow import (
 )
 
 __all__ = [
+    "TIMER_ID_PREFIX",
     "TIMER_TASK_QUEUE",
     "Applied",
     "TimerClient",
@@ -51,7 +52,8 @@ __all__ = [
 ]
 
 TIMER_TASK_QUEUE = "wow-timers"
-_ID_PREFIX = "wow-timer:"
+TIMER_ID_PREFIX = "wow-timer:"
+"""Every timer workflow id starts with this (see `core.timer_workflow_id`)."""
 
 Outcome = Literal["started", "signalled", "ignored"]
 
@@ -350,8 +352,10 @@ class TimerClient:
 
 
 def _check_id(workflow_id: str) -> None:
-    if not workflow_id.startswith(_ID_PREFIX):
-        raise TimerError(f"not a timer id: {workflow_id!r} (timer ids start with {_ID_PREFIX!r})")
+    if not workflow_id.startswith(TIMER_ID_PREFIX):
+        raise TimerError(
+            f"not a timer id: {workflow_id!r} (timer ids start with {TIMER_ID_PREFIX!r})"
+        )
 
 
 def _info(execution: WorkflowExecution) -> TimerInfo:
