@@ -1,0 +1,108 @@
+"""`wow-temporal dev` as a user runs it: the whole stack starts, a commit handed to the control
+API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.test_dev import _alive, _descendants
+from wow_temporal.dev import READY_LINE
+from wow_temporal.embedded import free_port
+
+
+def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        lines.append(line)
+        if needle in line:
+            return
+    raise AssertionError(f"{needle!r} not seen; output:\n{''.join(lines)}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> None:
+    api_port = free_port()
+    env = {**os.environ, "WOW_API_PORT": str(api_port), "WOW_HOST_URL": "", "WOW_CONFIG": ""}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wow_temporal.cli",
+            "dev",
+            "--headless",
+            "--data-dir",
+            str(tmp_path / "dev"),
+            "--port",
+            str(free_port()),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    try:
+        _read_until(proc, READY_LINE, lines, timeout=90)
+        printed = "".join(lines)
+        for service in ("domain host:", "timer worker:", "control API:", "Temporal gRPC:"):
+            assert service in printed
+        children = _descendants(proc.pid)
+        assert children, "the dev server runs as a child process"
+
+        created = int(datetime.now(UTC).timestamp() * 1000)
+        commit = {
+            "id": "commit-dev",
+            "contextName": "eshop-order",
+            "aggregateName": "order",
+            "tenantId": "t1",
+            "aggregateId": "42",
+            "version": 1,
+            "createTime": created,
+            "body": [
+                {
+                    "id": "e-1",
+                    "name": "wow.ScheduleSet",
+                    "body": {
+                        "key": "payment-grace-period",
+                        "rule": {"after": "PT1S"},
+                        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "X"}},
+                        "target": None,
+                    },
+                }
+            ],
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{api_port}/commits",
+            data=json.dumps(commit).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.load(response)[0]["outcome"] == "started"
+        _read_until(proc, "request commit-dev:e-1#1", lines, timeout=30)
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
