@@ -1,0 +1,549 @@
+"""Timers end to end on the dev server: real Temporal, real HTTP Wow host, in-process worker.
+
+Every test uses its own task queue and aggregate ids: the dev server is shared by the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from tests.recording_host import RecordedRequest, RecordingHost, recording_host
+from wow_temporal.delivery import CommandSender
+from wow_temporal.timers.client import TimerClient, TimerInfo
+from wow_temporal.timers.core import Status, TimerState
+from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.worker import timer_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+__all__ = ["recording_host"]  # the fixture, used by every test here
+
+CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
+COMMAND = "eshop.order.CancelOrder"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+MAX_ATTEMPTS = 3
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def schedule_set(key: str, rule: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "wow.ScheduleSet",
+        "key": key,
+        "rule": rule,
+        "command": {"type": COMMAND, "body": {"reason": "PAYMENT_TIMEOUT", "key": key}},
+        "target": None,
+        **extra,
+    }
+
+
+def cancelled(key: str) -> dict[str, Any]:
+    return {"name": "wow.ScheduleCancelled", "key": key}
+
+
+DELETED: dict[str, Any] = {"name": "wow.AggregateDeleted"}
+
+
+@dataclass
+class Rig:
+    """One test's world: its task queue, aggregate, timers client and the recording host."""
+
+    client: Client
+    host: RecordingHost
+    timers: TimerClient
+    task_queue: str
+    aggregate_id: str
+
+    def commit(
+        self,
+        version: int,
+        *events: dict[str, Any],
+        header: dict[str, str] | None = None,
+        created_ms: int | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "id": f"c{version}-{uuid.uuid4().hex[:8]}",
+            "contextName": CONTEXT,
+            "aggregateName": AGGREGATE,
+            "tenantId": TENANT,
+            "aggregateId": self.aggregate_id,
+            "ownerId": "owner-1",
+            "spaceId": "space-1",
+            "version": version,
+            "createTime": now_ms() if created_ms is None else created_ms,
+            "header": {"trace_id": "trace-1"} if header is None else header,
+            "body": [
+                {
+                    "id": f"e{i}",
+                    "name": e["name"],
+                    "body": {k: v for k, v in e.items() if k != "name"},
+                }
+                for i, e in enumerate(events)
+            ],
+        }
+
+    def worker(self) -> Worker:
+        return timer_worker(self.client, CommandSender(self.host.url), task_queue=self.task_queue)
+
+    def workflow_id(self, key: str) -> str:
+        return f"wow-timer:{CONTEXT}.{AGGREGATE}:{TENANT}:{self.aggregate_id}:{key}"
+
+    def handle(self, key: str) -> WorkflowHandle[Any, TimerState]:
+        return self.client.get_workflow_handle(self.workflow_id(key), result_type=TimerState)
+
+    async def result(self, key: str, within: float = 20.0) -> TimerState:
+        """The timer's final state; fails if it has not closed `within` seconds."""
+        try:
+            async with asyncio.timeout(within):
+                state: TimerState = await self.handle(key).result()
+        except TimeoutError:
+            description = await self.handle(key).describe()
+            status = description.status.name if description.status else "?"
+            raise AssertionError(
+                f"timer {key!r} still {status} after {within}s "
+                f"({description.history_length} history events: never dispatched?)"
+            ) from None
+        return state
+
+    async def listed(
+        self, predicate: Callable[[list[TimerInfo]], bool], within: float = 10.0, **filters: Any
+    ) -> list[TimerInfo]:
+        """Poll the visibility listing (eventually consistent) until `predicate` holds."""
+        deadline = time.monotonic() + within
+        while True:
+            found = await self.timers.list(aggregate_id=self.aggregate_id, **filters)
+            if predicate(found):
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"listing {filters} never matched; last {found}")
+            await asyncio.sleep(0.1)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def rig(dev_client: Client, recording_host: RecordingHost) -> AsyncIterator[Rig]:
+    task_queue = f"e2e-{uuid.uuid4().hex[:10]}"
+    timers = TimerClient(
+        dev_client,
+        task_queue=task_queue,
+        delivery=DeliverySettings(
+            max_attempts=MAX_ATTEMPTS,
+            initial_interval=timedelta(milliseconds=100),
+            max_interval=timedelta(milliseconds=200),
+            attempt_timeout=timedelta(seconds=5),
+        ),
+    )
+    yield Rig(dev_client, recording_host, timers, task_queue, uuid.uuid4().hex)
+
+
+def request_id(commit: dict[str, Any], event: int = 0, slot: int = 1) -> str:
+    return f"{commit['id']}:e{event}#{slot}"
+
+
+def due_ms(request: RecordedRequest) -> int:
+    due = request.message_header("schedule_due")
+    assert due is not None
+    return int(due)
+
+
+# --- delivery ---------------------------------------------------------------------------------
+
+
+async def test_one_shot_is_delivered_once_with_the_wire_headers_never_early(rig: Rig) -> None:
+    commit = rig.commit(
+        1,
+        schedule_set("grace", {"after": "PT1S"}),
+        header={"trace_id": "trace-42", "traceparent": TRACEPARENT},
+    )
+    due = commit["createTime"] + 1000
+    async with rig.worker():
+        applied = await rig.timers.apply(commit)
+        assert [(a.kind, a.outcome) for a in applied] == [("set", "started")]
+        state = await rig.result("grace")
+        await asyncio.sleep(0.3)  # nothing more arrives
+    assert state.status is Status.DELIVERED
+    assert state.delivered == 1
+    (request,) = rig.host.requests
+    assert request.behaviour == "ok"
+    assert request.received_ms >= due, f"delivered {due - request.received_ms} ms early"
+    expected = {
+        "command-type": COMMAND,
+        "command-aggregate-context": CONTEXT,
+        "command-aggregate-name": AGGREGATE,
+        "command-aggregate-id": rig.aggregate_id,
+        "command-tenant-id": TENANT,
+        "command-owner-id": "owner-1",
+        "wow-space-id": "space-1",
+        "command-request-id": request_id(commit),
+        "command-wait-stage": "PROCESSED",
+        "command-header-upstream_id": commit["id"],
+        "command-header-upstream_name": f"{CONTEXT}.{AGGREGATE}",
+        "command-header-trace_id": "trace-42",
+        "command-header-schedule_timer": f"{commit['id']}:e0",
+        "command-header-schedule_key": "grace",
+        "command-header-schedule_slot": "1",
+        "command-header-schedule_due": str(due),
+    }
+    assert {name: request.header(name) for name in expected} == expected
+    # The W3C trace context continues the scheduling commit's trace.
+    traceparent = request.header("traceparent")
+    assert traceparent is not None
+    assert traceparent.split("-")[1] == TRACEPARENT.split("-")[1]
+    assert request.body == {"reason": "PAYMENT_TIMEOUT", "key": "grace"}
+    shown = await rig.timers.show(rig.workflow_id("grace"))
+    assert shown.status == "Delivered"
+    assert not shown.running
+
+
+async def test_no_traceparent_when_the_commit_has_none(rig: Rig) -> None:
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT0.2S"}), header={})
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        await rig.result("grace")
+    (request,) = rig.host.requests
+    assert request.header("traceparent") is None
+    assert request.message_header("trace_id") is None
+    assert request.received_ms >= due_ms(request)
+
+
+async def test_target_routes_the_command_to_another_aggregate(rig: Rig) -> None:
+    payment_id = uuid.uuid4().hex
+    target = {
+        "contextName": "eshop-payment",
+        "aggregateName": "payment",
+        "tenantId": "t2",
+        "aggregateId": payment_id,
+    }
+    commit = rig.commit(1, schedule_set("refund", {"after": "PT0.5S"}, target=target))
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        state = await rig.result("refund")
+    assert state.status is Status.DELIVERED
+    (request,) = rig.host.requests
+    assert request.header("command-aggregate-context") == "eshop-payment"
+    assert request.header("command-aggregate-name") == "payment"
+    assert request.header("command-aggregate-id") == payment_id
+    assert request.header("command-tenant-id") == "t2"
+    # Scope and causation stay those of the scheduling commit.
+    assert request.header("command-owner-id") == "owner-1"
+    assert request.header("wow-space-id") == "space-1"
+    assert request.message_header("upstream_id") == commit["id"]
+    assert request.message_header("upstream_name") == f"{CONTEXT}.{AGGREGATE}"
+    # The timer belongs to the scheduling aggregate.
+    info = await rig.timers.show(rig.workflow_id("refund"))
+    assert info.aggregate_id == rig.aggregate_id
+    assert request.received_ms >= due_ms(request)
+
+
+async def test_request_ids_are_unique_per_schedule_and_repeat_only_on_redelivery(
+    rig: Rig,
+) -> None:
+    first = rig.commit(1, schedule_set("grace", {"after": "PT1S"}))
+    second = rig.commit(2, schedule_set("grace", {"after": "PT0.5S"}))
+    async with rig.worker():
+        await rig.timers.apply(first)
+        assert [a.outcome for a in await rig.timers.apply(second)] == ["signalled"]
+        await rig.result("grace")
+        # A later schedule under the same key, after the first one fired: a new timer id.
+        # Its first attempt fails, so its request is sent again, with the same id.
+        third = rig.commit(3, schedule_set("grace", {"after": "PT0.2S"}))
+        rig.host.behave("fail", request_id=request_id(third), times=1)
+        assert [a.outcome for a in await rig.timers.apply(third)] == ["started"]
+        state = await rig.result("grace")
+    assert state.status is Status.DELIVERED
+    ids = [r.request_id for r in rig.host.requests]
+    assert ids == [request_id(second), request_id(third), request_id(third)]
+    assert [r.behaviour for r in rig.host.requests] == ["ok", "fail", "ok"]
+    assert request_id(first) not in ids
+    assert request_id(second) != request_id(third)
+    for request in rig.host.requests:
+        assert request.received_ms >= due_ms(request)
+
+
+async def test_a_replacement_due_earlier_is_delivered_at_its_own_due(rig: Rig) -> None:
+    # The first schedule's timer waits in its start delay; the replacement must not wait for it.
+    first = rig.commit(1, schedule_set("grace", {"after": "PT20S"}))
+    second = rig.commit(2, schedule_set("grace", {"after": "PT0.5S"}))
+    async with rig.worker():
+        await rig.timers.apply(first)
+        await rig.timers.apply(second)
+        due = second["createTime"] + 500
+        await rig.host.wait_for(lambda host: host.requests, timeout=4)
+        state = await rig.result("grace", within=3)
+    assert state.status is Status.DELIVERED
+    (request,) = rig.host.requests
+    assert request.request_id == request_id(second)
+    assert due <= request.received_ms <= due + 2000
+
+
+async def test_a_rejection_is_final_after_one_request(rig: Rig) -> None:
+    rig.host.behave("reject")
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT0.3S"}))
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        state = await rig.result("grace")
+        await asyncio.sleep(0.5)
+    assert state.status is Status.REJECTED
+    assert "IllegalState" in state.last_outcome
+    assert [r.behaviour for r in rig.host.requests] == ["reject"]
+    shown = await rig.timers.show(rig.workflow_id("grace"))
+    assert shown.status == "Rejected"
+    assert shown.state is not None and shown.state.status is Status.REJECTED
+    found = await rig.listed(lambda found: len(found) == 1, status="Rejected")
+    assert found[0].workflow_id == rig.workflow_id("grace")
+
+
+async def test_failures_park_after_max_attempts_then_retry_delivers_same_request(
+    rig: Rig,
+) -> None:
+    rig.host.behave("fail")
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT0.3S"}))
+    workflow_id = rig.workflow_id("grace")
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        parked = await rig.listed(lambda found: len(found) == 1, status="Parked")
+        assert parked[0].workflow_id == workflow_id
+        assert parked[0].running
+        assert len(rig.host.requests) == MAX_ATTEMPTS
+        shown = await rig.timers.show(workflow_id)
+        assert shown.status == "Parked"
+        assert shown.state is not None and "500" in shown.state.parked_error
+        await asyncio.sleep(0.5)  # parked: nothing more is tried
+        assert len(rig.host.requests) == MAX_ATTEMPTS
+        rig.host.reset()
+        rig.host.behave("ok")
+        await rig.timers.retry(workflow_id)
+        state = await rig.result("grace")
+    assert state.status is Status.DELIVERED
+    (request,) = rig.host.requests
+    assert request.request_id == request_id(commit)
+    assert request.behaviour == "ok"
+    assert (await rig.timers.show(workflow_id)).status == "Delivered"
+    await rig.listed(lambda found: len(found) == 1, status="Delivered")
+    await rig.listed(lambda found: found == [], status="Parked")
+
+
+async def test_a_duplicate_answer_counts_as_delivered(rig: Rig) -> None:
+    rig.host.behave("duplicate")
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT0.3S"}))
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        state = await rig.result("grace")
+    assert state.status is Status.DELIVERED
+    assert state.delivered == 1
+    assert [r.behaviour for r in rig.host.requests] == ["duplicate"]
+    assert (await rig.timers.show(rig.workflow_id("grace"))).status == "Delivered"
+
+
+# --- cancelling -------------------------------------------------------------------------------
+
+
+async def test_deleting_the_aggregate_cancels_all_its_pending_timers(rig: Rig) -> None:
+    other = Rig(rig.client, rig.host, rig.timers, rig.task_queue, uuid.uuid4().hex)
+    async with rig.worker():
+        await rig.timers.apply(
+            rig.commit(
+                1,
+                schedule_set("grace", {"after": "PT1H"}),
+                schedule_set("remind", {"after": "PT2H"}),
+            )
+        )
+        await other.timers.apply(other.commit(1, schedule_set("grace", {"after": "PT2S"})))
+        # The deletion finds the pending timers through visibility: wait until it shows them.
+        await rig.listed(lambda found: len(found) == 2, running=True)
+        applied = await rig.timers.apply(rig.commit(2, {"name": "order.Deleted"}, DELETED))
+        assert sorted((a.workflow_id, a.kind, a.outcome) for a in applied) == [
+            (rig.workflow_id("grace"), "delete", "signalled"),
+            (rig.workflow_id("remind"), "delete", "signalled"),
+        ]
+        # Both end now, not when they would have been due.
+        grace = await rig.result("grace", within=3)
+        remind = await rig.result("remind", within=3)
+        # Another aggregate's timer is not touched.
+        kept = await other.result("grace", within=10)
+    assert grace.status is Status.CANCELLED and remind.status is Status.CANCELLED
+    assert grace.last_outcome == "cancelled by deletion"
+    assert kept.status is Status.DELIVERED
+    assert [r.aggregate_id for r in rig.host.requests] == [other.aggregate_id]
+    gone = await rig.listed(lambda found: len(found) == 2, status="Cancelled")
+    assert {i.workflow_id for i in gone} == {rig.workflow_id("grace"), rig.workflow_id("remind")}
+
+
+async def test_a_set_and_a_delete_in_one_commit_cancel_at_once(rig: Rig) -> None:
+    async with rig.worker():
+        applied = await rig.timers.apply(
+            rig.commit(1, schedule_set("grace", {"after": "PT1H"}), DELETED)
+        )
+        assert [(a.kind, a.outcome) for a in applied] == [
+            ("set", "started"),
+            ("delete", "signalled"),
+        ]
+        state = await rig.result("grace", within=3)
+    assert state.status is Status.CANCELLED
+    assert rig.host.requests == []
+
+
+async def test_cancel_by_key(rig: Rig) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+        await rig.timers.apply(rig.commit(2, cancelled("grace")))
+        state = await rig.result("grace", within=3)
+    assert state.status is Status.CANCELLED
+    assert state.last_outcome == "cancelled by key"
+    assert rig.host.requests == []
+    assert (await rig.timers.show(rig.workflow_id("grace"))).status == "Cancelled"
+    await rig.listed(lambda found: len(found) == 1, status="Cancelled")
+
+
+async def test_cancel_by_key_just_before_due_sends_nothing(rig: Rig) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1S"})))
+        await rig.timers.apply(rig.commit(2, cancelled("grace")))
+        state = await rig.result("grace", within=5)
+        await asyncio.sleep(0.5)
+    assert state.status is Status.CANCELLED
+    assert rig.host.requests == []
+
+
+async def test_cancel_by_operator(rig: Rig) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+        async with asyncio.timeout(3):
+            state = await rig.timers.cancel(rig.workflow_id("grace"))
+        assert state.status is Status.CANCELLED
+        final = await rig.result("grace", within=3)
+    assert final.status is Status.CANCELLED
+    assert final.last_outcome == "cancelled by operator"
+    assert rig.host.requests == []
+    await rig.listed(lambda found: len(found) == 1, status="Cancelled")
+
+
+async def test_show_answers_at_once_while_a_timer_waits_to_be_due(rig: Rig) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT10S"})))
+        started = time.monotonic()
+        async with asyncio.timeout(3):
+            info = await rig.timers.show(rig.workflow_id("grace"))
+        took = time.monotonic() - started
+        assert info.status == "Scheduled" and info.running
+        assert info.state is not None and info.state.status is Status.SCHEDULED
+        assert took < 2, f"show took {took:.1f}s"
+        await rig.timers.cancel(rig.workflow_id("grace"))
+
+
+# --- recurring --------------------------------------------------------------------------------
+
+
+async def test_a_cron_timer_delivers_each_slot_in_order_once_never_early(rig: Rig) -> None:
+    rule = {"cron": "* * * * * *", "zone": "UTC", "misfire": "CATCH_UP"}
+    commit = rig.commit(1, schedule_set("tick", rule))
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        await rig.host.wait_for(lambda host: len(host.requests) >= 4, timeout=15)
+        state = await rig.timers.cancel(rig.workflow_id("tick"))
+        final = await rig.result("tick")
+        settled = len(rig.host.requests)
+        await asyncio.sleep(1.5)  # cancelled: no more slots
+    assert state.status is Status.CANCELLED and final.status is Status.CANCELLED
+    requests = rig.host.requests
+    assert len(requests) == settled
+    slots = [int(r.message_header("schedule_slot") or 0) for r in requests]
+    assert slots == list(range(1, len(slots) + 1))
+    assert [r.request_id for r in requests] == [request_id(commit, slot=s) for s in slots]
+    assert all(r.behaviour == "ok" for r in requests)
+    dues = [due_ms(r) for r in requests]
+    first_due = (commit["createTime"] // 1000 + 1) * 1000
+    assert dues == [first_due + 1000 * (s - 1) for s in slots]
+    for request in requests:
+        assert request.received_ms >= due_ms(request)
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+async def billable_actions(handle: WorkflowHandle[Any, Any]) -> dict[str, int]:
+    """Temporal Cloud's billable actions in a workflow's history, by kind."""
+    counts = dict.fromkeys(
+        ("started", "activities", "retries", "timers", "upserts", "signals", "updates"), 0
+    )
+    async for event in handle.fetch_history_events():
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            counts["started"] += 1
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            counts["activities"] += 1
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            counts["retries"] += event.activity_task_started_event_attributes.attempt - 1
+        elif kind == EventType.EVENT_TYPE_TIMER_STARTED:
+            counts["timers"] += 1
+        elif kind == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            counts["upserts"] += 1
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            counts["signals"] += 1
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            counts["updates"] += 1
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+async def test_cost_in_billable_actions(
+    rig: Rig, record_property: Callable[[str, object], None]
+) -> None:
+    measured: dict[str, dict[str, int]] = {}
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("one-shot", {"after": "PT0.5S"})))
+        await rig.result("one-shot")
+        measured["one-shot"] = await billable_actions(rig.handle("one-shot"))
+
+        await rig.timers.apply(rig.commit(1, schedule_set("replace", {"after": "PT2S"})))
+        await rig.timers.apply(rig.commit(2, schedule_set("replace", {"after": "PT0.5S"})))
+        await rig.result("replace")
+        measured["replace"] = await billable_actions(rig.handle("replace"))
+
+        await rig.timers.apply(rig.commit(1, schedule_set("cancel", {"after": "PT2S"})))
+        await rig.timers.apply(rig.commit(2, cancelled("cancel")))
+        await rig.result("cancel")
+        measured["cancel"] = await billable_actions(rig.handle("cancel"))
+
+        rule = {"cron": "* * * * * *", "zone": "UTC", "misfire": "CATCH_UP"}
+        await rig.timers.apply(rig.commit(1, schedule_set("cron", rule)))
+        await rig.host.wait_for(
+            lambda host: (
+                sum(r.message_header("schedule_key") == "cron" for r in host.requests) >= 4
+            ),
+            timeout=15,
+        )
+        # Measured before the operator's cancel (an update: one more action).
+        running = await billable_actions(rig.handle("cron"))
+        await rig.timers.cancel(rig.workflow_id("cron"))
+        await rig.result("cron")
+    slots = running["activities"]
+    measured["cron, before cancel"] = running
+    measured["cron per slot"] = {
+        "slots": slots,
+        "total_per_slot_x100": running["total"] * 100 // slots,
+        "timers_per_slot_x100": running["timers"] * 100 // slots,
+        "upserts_per_slot_x100": running["upserts"] * 100 // slots,
+    }
+    for name, counts in measured.items():
+        print(f"\nbillable actions, {name}: {counts}")
+        record_property(f"actions {name}", counts)
+    one_shot = measured["one-shot"]
+    assert one_shot["total"] <= 2, one_shot
+    assert (one_shot["started"], one_shot["activities"], one_shot["retries"]) == (1, 1, 0)
+    assert slots >= 4
+    # A cron slot costs its sleep and its delivery, and at most one search-attribute upsert.
+    assert running["total"] <= 1 + 3 * slots + 1, running
