@@ -96,7 +96,7 @@ class TimerChange(_Frozen):
     version: int
     """The version of the commit that holds the event."""
     index: int = 0
-    """The event's position in its commit: orders two events of one commit."""
+    """The event's position among its commit's schedule events: orders two of one commit."""
     spec: TimerSpec | None = None
 
     @property
@@ -265,7 +265,7 @@ def _latest_due(
             break
         slot, due, skipped = slot + 1, following, skipped + 1
     latest, counted = _latest_slot_by(rule, due, now)
-    return slot + counted, latest, skipped + counted - 1
+    return slot + counted, latest, skipped + counted
 
 
 def _latest_slot_by(rule: ScheduleRule, floor: datetime, now: datetime) -> tuple[datetime, int]:
