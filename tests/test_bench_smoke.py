@@ -1,0 +1,29 @@
+"""The timers benchmark still runs: `bench/timers.py --quick` end to end (figures not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "timers.py"
+
+
+@pytest.mark.timeout(120)
+def test_timers_bench_quick_runs_and_prints_the_table() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for line in ("throughput  wow", "lateness    at", "actions     one-shot", "ingest      wow"):
+        assert line in out, out
+    assert "early 0" in out, out
+    assert "missing 0" in out, out
+    assert "one-shot 2.00 per command" in out, out
