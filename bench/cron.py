@@ -74,8 +74,10 @@ def main() -> int:
         ratios.append(ratio)
         zone = str(start.tzinfo)
         print(f"{expr:36} {zone:18} {ours_rate:10.0f} {theirs_rate:11.0f} {ratio:5.1f}x")
-    print(f"median ratio ours/croniter: {statistics.median(ratios):.1f}x "
-          f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x)")
+    print(
+        f"median ratio ours/croniter: {statistics.median(ratios):.1f}x "
+        f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x)"
+    )
     return 0
 
 

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -52,7 +51,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender
-from wow_temporal.embedded import TIMER_PRECISION_DYNAMIC_CONFIG, EmbeddedTemporal, free_port
+from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
@@ -64,17 +63,6 @@ CONCURRENCY = 50  # in-flight applies / starts while ingesting
 MAX_ACTIVITIES = 1000
 THROUGHPUT_TARGET = 0.8
 LATENESS_P99_TARGET_MS = 250.0
-# `--fast-queues`: lift the history queues' poll rate limits (20/s per shard by default; the dev
-# server has one shard): at 5-10 timers/s, p50 lateness dropped from ~150-220 ms to ~30-70 ms
-# here, for wow and bare alike. And one task queue partition instead of four, so a workflow task
-# on the normal queue (a timer's first, after its start delay) never waits on a partition no
-# poller is on.
-FAST_QUEUES = {
-    "history.transferProcessorMaxPollRPS": "1000",
-    "history.timerProcessorMaxPollRPS": "1000",
-    "matching.numTaskqueueReadPartitions": "1",
-    "matching.numTaskqueueWritePartitions": "1",
-}
 
 # The bare baseline's workflow lives in its own tiny module (written to the temp dir at run
 # time), as a bare Temporal user would write it: the sandbox re-imports a workflow's module for
@@ -636,10 +624,7 @@ async def run(args: argparse.Namespace) -> int:
         sys.path.insert(0, tmp)
         bare_workflow = importlib.import_module(BARE_MODULE).BareTimer
 
-        config = dict(TIMER_PRECISION_DYNAMIC_CONFIG)
-        if args.fast_queues:
-            config.update(FAST_QUEUES)
-        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True, dynamic_config=config)
+        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
         host = Host()
         await asyncio.gather(server.start(), host.start())
         try:
@@ -668,7 +653,7 @@ async def run(args: argparse.Namespace) -> int:
                 print(
                     f"dev server up in {time.perf_counter() - started:.1f}s; N={n}, "
                     f"{rounds} round(s), sides: {', '.join(s.name for s in sides)}; "
-                    f"dynamic config {config}"
+                    f"dynamic config {server.dynamic_config}"
                 )
 
                 # 4. ingest first: its rate sizes the lead time of the bursts.
@@ -763,15 +748,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny run for the smoke test")
     parser.add_argument("--n", type=int, help="commands per burst (default 300, quick 40)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 2, quick 1)")
-    parser.add_argument(
-        "--fast-queues",
-        action="store_true",
-        help="also lift the dev server's history queue poll rate limits (not the default config)",
-    )
     parser.add_argument("--serve-host", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    # timer_worker gives its (unused: wow.deliver is async) thread pool 4 workers; say it once.
-    warnings.filterwarnings("ignore", message="Worker max_concurrent_activities")
     if args.serve_host:
         serve_host(args.serve_host)
         return 0

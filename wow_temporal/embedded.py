@@ -34,8 +34,8 @@ from temporalio.testing import WorkflowEnvironment
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "DEV_DYNAMIC_CONFIG",
     "SEARCH_ATTRIBUTES",
-    "TIMER_PRECISION_DYNAMIC_CONFIG",
     "EmbeddedTemporal",
     "EmbeddedTemporalError",
     "TemporalBinaryNotFoundError",
@@ -60,14 +60,21 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 }
 """The project's custom search attributes (name -> Temporal type name, as the CLI spells it)."""
 
-TIMER_PRECISION_DYNAMIC_CONFIG: dict[str, str] = {
+DEV_DYNAMIC_CONFIG: dict[str, str] = {
     "history.timerProcessorMaxTimeShift": '"10ms"',
+    "history.transferProcessorMaxPollRPS": "1000",
+    "history.timerProcessorMaxPollRPS": "1000",
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
 }
-"""Dynamic config making durable timers fire on time instead of ~0.5 s late.
+"""Dynamic config that makes the dev server fire durable timers on time.
 
-Measured on this dev server (Server 1.32): a `workflow.sleep(0.5)` resumes ~500 ms late by
-default and ~8 ms late with this setting (1 ms gives the same; `timerProcessorUpdateAckInterval`
-adds nothing). Values are JSON, as `--dynamic-config-value KEY=VALUE` expects.
+Measured here (Server 1.32): a `workflow.sleep(0.5)` resumes ~500 ms late by default and ~8 ms
+late with `timerProcessorMaxTimeShift` at 10 ms. Under load (5-10 timers a second) the history
+queues' poll limits (20/s per shard; the dev server has one shard) added 150-220 ms, and a
+delayed start's first workflow task sometimes waited seconds on one of four task queue
+partitions; the other keys remove both (bench/timers.py: p99 lateness 6.4 s -> 126 ms). Values
+are JSON, as `--dynamic-config-value KEY=VALUE` expects.
 """
 
 _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
@@ -219,7 +226,7 @@ class EmbeddedTemporal:
         headless: bool = False,
         namespace: str = "default",
         search_attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
-        dynamic_config: Mapping[str, str] = TIMER_PRECISION_DYNAMIC_CONFIG,
+        dynamic_config: Mapping[str, str] = DEV_DYNAMIC_CONFIG,
         log_level: str = "warn",
         extra_args: Sequence[str] = (),
         startup_timeout: float = 60.0,

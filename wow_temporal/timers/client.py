@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.client import (
     Client,
     WorkflowExecution,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -23,7 +24,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.schedule import Commit
+from wow_temporal.schedule import AggregateRef, Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
 from wow_temporal.timers.core import Status, TimerChange, TimerState
@@ -168,8 +169,8 @@ class TimerClient:
         for item in changes_of(commit):
             if isinstance(item, KeyChange):
                 workflow_id = core.timer_workflow_id(commit.aggregate, item.key)
-                touched.append(workflow_id)
-                outcome = await self._apply_key(workflow_id, item.change)
+                touched.append(item.key)
+                outcome = await self._apply_key(commit.aggregate, item.key, item.change)
                 applied.append(
                     Applied(workflow_id=workflow_id, kind=item.change.kind, outcome=outcome)
                 )
@@ -177,32 +178,37 @@ class TimerClient:
                 applied.extend(await self._apply_aggregate(commit, item, touched))
         return applied
 
-    async def _apply_key(self, workflow_id: str, change: TimerChange) -> Outcome:
+    async def _apply_key(self, owner: AggregateRef, key: str, change: TimerChange) -> Outcome:
+        workflow_id = core.timer_workflow_id(owner, key)
         if change.kind != "set":
-            return await self._signal_if_running(workflow_id, change)
+            return await self._signal(owner, key, change)
         for _ in range(5):
-            reuse = WorkflowIDReusePolicy.REJECT_DUPLICATE
             try:
-                await self._start(workflow_id, change, reuse)
+                await self._start(owner, key, change, WorkflowIDReusePolicy.REJECT_DUPLICATE)
                 return "started"
             except WorkflowAlreadyStartedError:
                 pass
-            outcome = await self._signal_if_running(workflow_id, change)
+            outcome = await self._signal(owner, key, change)
             if outcome == "signalled":
                 return outcome
             last = await self._closed_state(workflow_id)
             if last is not None and change.order <= last.applied:
                 return "ignored"
             try:
-                await self._start(workflow_id, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+                await self._start(owner, key, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
                 return "started"
             except WorkflowAlreadyStartedError:
                 continue  # another ingest started it meanwhile: signal that one
         raise TimerError(f"could not apply a schedule to {workflow_id}: it keeps changing")
 
     async def _start(
-        self, workflow_id: str, change: TimerChange, reuse: WorkflowIDReusePolicy
+        self,
+        owner: AggregateRef,
+        key: str,
+        change: TimerChange,
+        reuse: WorkflowIDReusePolicy,
     ) -> None:
+        """Start the timer a `set` change makes, sleeping out its start delay until due."""
         state = core.initial(change)
         spec = state.spec
         assert spec is not None
@@ -214,12 +220,12 @@ class TimerClient:
         await self.client.start_workflow(
             TimerWorkflow.run,
             TimerInput(state=state, delivery=self.delivery),
-            id=workflow_id,
+            id=core.timer_workflow_id(owner, key),
             task_queue=self.task_queue,
             id_reuse_policy=reuse,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             start_delay=delay,
-            search_attributes=initial_search_attributes(state),
+            search_attributes=initial_search_attributes(owner, key, state),
             static_summary=core.summary(spec, due),
             static_details=(
                 f"{spec.rule.describe()}\n\nset by commit {spec.upstream_id} "
@@ -227,14 +233,28 @@ class TimerClient:
             ),
         )
 
-    async def _signal_if_running(self, workflow_id: str, change: TimerChange) -> Outcome:
-        handle = self.client.get_workflow_handle(workflow_id)
+    async def _signal(self, owner: AggregateRef, key: str, change: TimerChange) -> Outcome:
+        """Hand `change` to the running timer, ending its start delay if it is in one.
+
+        A plain signal would wait out the start delay; signal-with-start does not. When no run
+        exists at all, this starts one from the change alone: a cancel then leaves a cancelled
+        timer behind, so a set older than it that arrives later changes nothing.
+        """
+        state = core.apply(TimerState(), change)
         try:
-            await handle.signal(TimerWorkflow.apply, change)
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return "ignored"  # none running: nothing to cancel, or closed
-            raise
+            await self.client.start_workflow(
+                TimerWorkflow.run,
+                TimerInput(state=state, delivery=self.delivery),
+                id=core.timer_workflow_id(owner, key),
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                start_signal="apply",
+                start_signal_args=[change],
+                search_attributes=initial_search_attributes(owner, key, state),
+            )
+        except WorkflowAlreadyStartedError:
+            return "ignored"  # it has ended: nothing to change
         return "signalled"
 
     async def _closed_state(self, workflow_id: str) -> TimerState | None:
@@ -256,12 +276,16 @@ class TimerClient:
             tenant=owner.tenant_id,
             running=True,
         )
-        ids = list(
-            dict.fromkeys([*touched, *[w.id async for w in self.client.list_workflows(query)]])
-        )
+        listed = [
+            execution.typed_search_attributes.get(SA_KEY) or ""
+            async for execution in self.client.list_workflows(query)
+        ]
         results = []
-        for workflow_id in ids:
-            outcome = await self._signal_if_running(workflow_id, item.change)
+        for key in dict.fromkeys([*touched, *listed]):
+            if not key:
+                continue
+            outcome = await self._signal(owner, key, item.change)
+            workflow_id = core.timer_workflow_id(owner, key)
             results.append(Applied(workflow_id=workflow_id, kind="delete", outcome=outcome))
         return results
 
@@ -305,25 +329,31 @@ class TimerClient:
             raise TimerNotFoundError(f"no timer {workflow_id!r}")
         state: TimerState | None
         if description.status == WorkflowExecutionStatus.RUNNING:
-            state = await self._running_state(handle)
+            state = await self._running_state(handle, description)
         else:
             state = await self._closed_state(workflow_id)
         return info.model_copy(update={"state": state})
 
-    async def _running_state(self, handle: WorkflowHandle[Any, TimerState]) -> TimerState:
-        """The running timer's state; before its start delay ends, the state it started with."""
-        try:
+    async def _running_state(
+        self, handle: WorkflowHandle[Any, TimerState], description: WorkflowExecutionDescription
+    ) -> TimerState:
+        """The running timer's state: queried, or while it waits out its start delay (when it
+        cannot answer a query), the state it started with."""
+        start = description.execution_time
+        if start is None or start <= datetime.now(UTC):
             return await handle.query(TimerWorkflow.state)
-        except RPCError as error:
-            if "not scheduled yet" not in error.message:
-                raise
+        initial: TimerState | None = None
         async for event in handle.fetch_history_events():
-            started = event.workflow_execution_started_event_attributes
-            (timer_input,) = await self.client.data_converter.decode(
-                started.input.payloads, [TimerInput]
-            )
-            return cast(TimerInput, timer_input).state
-        raise TimerNotFoundError(f"no history for timer {handle.id!r}")
+            if event.HasField("workflow_execution_started_event_attributes"):
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                (decoded,) = await self.client.data_converter.decode(payloads, [TimerInput])
+                initial = cast(TimerInput, decoded).state
+            elif event.HasField("workflow_task_completed_event_attributes"):
+                # A signal ended the delay early: the workflow runs and answers queries.
+                return await handle.query(TimerWorkflow.state)
+        if initial is None:
+            raise TimerNotFoundError(f"no history for timer {handle.id!r}")
+        return initial
 
     async def retry(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Retry a parked timer's slot now, with the same request id."""

@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.delivery import DeliveryOutcome, DeliveryRequest, ScheduleDetails
+    from wow_temporal.schedule import AggregateRef
     from wow_temporal.timers import core
     from wow_temporal.timers.core import Status, TimerChange, TimerState
 
@@ -75,15 +76,15 @@ class TimerInput(BaseModel):
     """History length past which the timer continues as new (tests lower it)."""
 
 
-def initial_search_attributes(state: TimerState) -> TypedSearchAttributes:
+def initial_search_attributes(
+    owner: AggregateRef, key: str, state: TimerState
+) -> TypedSearchAttributes:
     """The search attributes a timer starts with (free at start, unlike later upserts)."""
-    spec = state.spec
-    assert spec is not None
     pairs: list[SearchAttributePair[Any]] = [
-        SearchAttributePair(SA_AGGREGATE, f"{spec.owner.context_name}.{spec.owner.aggregate_name}"),
-        SearchAttributePair(SA_AGGREGATE_ID, spec.owner.aggregate_id),
-        SearchAttributePair(SA_TENANT, spec.owner.tenant_id),
-        SearchAttributePair(SA_KEY, spec.key),
+        SearchAttributePair(SA_AGGREGATE, f"{owner.context_name}.{owner.aggregate_name}"),
+        SearchAttributePair(SA_AGGREGATE_ID, owner.aggregate_id),
+        SearchAttributePair(SA_TENANT, owner.tenant_id),
+        SearchAttributePair(SA_KEY, key),
         SearchAttributePair(SA_STATUS, state.status.value),
     ]
     if state.next_due is not None:
