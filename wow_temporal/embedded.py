@@ -66,6 +66,7 @@ DEV_DYNAMIC_CONFIG: dict[str, str] = {
     "history.timerProcessorMaxPollRPS": "1000",
     "matching.numTaskqueueReadPartitions": "1",
     "matching.numTaskqueueWritePartitions": "1",
+    "system.enableActivityEagerExecution": "true",
 }
 """Dynamic config that makes the dev server fire durable timers on time.
 
