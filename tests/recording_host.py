@@ -308,11 +308,13 @@ class RecordingHost:
             with self._lock:
                 generation = self._generation
                 rule = self._decide(request_id, command_type)
-                if rule is None or rule.behaviour == "ok":
-                    seen = self.remember_request_ids and request_id in self._state.processed
+                seen = self.remember_request_ids and request_id in self._state.processed
+                if rule is None or (rule.behaviour in ("ok", "hang") and seen):
+                    # Like a real Wow host, a request id already decided is a duplicate, even
+                    # while the host is slow.
                     kind: Behaviour = "duplicate" if seen else "ok"
                     status, code, msg = _DEFAULTS[kind]
-                    if rule is not None and not seen:
+                    if rule is not None and not seen and rule.behaviour == "ok":
                         status, code, msg = rule.status, rule.error_code, rule.error_msg
                 else:
                     kind, status, code, msg = (

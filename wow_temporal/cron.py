@@ -47,8 +47,20 @@ _MACROS: Final[dict[str, str]] = {
     "@hourly": "0 0 * * * *",
 }
 
-_MONTH_NAMES: Final = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN",
-                       "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_MONTH_NAMES: Final = (
+    "JAN",
+    "FEB",
+    "MAR",
+    "APR",
+    "MAY",
+    "JUN",
+    "JUL",
+    "AUG",
+    "SEP",
+    "OCT",
+    "NOV",
+    "DEC",
+)
 _DAY_NAMES: Final = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 
 _FIELD_NAMES: Final = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
@@ -108,7 +120,7 @@ def _parse_bits(value: str, index: int) -> int:
         elif "-" in range_text:
             hyphen = range_text.index("-")
             start = _check(_parse_int(range_text[:hyphen], "range start"), lo, hi)
-            end = _check(_parse_int(range_text[hyphen + 1:], "range end"), lo, hi)
+            end = _check(_parse_int(range_text[hyphen + 1 :], "range end"), lo, hi)
             if index == 5 and start == 7:
                 start = 0  # as the start of a range, Sunday means 0
             if start > end:
@@ -119,7 +131,7 @@ def _parse_bits(value: str, index: int) -> int:
             start = end = _check(_parse_int(range_text, "value"), lo, hi)
         step = 1
         if slash != -1:
-            step = _parse_int(part[slash + 1:], "step")
+            step = _parse_int(part[slash + 1 :], "step")
             if step <= 0:
                 raise _FieldError(f"step {step} in '{part}' must be 1 or higher")
             if "-" not in range_text:
@@ -212,7 +224,7 @@ def _parse_dow(value: str) -> tuple[int, tuple[_Quartz, ...], bool]:
         if idx == len(part) - 1:
             raise _FieldError(f"no ordinal after '#' in '{part}'")
         day = _parse_dow_day(part[:idx])
-        ordinal = _parse_int(part[idx + 1:], "ordinal")
+        ordinal = _parse_int(part[idx + 1 :], "ordinal")
         if ordinal <= 0:
             raise _FieldError(f"ordinal {ordinal} in '{part}' must be 1 or higher")
         quartz.append(("#", day * 1000 + min(ordinal, 6)))  # beyond 5 never fires
@@ -362,9 +374,7 @@ def _window_is_plain(
     arithmetic; then the naive wall-clock answer is Spring's answer."""
     for year in range(utc_from.year, utc_to.year + 1):
         for instant, before, after in _year_transitions(tz, year):
-            if utc_from < instant <= utc_to and not (
-                first_day < before and after < last_day
-            ):
+            if utc_from < instant <= utc_to and not (first_day < before and after < last_day):
                 return False
     return True
 
@@ -538,9 +548,7 @@ class _Zoned:
                     nxt = _next_set_bit(bits, 0)
         return self.reset(kind, t)
 
-    def days_next_or_same(
-        self, mask_of: Callable[[int, int], int], t: _Zdt
-    ) -> _Zdt | None:
+    def days_next_or_same(self, mask_of: Callable[[int, int], int], t: _Zdt) -> _Zdt | None:
         """A Quartz day field (``L``, ``W``, ``#``...): the next matching date at midnight,
         or the temporal itself when its own date matches."""
         local = t[0]
@@ -577,9 +585,25 @@ class CronExpression:
     """A parsed Spring cron expression; immutable, hashable, equal when the text is equal."""
 
     __slots__ = (
-        "_dom_bits", "_dom_quartz", "_dom_star", "_dow_bits", "_dow_quartz", "_dow_star",
-        "_h0", "_hour_bits", "_m0", "_masks", "_min_bits", "_month_bits", "_month_next",
-        "_nh", "_nm", "_ns", "_s0", "_sec_bits", "_text",
+        "_dom_bits",
+        "_dom_quartz",
+        "_dom_star",
+        "_dow_bits",
+        "_dow_quartz",
+        "_dow_star",
+        "_h0",
+        "_hour_bits",
+        "_m0",
+        "_masks",
+        "_min_bits",
+        "_month_bits",
+        "_month_next",
+        "_nh",
+        "_nm",
+        "_ns",
+        "_s0",
+        "_sec_bits",
+        "_text",
     )
 
     def __init__(self, text: str, fields: tuple[str, ...]) -> None:
@@ -765,8 +789,9 @@ class CronExpression:
         off = start.utcoffset()
         assert off is not None
         # +1 ns, then the zero-nanos field rolls forward to the next whole second (instant)
-        t: _Zdt | None = z.plus_instant((start.replace(tzinfo=None, microsecond=0), off),
-                                        _ONE_SECOND)
+        t: _Zdt | None = z.plus_instant(
+            (start.replace(tzinfo=None, microsecond=0), off), _ONE_SECOND
+        )
         assert t is not None
         for _ in range(_MAX_ATTEMPTS):
             result = self._spring_internal(z, t)
@@ -811,7 +836,8 @@ class CronExpression:
         r: _Zdt | None = t
         if self._dow_quartz:
             r = z.days_next_or_same(
-                lambda y, m: _dow_mask(self._dow_bits, self._dow_quartz, y, m), t)
+                lambda y, m: _dow_mask(self._dow_bits, self._dow_quartz, y, m), t
+            )
         elif not self._dow_star:
             r = z.bits_next_or_same(_DOW, self._dow_bits, t)
         if r is None:
@@ -821,13 +847,17 @@ class CronExpression:
             return None
         if self._dom_quartz:
             r = z.days_next_or_same(
-                lambda y, m: _dom_mask(self._dom_bits, self._dom_quartz, y, m), r)
+                lambda y, m: _dom_mask(self._dom_bits, self._dom_quartz, y, m), r
+            )
         elif not self._dom_star:
             r = z.bits_next_or_same(_DOM, self._dom_bits, r)
         if r is None:
             return None
-        for kind, bits in ((_HOUR, self._hour_bits), (_MIN, self._min_bits),
-                           (_SEC, self._sec_bits)):
+        for kind, bits in (
+            (_HOUR, self._hour_bits),
+            (_MIN, self._min_bits),
+            (_SEC, self._sec_bits),
+        ):
             r = z.bits_next_or_same(kind, bits, r)
             if r is None:
                 return None
@@ -847,7 +877,8 @@ def _parse_cached(text: str) -> CronExpression:
     fields = tuple(f for f in fields if f)
     if len(fields) != 6:
         raise CronSyntaxError(
-            trimmed, None,
+            trimmed,
+            None,
             f"a cron expression has exactly 6 fields separated by spaces "
             f"(second minute hour day-of-month month day-of-week), found {len(fields)}",
         )

@@ -316,10 +316,22 @@ class TimerClient:
 
     async def show(self, workflow_id: str, *, tenant: str | None = None) -> TimerInfo:
         """One timer with its full state (queried if running, its result if closed)."""
-        _check_id(workflow_id)
         handle = self.client.get_workflow_handle(workflow_id, result_type=TimerState)
+        info, description = await self._describe(workflow_id, tenant)
+        state: TimerState | None
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            state = await self._running_state(handle, description)
+        else:
+            state = await self._closed_state(workflow_id)
+        return info.model_copy(update={"state": state})
+
+    async def _describe(
+        self, workflow_id: str, tenant: str | None
+    ) -> tuple[TimerInfo, WorkflowExecutionDescription]:
+        """The timer as its search attributes show it (no query: queries are billed actions)."""
+        _check_id(workflow_id)
         try:
-            description = await handle.describe()
+            description = await self.client.get_workflow_handle(workflow_id).describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 raise TimerNotFoundError(f"no timer {workflow_id!r}") from None
@@ -327,12 +339,7 @@ class TimerClient:
         info = _info(description)
         if tenant is not None and info.tenant != tenant:
             raise TimerNotFoundError(f"no timer {workflow_id!r}")
-        state: TimerState | None
-        if description.status == WorkflowExecutionStatus.RUNNING:
-            state = await self._running_state(handle, description)
-        else:
-            state = await self._closed_state(workflow_id)
-        return info.model_copy(update={"state": state})
+        return info, description
 
     async def _running_state(
         self, handle: WorkflowHandle[Any, TimerState], description: WorkflowExecutionDescription
@@ -357,10 +364,10 @@ class TimerClient:
 
     async def retry(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Retry a parked timer's slot now, with the same request id."""
-        info = await self._check_running(workflow_id, tenant)
-        if info.state is not None and info.state.status is not Status.PARKED:
+        info = await self._running(workflow_id, tenant)
+        if info.status != Status.PARKED.value:
             raise TimerError(
-                f"only a parked timer can be retried; {workflow_id!r} is {info.state.status.value}"
+                f"only a parked timer can be retried; {workflow_id!r} is {info.status}"
             )
         handle = self.client.get_workflow_handle(workflow_id)
         try:
@@ -370,12 +377,12 @@ class TimerClient:
 
     async def cancel(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Cancel a pending or parked timer; a command already sent is not recalled."""
-        await self._check_running(workflow_id, tenant)
+        await self._running(workflow_id, tenant)
         handle = self.client.get_workflow_handle(workflow_id)
         return await handle.execute_update(TimerWorkflow.cancel)
 
-    async def _check_running(self, workflow_id: str, tenant: str | None) -> TimerInfo:
-        info = await self.show(workflow_id, tenant=tenant)
+    async def _running(self, workflow_id: str, tenant: str | None) -> TimerInfo:
+        info, _ = await self._describe(workflow_id, tenant)
         if not info.running:
             raise TimerError(f"timer {workflow_id!r} has ended ({info.status})")
         return info
