@@ -22,7 +22,12 @@ def test_timers_bench_quick_runs_and_prints_the_table() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    for line in ("throughput  end to end", "lateness    at", "actions     one-shot", "ingest      wow"):
+    for line in (
+        "throughput  end to end",
+        "lateness    at",
+        "actions     one-shot",
+        "ingest      wow",
+    ):
         assert line in out, out
     assert "early 0" in out, out
     assert "missing 0" in out, out

@@ -21,7 +21,7 @@ from temporalio.worker import Worker
 
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal.delivery import CommandSender
-from wow_temporal.timers.client import TimerClient, TimerInfo
+from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
@@ -125,7 +125,8 @@ class Rig:
         """Poll the visibility listing (eventually consistent) until `predicate` holds."""
         deadline = time.monotonic() + within
         while True:
-            found = await self.timers.list(aggregate_id=self.aggregate_id, **filters)
+            where = TimerFilter(aggregate_id=self.aggregate_id, **filters)
+            found = await self.timers.list(where)
             if predicate(found):
                 return found
             if time.monotonic() > deadline:

@@ -24,7 +24,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -37,6 +45,7 @@ from wow_temporal.schedule import (
     InvalidScheduleError,
     Misfire,
     ScheduleSet,
+    explain,
     validate_key,
     validate_zone,
 )
@@ -46,6 +55,7 @@ from wow_temporal.timers.client import (
     Applied,
     TimerClient,
     TimerError,
+    TimerFilter,
     TimerInfo,
     TimerNotFoundError,
 )
@@ -704,17 +714,17 @@ def create_app(
                 return []
             tenant = caller.tenant
         try:
-            return await timers.list(
+            where = TimerFilter(
                 aggregate=aggregate,
                 aggregate_id=aggregate_id,
                 tenant=tenant,
                 key=key,
-                status=status,
+                status=status,  # any case of a Status name
                 running=running,
-                limit=limit,
             )
-        except TimerError as error:  # an unknown status
-            raise ApiError(400, "InvalidStatus", str(error)) from None
+        except ValidationError as error:  # an unknown status
+            raise ApiError(400, "InvalidStatus", explain(error)) from None
+        return await timers.list(where, limit=limit)
 
     @app.get("/timers/{workflow_id:path}", tags=["timers"], responses=_responses(404))
     async def show_timer(workflow_id: str, caller: CallerDep) -> TimerInfo:

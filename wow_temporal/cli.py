@@ -14,10 +14,15 @@ from typing import Annotated, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from wow_temporal.cron import CronExpression, CronSyntaxError
-from wow_temporal.schedule import InvalidCommitError, InvalidScheduleError, validate_zone
+from wow_temporal.schedule import (
+    InvalidCommitError,
+    InvalidScheduleError,
+    explain,
+    validate_zone,
+)
 from wow_temporal.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -277,27 +282,29 @@ def timers_list(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List timers matching the filters (the same query works in the Web UI)."""
-    from wow_temporal.timers.client import TimerClient, timer_query
+    from wow_temporal.timers.client import TimerClient, TimerFilter
     from wow_temporal.worker import connect
 
     settings = _settings()
-    filters: dict[str, Any] = dict(
-        aggregate=aggregate,
-        aggregate_id=aggregate_id,
-        tenant=tenant,
-        key=key,
-        status=status,
-        running=running,
-    )
+    try:
+        where = TimerFilter(
+            aggregate=aggregate,
+            aggregate_id=aggregate_id,
+            tenant=tenant,
+            key=key,
+            status=status,  # any case of a Status name
+            running=running,
+        )
+    except ValidationError as error:
+        raise _fail(explain(error)) from None
 
     async def work() -> None:
-        query = timer_query(**filters)
         client = await connect(settings)
-        found = await TimerClient(client).list(**filters, limit=limit)
+        found = await TimerClient(client).list(where, limit=limit)
         if as_json:
             _echo_json([info.model_dump(mode="json") for info in found])
             return
-        typer.echo(f"# {query}", err=True)
+        typer.echo(f"# {where.query()}", err=True)
         for info in found:
             due = info.due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if info.due else "-"
             typer.echo(f"{info.status:<10} {due:<21} {info.workflow_id}")

@@ -39,12 +39,11 @@ from urllib.parse import quote
 
 import httpx
 from opentelemetry import propagate, trace
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
 
 __all__ = [
     "BUSINESS_ERROR_CODES",
@@ -104,19 +103,7 @@ _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _HEADER_SAFE = "!#$&'()*+,/:;=?@[]^_`{|}~-."
 
 
-class _Model(BaseModel):
-    """Frozen, camelCase on the wire (like `wow_temporal.schedule`), snake_case in Python."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-    )
-
-
-class ScheduleDetails(_Model):
+class ScheduleDetails(WireModel):
     """What the target reads as `command.schedule`: which schedule and slot sent the command."""
 
     timer: str
@@ -129,7 +116,7 @@ class ScheduleDetails(_Model):
     """Cron slots coalesced into this one."""
 
 
-class DeliveryRequest(_Model):
+class DeliveryRequest(WireModel):
     """One command to deliver to its target, with the provenance it carries as message headers."""
 
     command: ScheduledCommand
@@ -148,7 +135,7 @@ class DeliveryRequest(_Model):
     schedule: ScheduleDetails
 
 
-class DeliveryOutcome(_Model):
+class DeliveryOutcome(WireModel):
     """A decided delivery: the host processed the command, or refused it for good."""
 
     status: Literal["delivered", "rejected"]

@@ -45,6 +45,8 @@ __all__ = [
     "ScheduleTick",
     "ScheduledCommand",
     "Scope",
+    "WireModel",
+    "explain",
     "validate_key",
     "validate_zone",
 ]
@@ -89,8 +91,8 @@ ScheduleKey = Annotated[str, AfterValidator(validate_key)]
 ZoneName = Annotated[str, AfterValidator(validate_zone)]
 
 
-class _Wire(BaseModel):
-    """Frozen, camelCase on the wire, snake_case in Python."""
+class WireModel(BaseModel):
+    """Frozen, camelCase on the wire (as Wow writes it), snake_case in Python."""
 
     model_config = ConfigDict(
         frozen=True,
@@ -119,7 +121,7 @@ class JobScope(StrEnum):
     """One instance per tenant, created by `wow.schedule.Enable` in that tenant."""
 
 
-class AggregateRef(_Wire):
+class AggregateRef(WireModel):
     """One aggregate instance: context, aggregate name, tenant and id."""
 
     context_name: str = Field(min_length=1)
@@ -135,7 +137,7 @@ class AggregateRef(_Wire):
         return f"{self.context_name}.{self.aggregate_name} {self.aggregate_id}"
 
 
-class NamedAggregate(_Wire):
+class NamedAggregate(WireModel):
     """An aggregate type in its bounded context, as in `NamedAggregate("eshop-order", "order")`."""
 
     context_name: str = Field(min_length=1)
@@ -161,7 +163,7 @@ class NamedAggregate(_Wire):
         return f"{self.context_name}.{self.aggregate_name}"
 
 
-class Scope(_Wire):
+class Scope(WireModel):
     """Who a commit (and so every command it schedules) belongs to."""
 
     tenant_id: str = ""
@@ -172,7 +174,7 @@ class Scope(_Wire):
 RuleKind = Literal["at", "after", "cron"]
 
 
-class ScheduleRule(_Wire):
+class ScheduleRule(WireModel):
     """When a schedule is due: at an instant, after a delay from its commit, or by cron.
 
     Build one with `ScheduleRule.at`, `.after` or `.cron`. The JSON is one of `{"at": instant}`,
@@ -209,7 +211,7 @@ class ScheduleRule(_Wire):
         try:
             return cls(**fields)
         except ValidationError as error:
-            raise InvalidScheduleError(_first_error(error)) from None
+            raise InvalidScheduleError(explain(error)) from None
 
     @property
     def kind(self) -> RuleKind:
@@ -313,7 +315,7 @@ def _iso_duration(delay: timedelta) -> str:
     return text
 
 
-class ScheduledCommand(_Wire):
+class ScheduledCommand(WireModel):
     """A command to send later: its full type name and its JSON object body."""
 
     model_config = ConfigDict(extra="forbid")
@@ -345,7 +347,7 @@ class ScheduledCommand(_Wire):
         return self.type.rsplit(".", 1)[-1]
 
 
-class ScheduleSet(_Wire):
+class ScheduleSet(WireModel):
     """`wow.ScheduleSet`: schedule `command` for `target` (None: itself) under `key`."""
 
     model_config = ConfigDict(extra="forbid")
@@ -356,7 +358,7 @@ class ScheduleSet(_Wire):
     target: AggregateRef | None = None
 
 
-class ScheduleCancelled(_Wire):
+class ScheduleCancelled(WireModel):
     """`wow.ScheduleCancelled`: cancel the schedule under `key`, if any."""
 
     model_config = ConfigDict(extra="forbid")
@@ -364,7 +366,7 @@ class ScheduleCancelled(_Wire):
     key: ScheduleKey
 
 
-class AggregateDeleted(_Wire):
+class AggregateDeleted(WireModel):
     """`wow.AggregateDeleted`: the aggregate is gone, and so are its pending schedules."""
 
     NAME: ClassVar[str] = "wow.AggregateDeleted"
@@ -377,7 +379,7 @@ _SYSTEM_EVENTS: dict[str, type[ScheduleSet] | type[ScheduleCancelled] | type[Agg
 }
 
 
-class CommitEvent(_Wire):
+class CommitEvent(WireModel):
     """One event of a commit, as Wow's `DomainEventStream` holds it; other fields are kept."""
 
     model_config = ConfigDict(extra="allow")
@@ -399,7 +401,7 @@ class CommitEvent(_Wire):
         return kind.model_validate(self.body)
 
 
-class Commit(_Wire):
+class Commit(WireModel):
     """A commit handed to the timers, in the shape of Wow's `DomainEventStream` JSON."""
 
     model_config = ConfigDict(extra="allow")
@@ -431,7 +433,7 @@ class Commit(_Wire):
             except ValidationError as error:
                 raise InvalidCommitError(
                     f"commit {self.id!r}, event {index} ({event.id!r}, {event.name}): "
-                    + _first_error(error)
+                    + explain(error)
                 ) from None
         return self
 
@@ -443,7 +445,7 @@ class Commit(_Wire):
                 return cls.model_validate(data)
             return cls.model_validate_json(data)
         except ValidationError as error:
-            raise InvalidCommitError(f"invalid commit: {_first_error(error)}") from None
+            raise InvalidCommitError(f"invalid commit: {explain(error)}") from None
 
     @property
     def aggregate(self) -> AggregateRef:
@@ -472,8 +474,8 @@ class Commit(_Wire):
         return found
 
 
-def _first_error(error: ValidationError) -> str:
-    """One readable line from a pydantic error: where, then what."""
+def explain(error: ValidationError) -> str:
+    """One readable line from a pydantic error: where, then what (for messages at the edge)."""
     parts = []
     for item in error.errors(include_url=False)[:3]:
         where = ".".join(str(p) for p in item["loc"])
@@ -482,7 +484,7 @@ def _first_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-class ScheduleTick(_Wire):
+class ScheduleTick(WireModel):
     """One due slot of a recurring job, handed to its `@on_schedule` handler."""
 
     tenant_id: str

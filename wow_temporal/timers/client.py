@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic.alias_generators import to_camel
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -47,9 +48,9 @@ __all__ = [
     "Applied",
     "TimerClient",
     "TimerError",
+    "TimerFilter",
     "TimerInfo",
     "TimerNotFoundError",
-    "timer_query",
 ]
 
 TIMER_TASK_QUEUE = "wow-timers"
@@ -94,48 +95,57 @@ class TimerInfo(BaseModel):
     state: TimerState | None = None
 
 
-def timer_query(
-    *,
-    aggregate: str | None = None,
-    aggregate_id: str | None = None,
-    tenant: str | None = None,
-    key: str | None = None,
-    status: str | None = None,
-    running: bool | None = None,
-) -> str:
-    """The visibility query (as typed in the Web UI) for timers matching these filters."""
-    clauses = ['WorkflowType = "wow.Timer"']
-    for attribute, value in (
-        ("WowAggregate", aggregate),
-        ("WowAggregateId", aggregate_id),
-        ("WowTenant", tenant),
-        ("WowKey", key),
-    ):
-        if value is not None:
-            clauses.append(f"{attribute} = {_quote(value)}")
-    if status is not None:
-        wanted = _status_name(status)
-        if wanted == Status.DELIVERED.value:
+class TimerFilter(BaseModel):
+    """Which timers to list: each filter given narrows it (camelCase on the wire)."""
+
+    model_config = ConfigDict(
+        frozen=True, alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+    )
+
+    aggregate: str | None = None
+    """`context.aggregate`, e.g. `eshop-order.order`."""
+    aggregate_id: str | None = None
+    tenant: str | None = None
+    key: str | None = None
+    status: Status | None = None
+    """Scheduled, Delivering, Parked, Delivered, Rejected or Cancelled (any case)."""
+    running: bool | None = None
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _known_status(cls, value: object) -> object:
+        if isinstance(value, str) and not isinstance(value, Status):
+            for known in Status:
+                if known.value.lower() == value.lower():
+                    return known
+            raise TimerError(
+                f"unknown timer status {value!r}; one of {', '.join(s.value for s in Status)}"
+            )
+        return value
+
+    def query(self) -> str:
+        """The visibility query, as typed in the Web UI's search box."""
+        clauses = ['WorkflowType = "wow.Timer"']
+        for attribute, value in (
+            ("WowAggregate", self.aggregate),
+            ("WowAggregateId", self.aggregate_id),
+            ("WowTenant", self.tenant),
+            ("WowKey", self.key),
+        ):
+            if value is not None:
+                clauses.append(f"{attribute} = {_quote(value)}")
+        if self.status is Status.DELIVERED:
             # A delivered timer completes without an upsert (it saves an action): see workflow.
             clauses.append(
                 'ExecutionStatus = "Completed" AND WowStatus IN ("Scheduled", "Delivered")'
             )
-        elif wanted == Status.SCHEDULED.value:
+        elif self.status is Status.SCHEDULED:
             clauses.append('WowStatus = "Scheduled" AND ExecutionStatus = "Running"')
-        else:
-            clauses.append(f"WowStatus = {_quote(wanted)}")
-    if running is not None:
-        clauses.append(f'ExecutionStatus {"=" if running else "!="} "Running"')
-    return " AND ".join(clauses)
-
-
-def _status_name(status: str) -> str:
-    for known in Status:
-        if known.value.lower() == status.lower():
-            return known.value
-    raise TimerError(
-        f"unknown timer status {status!r}; one of {', '.join(s.value for s in Status)}"
-    )
+        elif self.status is not None:
+            clauses.append(f"WowStatus = {_quote(self.status.value)}")
+        if self.running is not None:
+            clauses.append(f'ExecutionStatus {"=" if self.running else "!="} "Running"')
+        return " AND ".join(clauses)
 
 
 def _quote(value: str) -> str:
@@ -270,12 +280,12 @@ class TimerClient:
         self, commit: Commit, item: AggregateChange, touched: Sequence[str]
     ) -> list[Applied]:
         owner = commit.aggregate
-        query = timer_query(
+        query = TimerFilter(
             aggregate=f"{owner.context_name}.{owner.aggregate_name}",
             aggregate_id=owner.aggregate_id,
             tenant=owner.tenant_id,
             running=True,
-        )
+        ).query()
         listed = [
             execution.typed_search_attributes.get(SA_KEY) or ""
             async for execution in self.client.list_workflows(query)
@@ -289,30 +299,11 @@ class TimerClient:
             results.append(Applied(workflow_id=workflow_id, kind="delete", outcome=outcome))
         return results
 
-    async def list(
-        self,
-        *,
-        aggregate: str | None = None,
-        aggregate_id: str | None = None,
-        tenant: str | None = None,
-        key: str | None = None,
-        status: str | None = None,
-        running: bool | None = None,
-        limit: int = 100,
-    ) -> list[TimerInfo]:
-        """Timers matching the filters, newest first (the same query the Web UI takes)."""
-        query = timer_query(
-            aggregate=aggregate,
-            aggregate_id=aggregate_id,
-            tenant=tenant,
-            key=key,
-            status=status,
-            running=running,
-        )
-        found = []
-        async for execution in self.client.list_workflows(query, limit=limit):
-            found.append(_info(execution))
-        return found
+    async def list(self, where: TimerFilter | None = None, *, limit: int = 100) -> list[TimerInfo]:
+        """Timers matching `where`, newest first (the same query the Web UI takes)."""
+        query = (where or TimerFilter()).query()
+        found = self.client.list_workflows(query, limit=limit)
+        return [_info(execution) async for execution in found]
 
     async def show(self, workflow_id: str, *, tenant: str | None = None) -> TimerInfo:
         """One timer with its full state (queried if running, its result if closed)."""
