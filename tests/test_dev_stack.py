@@ -48,8 +48,6 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
             "--headless",
             "--data-dir",
             str(tmp_path / "dev"),
-            "--port",
-            str(free_port()),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

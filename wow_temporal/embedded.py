@@ -10,6 +10,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -123,11 +124,29 @@ def find_test_server() -> Path:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on `host` (the OS picks it)."""
+    """A TCP port that is free right now on `host`, from below the ephemeral range.
+
+    The kernel hands out ephemeral ports to every outgoing connection too, so a port it picked
+    for `bind(0)` may be some client's before a server binds it; ports below that range are
+    only ever taken on purpose.
+    """
+    low = _ephemeral_low()
+    for _ in range(64):
+        port = random.randrange(10_000, low)
+        if port_is_free(port, host):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        found: int = sock.getsockname()[1]
+        return found
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+    return low if low > 10_100 else 32_768
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -251,6 +270,7 @@ class EmbeddedTemporal:
         self.stop_timeout = stop_timeout
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._log_start = 0
 
     @property
     def address(self) -> str:
@@ -315,21 +335,41 @@ class EmbeddedTemporal:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.port is None:
-            self.port = free_port(self.host)
-        if not self.headless and self.ui_port is None:
-            self.ui_port = free_port(self.host)
+        pick_port, pick_ui = self.port is None, not self.headless and self.ui_port is None
         await self._kill_orphan()
-        self._spawn(self.command())
+        for attempt in range(3):
+            if pick_port:
+                self.port = free_port(self.host)
+            if pick_ui:
+                self.ui_port = free_port(self.host)
+            self._spawn(self.command())
+            try:
+                await self._wait_ready()
+                return
+            except EmbeddedTemporalError:
+                await self.stop()
+                lost_race = (
+                    pick_port or pick_ui
+                ) and "address already in use" in self._this_run_log()
+                if not lost_race or attempt == 2:
+                    raise
+            except BaseException:
+                await self.stop()
+                raise
+
+    def _this_run_log(self) -> str:
+        """What the server logged since it was last spawned."""
         try:
-            await self._wait_ready()
-        except BaseException:
-            await self.stop()
-            raise
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                return log.read(256 * 1024).decode("utf-8", "replace")
+        except OSError:
+            return ""
 
     def _spawn(self, cmd: list[str]) -> None:
         """Fork the server with its output appended to the log file (a quick, local call)."""
         self._log = self.log_path.open("ab")
+        self._log_start = self._log.tell()
         self._log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {cmd}\n".encode())
         self._log.flush()
         self._proc = subprocess.Popen(
