@@ -1018,3 +1018,62 @@ TimerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_timer_core_against_model = TimerMachine.TestCase
+
+
+# ---------------------------------------------------------------- what the search attributes show
+
+
+def test_an_undisturbed_one_shot_timer_never_upserts_its_search_attributes() -> None:
+    """Started showing Scheduled and its due: sleeping, delivering and ending change nothing."""
+    state = core.initial(set_change(at_rule()))
+    shown = core.Shown("Scheduled", state.next_due)
+    seen = []
+    for now in (T0, T0 + timedelta(minutes=30)):
+        state, step = core.step(state, now)
+        seen.append(core.to_show(shown, step, state))
+        if isinstance(step, Deliver):
+            state = core.on_outcome(state, step.delivery, "delivered", "")
+            state, step = core.step(state, now)
+            seen.append(core.to_show(shown, step, state))
+    assert isinstance(step, core.Finish)
+    assert seen == [shown] * len(seen)
+
+
+def test_parked_rejected_and_cancelled_are_shown() -> None:
+    due = T0 + timedelta(minutes=30)
+    state = core.initial(set_change(at_rule(due)))
+    shown = core.Shown("Scheduled", due)
+    state, step = core.step(state, due)
+    assert isinstance(step, Deliver)
+    parked = core.on_failed(state, step.delivery, "host answered 500")
+    parked, step = core.step(parked, due)
+    assert core.to_show(shown, step, parked) == core.Shown("Parked", due)
+    rejected = core.on_outcome(state, step_delivery(state, due), "rejected", "IllegalState")
+    rejected, step = core.step(rejected, due)
+    assert core.to_show(shown, step, rejected) == core.Shown("Rejected", due)
+    cancelled, step = core.step(core.cancel(state), due)
+    assert core.to_show(shown, step, cancelled) == core.Shown("Cancelled", due)
+    # After a park and a retry, the timer that ends delivered says so.
+    retried, step = core.step(core.retry(parked), due)
+    assert isinstance(step, Deliver)
+    done, step = core.step(core.on_outcome(retried, step.delivery, "delivered", ""), due)
+    assert core.to_show(core.Shown("Parked", due), step, done) == core.Shown("Delivered", due)
+
+
+def step_delivery(state: TimerState, now: datetime) -> Delivery:
+    _, step = core.step(state, now)
+    assert isinstance(step, Deliver)
+    return step.delivery
+
+
+def test_details_say_status_next_due_slot_and_last_outcome() -> None:
+    due = T0 + timedelta(minutes=30)
+    state = core.initial(set_change(at_rule(due)))
+    state, step = core.step(state, due)
+    assert isinstance(step, Deliver)
+    state = core.on_failed(state, step.delivery, "host answered 500")
+    text = core.details(state)
+    assert text.startswith("**Parked**")
+    assert "due 2026-12-01T10:30Z" in text
+    assert "next slot 1, delivered 0" in text
+    assert "parked: host answered 500" in text

@@ -28,6 +28,7 @@ __all__ = [
     "Deliver",
     "Delivery",
     "Finish",
+    "Shown",
     "Sleep",
     "Status",
     "Step",
@@ -36,6 +37,7 @@ __all__ = [
     "TimerState",
     "apply",
     "cancel",
+    "details",
     "initial",
     "on_failed",
     "on_outcome",
@@ -43,6 +45,7 @@ __all__ = [
     "step",
     "summary",
     "timer_workflow_id",
+    "to_show",
 ]
 
 MAX_CATCH_UP_COUNT = 100_000
@@ -327,6 +330,46 @@ def on_failed(state: TimerState, delivery: Delivery, error: str) -> TimerState:
             "last_outcome": f"slot {delivery.slot} parked: {error}",
         }
     )
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a timer's search attributes say: `WowStatus` and `WowDue`."""
+
+    status: str
+    due: datetime | None
+
+
+def to_show(shown: Shown, next_step: Step, state: TimerState) -> Shown:
+    """What the search attributes should say for `next_step`; `shown` where nothing changes.
+
+    A timer that ends delivered while it still shows Scheduled keeps it: a completed timer is a
+    delivered one, and skipping that upsert saves a billed action on the common path.
+    """
+    match next_step:
+        case Finish(status):
+            if status is Status.DELIVERED and shown.status == Status.SCHEDULED.value:
+                return shown
+            return Shown(status.value, shown.due)
+        case Sleep(until):
+            return Shown(state.status.value, until)
+        case AwaitOperator():
+            return Shown(Status.PARKED.value, state.next_due or shown.due)
+        case Deliver():
+            return shown
+
+
+def details(state: TimerState) -> str:
+    """The current details the Web UI shows (Markdown): status, next due, slot, last outcome."""
+    lines = [f"**{state.status.value}**"]
+    if state.spec is not None:
+        lines.append(summary(state.spec, state.next_due))
+        lines.append(f"next slot {state.next_slot}, delivered {state.delivered}")
+    if state.last_outcome:
+        lines.append(f"last: {state.last_outcome}")
+    if state.parked_error:
+        lines.append(f"parked: {state.parked_error}")
+    return "\n\n".join(lines)
 
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:

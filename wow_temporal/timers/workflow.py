@@ -102,25 +102,20 @@ class TimerWorkflow:
         self._input = input
         self._changes = 0
         current = workflow.info().typed_search_attributes
-        self._shown: tuple[str, datetime | None] = (
-            current.get(SA_STATUS) or "",
-            current.get(SA_DUE),
-        )
+        self._shown = core.Shown(current.get(SA_STATUS) or "", current.get(SA_DUE))
 
     @workflow.run
     async def run(self, input: TimerInput) -> TimerState:
         while True:
             self._state, next_step = core.step(self._state, workflow.now())
-            self._show_details()
+            workflow.set_current_details(core.details(self._state))
+            self._show(core.to_show(self._shown, next_step, self._state))
             match next_step:
-                case core.Finish(status):
-                    self._publish(status, None, final=True)
+                case core.Finish():
                     return self._state
                 case core.Sleep(until):
-                    self._publish(self._state.status, until)
                     await self._wait(until)
                 case core.AwaitOperator():
-                    self._publish(Status.PARKED, self._state.next_due)
                     await self._wait(None)
                 case core.Deliver(delivery):
                     await self._deliver(delivery)
@@ -227,38 +222,16 @@ class TimerWorkflow:
             detail += f" {outcome.error_msg}"
         self._state = core.on_outcome(self._state, delivery, outcome.status, detail.strip())
 
-    def _publish(self, status: Status, due: datetime | None, *, final: bool = False) -> None:
-        """Keep `WowStatus` and `WowDue` current, upserting only what changed.
-
-        A timer that ends delivered keeps its last status: a closed, completed timer is
-        delivered, and not upserting saves an action on the common path.
-        """
-        if final and status is Status.DELIVERED and self._shown[0] == Status.SCHEDULED.value:
-            return
-        shown = (status.value, due)
-        if shown == self._shown or (final and shown[0] == self._shown[0]):
-            return
+    def _show(self, wanted: core.Shown) -> None:
+        """Upsert the search attributes that differ from what they show (each upsert is billed)."""
         updates: list[SearchAttributeUpdate[Any]] = []
-        if shown[0] != self._shown[0]:
-            updates.append(SA_STATUS.value_set(status.value))
-        if due is not None and due != self._shown[1]:
-            updates.append(SA_DUE.value_set(due.astimezone(UTC)))
+        if wanted.status != self._shown.status:
+            updates.append(SA_STATUS.value_set(wanted.status))
+        if wanted.due is not None and wanted.due != self._shown.due:
+            updates.append(SA_DUE.value_set(wanted.due.astimezone(UTC)))
         if updates:
             workflow.upsert_search_attributes(updates)
-        self._shown = (shown[0], due if due is not None else self._shown[1])
-
-    def _show_details(self) -> None:
-        """The current details the Web UI shows: next due, slot, last outcome."""
-        state = self._state
-        lines = [f"**{state.status.value}**"]
-        if state.spec is not None:
-            lines.append(core.summary(state.spec, state.next_due))
-            lines.append(f"next slot {state.next_slot}, delivered {state.delivered}")
-        if state.last_outcome:
-            lines.append(f"last: {state.last_outcome}")
-        if state.parked_error:
-            lines.append(f"parked: {state.parked_error}")
-        workflow.set_current_details("\n\n".join(lines))
+        self._shown = wanted
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
