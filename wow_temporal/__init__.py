@@ -21,7 +21,13 @@ from wow_temporal.schedule import (
     Scope,
 )
 from wow_temporal.settings import Settings, SettingsError, load_settings
-from wow_temporal.timers.client import TimerClient, TimerError, TimerInfo, TimerNotFoundError
+from wow_temporal.timers.client import (
+    TimerClient,
+    TimerError,
+    TimerFilter,
+    TimerInfo,
+    TimerNotFoundError,
+)
 from wow_temporal.worker import connect, run_worker
 
 __all__ = [
@@ -45,6 +51,7 @@ __all__ = [
     "SettingsError",
     "TimerClient",
     "TimerError",
+    "TimerFilter",
     "TimerInfo",
     "TimerNotFoundError",
     "connect",
