@@ -27,6 +27,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from wow_temporal.cron import CronExpression
+
 __all__ = [
     "MAX_COMMAND_BODY_BYTES",
     "AggregateDeleted",
@@ -241,9 +243,7 @@ class ScheduleRule(WireModel):
     @classmethod
     def _parses(cls, value: str | None) -> str | None:
         if value is not None:
-            from wow_temporal.cron import CronExpression
-
-            CronExpression.parse(value)
+            _parsed_cron(value)
         return value
 
     @model_validator(mode="after")
@@ -283,11 +283,9 @@ class ScheduleRule(WireModel):
 
     def next_cron(self, after: datetime) -> datetime | None:
         """The next cron slot strictly after `after`, in UTC, or None if it never matches."""
-        from wow_temporal.cron import CronExpression
-
         assert self.cron_expression is not None
         local = after.astimezone(ZoneInfo(self.zone))
-        found = CronExpression.parse(self.cron_expression).next(local)
+        found = _parsed_cron(self.cron_expression).next(local)
         return None if found is None else found.astimezone(UTC)
 
     def describe(self) -> str:
@@ -297,6 +295,12 @@ class ScheduleRule(WireModel):
         if self.after_delay is not None:
             return f"after {_iso_duration(self.after_delay)}"
         return f"cron {self.cron_expression} ({self.zone}, {self.misfire.value})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_cron(expression: str) -> CronExpression:
+    """Parsed once per expression: a cron timer asks for its next slot again and again."""
+    return CronExpression.parse(expression)
 
 
 def _iso_duration(delay: timedelta) -> str:
