@@ -30,7 +30,6 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
-    field_validator,
     model_validator,
 )
 from starlette.datastructures import Headers
@@ -41,13 +40,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.schedule import (
     Commit,
+    CronText,
     InvalidCommitError,
     InvalidScheduleError,
     Misfire,
     ScheduleSet,
+    ZoneName,
     explain,
     validate_key,
-    validate_zone,
 )
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import (
@@ -107,37 +107,18 @@ class RescheduleRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    expression: str | None = Field(
+    expression: CronText | None = Field(
         default=None, description="Six-field Spring cron expression", examples=["0 0 6 * * *"]
     )
-    zone: str | None = Field(
+    zone: ZoneName | None = Field(
         default=None, description="IANA time zone the expression is read in", examples=["UTC"]
     )
     misfire: Misfire | None = Field(
         default=None, description="What to do with slots missed while nothing ran the job"
     )
 
-    @field_validator("expression")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            from wow_temporal.cron import CronExpression
-
-            CronExpression.parse(value)
-        return value
-
-    @field_validator("zone")
-    @classmethod
-    def _zone(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            return validate_zone(value)
-        except OSError:  # a tzdata folder such as `Europe`
-            raise InvalidScheduleError(f"unknown time zone {value!r}") from None
-
     @model_validator(mode="after")
-    def _something(self) -> RescheduleRequest:
+    def _at_least_one(self) -> RescheduleRequest:
         if self.expression is None and self.zone is None and self.misfire is None:
             raise ValueError("give at least one of 'expression', 'zone' or 'misfire'")
         return self

@@ -35,6 +35,7 @@ __all__ = [
     "AggregateRef",
     "Commit",
     "CommitEvent",
+    "CronText",
     "InvalidCommitError",
     "InvalidScheduleError",
     "JobScope",
@@ -48,7 +49,9 @@ __all__ = [
     "ScheduledCommand",
     "Scope",
     "WireModel",
+    "ZoneName",
     "explain",
+    "validate_cron",
     "validate_key",
     "validate_zone",
 ]
@@ -89,8 +92,15 @@ def _zones() -> frozenset[str]:
     return frozenset(available_timezones())
 
 
+def validate_cron(text: str) -> str:
+    """A six-field Spring cron expression; raises `CronSyntaxError` naming the field and why."""
+    _parsed_cron(text)
+    return text
+
+
 ScheduleKey = Annotated[str, AfterValidator(validate_key)]
 ZoneName = Annotated[str, AfterValidator(validate_zone)]
+CronText = Annotated[str, AfterValidator(validate_cron)]
 
 
 class WireModel(BaseModel):
@@ -187,7 +197,7 @@ class ScheduleRule(WireModel):
 
     at_instant: datetime | None = Field(default=None, alias="at")
     after_delay: timedelta | None = Field(default=None, alias="after")
-    cron_expression: str | None = Field(default=None, alias="cron")
+    cron_expression: CronText | None = Field(default=None, alias="cron")
     zone: ZoneName = "UTC"
     misfire: Misfire = Misfire.COALESCE
 
@@ -237,13 +247,6 @@ class ScheduleRule(WireModel):
     def _positive(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and value <= timedelta(0):
             raise InvalidScheduleError(f"ScheduleRule.after needs a positive duration, got {value}")
-        return value
-
-    @field_validator("cron_expression")
-    @classmethod
-    def _parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            _parsed_cron(value)
         return value
 
     @model_validator(mode="after")

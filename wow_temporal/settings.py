@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from wow_temporal.schedule import Misfire, validate_key, validate_zone
+from wow_temporal.schedule import CronText, Misfire, ZoneName, validate_key
 
 __all__ = [
     "DEFAULT_TEMPORAL_ADDRESS",
@@ -128,19 +128,6 @@ def _show(value: timedelta) -> str:
     return f"{value.total_seconds():g}s"
 
 
-def _cron(value: str | None) -> str | None:
-    """A six-field Spring cron expression that `CronExpression.parse` accepts."""
-    if value is None:
-        return None
-    from wow_temporal.cron import CronExpression  # deferred: cron imports nothing from here
-
-    try:
-        CronExpression.parse(value)
-    except ValueError as error:  # CronSyntaxError names the expression and what is wrong
-        raise ValueError(str(error)) from None
-    return value
-
-
 def _blank_is_none(value: Any) -> Any:
     """An empty string (e.g. `WOW_API_TOKEN=`) means "not set"."""
     if isinstance(value, str) and not value.strip():
@@ -160,20 +147,10 @@ def _job_name(value: str) -> str:
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(_positive)]
-CronText = Annotated[str | None, BeforeValidator(_blank_is_none), AfterValidator(_cron)]
+CronSetting = Annotated[CronText | None, BeforeValidator(_blank_is_none)]
 
 
-def _zone(value: str | None) -> str | None:
-    """An IANA zone; `validate_zone` lets OSError out for a directory such as `Europe`."""
-    if value is None:
-        return None
-    try:
-        return validate_zone(value)
-    except OSError:
-        raise ValueError(f"unknown time zone {value!r}") from None
-
-
-ZoneText = Annotated[str | None, BeforeValidator(_blank_is_none), AfterValidator(_zone)]
+ZoneSetting = Annotated[ZoneName | None, BeforeValidator(_blank_is_none)]
 JobName = Annotated[str, AfterValidator(_job_name)]
 
 
@@ -243,9 +220,9 @@ class JobOverride(_Config):
 
     model_config = ConfigDict(extra="forbid")
 
-    expression: CronText = None
+    expression: CronSetting = None
     """A six-field Spring cron expression replacing the job's own."""
-    zone: ZoneText = None
+    zone: ZoneSetting = None
     """The IANA zone the expression is read in."""
     misfire: Annotated[Misfire | None, BeforeValidator(_misfire)] = None
     """What to do with slots missed while nothing ran the job."""
