@@ -244,7 +244,14 @@ async def test_commit_delivers_its_command_and_the_timer_is_listed_and_shown(api
     response = await api.http.post("/commits", json=commit, headers=auth(OPERATOR))
     assert response.status_code == 200, response.text
     workflow_id = timer_id(api.aggregate_id, "payment-grace-period")
-    assert response.json() == [{"workflow_id": workflow_id, "kind": "set", "outcome": "started"}]
+    (applied,) = response.json()
+    assert applied == {
+        "workflow_id": workflow_id,
+        "kind": "set",
+        "outcome": "started",
+        "reason": applied["reason"],
+    }
+    assert applied["reason"].startswith("due 20")
 
     (delivered,) = await api.host.wait_for(
         lambda h: [r for r in h.delivered() if r.aggregate_id == api.aggregate_id], timeout=15

@@ -174,6 +174,9 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     assert cancelled.stdout.strip() == f"{workflow_id}: Cancelled"
     assert recording_host.requests == []
 
-    missing = _cli("timers", "show", "wow-timer:nope:t:1:k", env=env)
+    missing = _cli("timers", "show", "wow-timer:nope.x:t:1:k", env=env)
     assert missing.returncode == 2
     assert "no timer" in missing.stderr
+    malformed = _cli("timers", "show", "wow-timer:nope:t:1:k", env=env)
+    assert malformed.returncode == 2
+    assert "not a timer id" in malformed.stderr

@@ -246,18 +246,26 @@ def test_failure_parks_then_retry_delivers_the_same_delivery() -> None:
     assert step == Finish(Status.DELIVERED)
 
 
-def test_retry_and_failure_of_what_is_not_pending_change_nothing() -> None:
+def unmoved(before: TimerState, after: TimerState) -> bool:
+    """The schedule, its slot and its status are as they were (counts and notes may differ)."""
+    fields = ("applied", "spec", "status", "next_slot", "next_due", "pending", "parked_error")
+    return all(getattr(before, name) == getattr(after, name) for name in fields)
+
+
+def test_retry_and_outcomes_of_what_is_not_pending_move_nothing() -> None:
     state = core.initial(set_change(at_rule(T0)))
     assert core.retry(state) == state, "only a parked timer is retried"
     stranger = Delivery(timer="c1:e0", slot=1, due=T0)
-    assert core.on_failed(state, stranger, "boom") == state
-    assert core.on_outcome(state, stranger, "delivered", "") == state
+    assert unmoved(state, core.on_failed(state, stranger, "boom"))
+    assert core.on_failed(state, stranger, "boom").status is Status.SCHEDULED, "not parked"
+    assert unmoved(state, core.on_outcome(state, stranger, "delivered", ""))
     state, step = core.step(state, T0)
     assert isinstance(step, Deliver)
     assert core.retry(state) == state, "delivering is not parked"
     other_slot = step.delivery.model_copy(update={"slot": 2})
-    assert core.on_outcome(state, other_slot, "delivered", "") == state
-    assert core.on_failed(state, other_slot, "boom") == state
+    assert unmoved(state, core.on_outcome(state, other_slot, "delivered", ""))
+    assert unmoved(state, core.on_failed(state, other_slot, "boom"))
+    assert core.on_abandoned(state, step.delivery) == state, "the pending one is not abandoned"
 
 
 def test_operator_cancel_while_parked_ends_the_timer() -> None:
@@ -275,8 +283,6 @@ def test_operator_cancel_while_parked_ends_the_timer() -> None:
     assert step2 == Finish(Status.CANCELLED)
     assert core.cancel(state) == state
     assert core.retry(state) == state
-    # a late outcome of the parked delivery changes nothing
-    assert core.on_outcome(state, step.delivery, "delivered", "") == state
 
 
 def test_operator_cancel_then_same_change_again_does_not_revive() -> None:
@@ -308,39 +314,74 @@ def test_replace_while_parked_starts_a_new_timer_at_slot_one() -> None:
     assert step == Deliver(Delivery(timer="c2:e0", slot=1, due=new_due))
     assert isinstance(step, Deliver)
     assert step.delivery.request_id != old.request_id
-    # the old, parked delivery's outcome changes nothing now
-    assert core.on_outcome(state, old, "delivered", "") == state
-    assert core.on_failed(state, old, "x") == state
+    # the old, parked delivery's outcome does not move the new schedule
+    assert unmoved(state, core.on_outcome(state, old, "delivered", ""))
+    assert unmoved(state, core.on_failed(state, old, "x"))
     assert core.retry(state) == state
 
 
-def test_in_flight_outcome_is_ignored_after_replacement() -> None:
+def test_in_flight_outcome_after_replacement_is_counted_but_moves_nothing() -> None:
     state = core.initial(set_change(at_rule(T0), version=1))
     state, step = core.step(state, T0)
     assert isinstance(step, Deliver)
     in_flight = step.delivery
     state = core.apply(state, set_change(at_rule(T0 + timedelta(hours=1)), version=2))
     replaced = state
-    assert core.on_outcome(replaced, in_flight, "delivered", "") == replaced
-    assert core.on_outcome(replaced, in_flight, "rejected", "no") == replaced
-    assert core.on_failed(replaced, in_flight, "boom") == replaced
+    delivered = core.on_outcome(replaced, in_flight, "delivered", "")
+    assert unmoved(replaced, delivered)
+    assert (delivered.delivered, delivered.rejected) == (1, 0), "the host decided it: counted"
+    assert delivered.last_outcome == "slot 1 of c1:e0 was in flight and delivered"
+    rejected = core.on_outcome(replaced, in_flight, "rejected", "no")
+    assert unmoved(replaced, rejected)
+    assert (rejected.delivered, rejected.rejected) == (0, 1)
+    failed = core.on_failed(replaced, in_flight, "boom")
+    assert unmoved(replaced, failed)
+    assert failed.status is Status.SCHEDULED, "a delivery no longer pending is not parked"
+    abandoned = core.on_abandoned(replaced, in_flight)
+    assert unmoved(replaced, abandoned)
+    assert "was not sent" in abandoned.last_outcome
 
 
-def test_in_flight_outcome_is_ignored_after_cancel_change() -> None:
-    state = core.initial(set_change(at_rule(T0), version=1))
-    state, step = core.step(state, T0)
-    assert isinstance(step, Deliver)
-    state = core.apply(state, TimerChange(kind="cancel", version=2))
-    assert core.on_outcome(state, step.delivery, "delivered", "") == state
-    assert core.on_failed(state, step.delivery, "boom") == state
+def test_in_flight_outcome_after_cancel_change_is_counted() -> None:
+    """A cancel and the delivery's completion may reach the workflow together, the cancel
+    first: the delivery the host decided is still counted (it was lost before)."""
+    state = core.initial(set_change(cron_rule(), version=1))
+    delivered = 0
+    for hour in range(1, 4):
+        state, step = core.step(state, T0 + timedelta(hours=hour))
+        assert isinstance(step, Deliver)
+        if hour < 3:
+            state = core.on_outcome(state, step.delivery, "delivered", "")
+            delivered += 1
+    state = core.apply(state, TimerChange(kind="delete", version=2))
+    state = core.on_outcome(state, step.delivery, "delivered", "")
+    assert state.delivered == delivered + 1 == 3
+    assert state.status is Status.CANCELLED
     assert core.step(state, T0)[1] == Finish(Status.CANCELLED)
+    assert core.on_failed(state, step.delivery, "boom").status is Status.CANCELLED
+
+
+def test_deletion_found_before_sending_cancels_the_timer() -> None:
+    state = core.initial(set_change(cron_rule(), version=1))
+    state, step = core.step(state, T0 + timedelta(hours=1))
+    assert isinstance(step, Deliver)
+    state = core.on_outcome(state, step.delivery, "cancelled", "order 42 was deleted at version 5")
+    assert state.status is Status.CANCELLED
+    assert state.spec is None
+    assert (state.delivered, state.rejected) == (0, 0)
+    assert state.last_outcome == "slot 4 not sent: order 42 was deleted at version 5"
+    assert core.step(state, T0 + timedelta(days=1))[1] == Finish(Status.CANCELLED)
 
 
 # ---------------------------------------------------------------- cancel, delete, versions
 
 
 @pytest.mark.parametrize(
-    ("kind", "reason"), [("cancel", "cancelled by key"), ("delete", "cancelled by deletion")]
+    ("kind", "reason"),
+    [
+        ("cancel", "cancelled by key (version 2)"),
+        ("delete", "cancelled by the aggregate's deletion (version 2)"),
+    ],
 )
 def test_cancel_and_delete_changes_end_the_timer(
     kind: Literal["cancel", "delete"], reason: str
@@ -430,7 +471,7 @@ def test_newer_set_after_cancel_and_after_delivery_starts_afresh() -> None:
     state = core.apply(state, TimerChange(kind="delete", version=2))
     state = core.apply(state, set_change(at_rule(T0 + timedelta(hours=1)), version=3))
     assert state.status is Status.SCHEDULED
-    assert state.delivered == 0
+    assert state.delivered == 1, "counted over the timer's life"
     assert state.next_slot == 1
     state, deliveries, step = drive(state, T0 + timedelta(hours=1))
     assert [(d.timer, d.slot) for d in deliveries] == [("c3:e0", 1)]
@@ -654,12 +695,6 @@ def test_summary_names_the_target() -> None:
     )
     spec = make_spec(at_rule()).model_copy(update={"target": other})
     assert core.summary(spec, T0) == "CancelOrder → eshop-payment.payment p7, due 2026-12-01T10:00Z"
-
-
-def test_timer_workflow_id() -> None:
-    assert core.timer_workflow_id(OWNER, "cancel") == "wow-timer:eshop-order.order:t1:42:cancel"
-    blank_tenant = OWNER.model_copy(update={"tenant_id": ""})
-    assert core.timer_workflow_id(blank_tenant, "k") == "wow-timer:eshop-order.order::42:k"
 
 
 def test_request_id_is_timer_hash_slot() -> None:
@@ -906,10 +941,14 @@ class TimerMachine(RuleBasedStateMachine):
     # -- outcomes
 
     def feed_stale(self, delivery: Delivery) -> None:
+        """A delivery replaced or cancelled while in flight ends somehow: counted, no move."""
         before = self.state
         for outcome in ("delivered", "rejected"):
-            assert core.on_outcome(before, delivery, outcome, "late") == before  # type: ignore[arg-type]
-        assert core.on_failed(before, delivery, "late") == before
+            after = core.on_outcome(before, delivery, outcome, "late")  # type: ignore[arg-type]
+            assert unmoved(before, after)
+            assert after.delivered + after.rejected == before.delivered + before.rejected + 1
+        assert unmoved(before, core.on_failed(before, delivery, "late"))
+        assert unmoved(before, core.on_abandoned(before, delivery))
 
     @precondition(lambda self: self.in_flight is not None)
     @rule(outcome=st.sampled_from(["delivered", "rejected"]))
@@ -1024,9 +1063,9 @@ test_timer_core_against_model = TimerMachine.TestCase
 
 
 def test_an_undisturbed_one_shot_timer_never_upserts_its_search_attributes() -> None:
-    """Started showing Scheduled and its due: sleeping, delivering and ending change nothing."""
+    """Started with its due and no status: sleeping, delivering and ending change nothing."""
     state = core.initial(set_change(at_rule()))
-    shown = core.Shown("Scheduled", state.next_due)
+    shown = core.Shown(None, state.next_due)
     seen = []
     for now in (T0, T0 + timedelta(minutes=30)):
         state, step = core.step(state, now)
@@ -1039,10 +1078,10 @@ def test_an_undisturbed_one_shot_timer_never_upserts_its_search_attributes() -> 
     assert seen == [shown] * len(seen)
 
 
-def test_parked_rejected_and_cancelled_are_shown() -> None:
+def test_parked_rejected_and_cancelled_are_shown_and_nothing_else() -> None:
     due = T0 + timedelta(minutes=30)
     state = core.initial(set_change(at_rule(due)))
-    shown = core.Shown("Scheduled", due)
+    shown = core.Shown(None, due)
     state, step = core.step(state, due)
     assert isinstance(step, Deliver)
     parked = core.on_failed(state, step.delivery, "host answered 500")
@@ -1053,11 +1092,25 @@ def test_parked_rejected_and_cancelled_are_shown() -> None:
     assert core.to_show(shown, step, rejected) == core.Shown("Rejected", due)
     cancelled, step = core.step(core.cancel(state), due)
     assert core.to_show(shown, step, cancelled) == core.Shown("Cancelled", due)
-    # After a park and a retry, the timer that ends delivered says so.
+    # A retry clears Parked at once; the timer that then ends delivered shows no status.
     retried, step = core.step(core.retry(parked), due)
     assert isinstance(step, Deliver)
+    assert core.to_show(core.Shown("Parked", due), step, retried) == core.Shown(None, due)
     done, step = core.step(core.on_outcome(retried, step.delivery, "delivered", ""), due)
-    assert core.to_show(core.Shown("Parked", due), step, done) == core.Shown("Delivered", due)
+    assert core.to_show(core.Shown(None, due), step, done) == core.Shown(None, due)
+
+
+def test_a_cron_timer_shows_each_next_due() -> None:
+    state = core.initial(set_change(cron_rule()))
+    first = state.next_due
+    assert first == T0 + timedelta(minutes=15)
+    shown = core.Shown(None, first)
+    state, step = core.step(state, first)
+    assert isinstance(step, Deliver)
+    assert core.to_show(shown, step, state) == shown
+    state, step = core.step(core.on_outcome(state, step.delivery, "delivered", ""), first)
+    assert step == Sleep(first + timedelta(minutes=15))
+    assert core.to_show(shown, step, state) == core.Shown(None, first + timedelta(minutes=15))
 
 
 def step_delivery(state: TimerState, now: datetime) -> Delivery:
@@ -1066,14 +1119,63 @@ def step_delivery(state: TimerState, now: datetime) -> Delivery:
     return step.delivery
 
 
-def test_details_say_status_next_due_slot_and_last_outcome() -> None:
+def test_details_say_status_schedule_counts_and_last_outcome() -> None:
     due = T0 + timedelta(minutes=30)
     state = core.initial(set_change(at_rule(due)))
+    text = core.details(state)
+    assert text.startswith(
+        "**Scheduled** · CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z"
+    )
+    assert "set by commit c1 (version 1), schedule c1:e0" in text
     state, step = core.step(state, due)
     assert isinstance(step, Deliver)
     state = core.on_failed(state, step.delivery, "host answered 500")
     text = core.details(state)
-    assert text.startswith("**Parked**")
-    assert "due 2026-12-01T10:30Z" in text
-    assert "next slot 1, delivered 0" in text
+    assert text.startswith("**Parked** · CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z")
+    assert "(slot 1)" in text
+    assert "delivered 0 · rejected 0" in text
     assert "parked: host answered 500" in text
+    assert "timers retry" in text
+    done = core.on_outcome(core.retry(state), step.delivery, "delivered", "")
+    assert "last: slot 1 delivered" in core.details(done)
+
+
+def test_static_summary_and_details_hold_only_what_never_changes() -> None:
+    first = core.initial(set_change(at_rule(T0 + timedelta(hours=1)), version=1))
+    replaced = core.apply(first, set_change(cron_rule(), version=2))
+    assert first.spec is not None and replaced.spec is not None
+    summary = core.static_summary(OWNER, "cancel")
+    assert summary == "timer cancel of eshop-order.order 42, tenant t1"
+    details = core.static_details(OWNER, "cancel")
+    for changing in ("c1:", "c2:", "PT", "cron", "due 2026"):
+        assert changing not in summary and changing not in details
+
+
+def test_verdicts_say_why() -> None:
+    first = set_change(at_rule(T0 + timedelta(hours=1)), version=1)
+    state = core.initial(first)
+    assert core.verdict(state, first) == core.Verdict(
+        outcome="ignored", reason="stale: version 1 ≤ applied 1"
+    )
+    assert core.verdict(state, set_change(at_rule(), version=1, timer="x:y")).reason == (
+        "stale: version 1 ≤ applied 1"
+    )
+    older = core.apply(state, set_change(at_rule(), version=3, index=2))
+    assert core.stale_reason(older, set_change(at_rule(), version=3, index=1)) == (
+        "stale: version 3 event 1 ≤ applied event 2"
+    )
+    assert core.stale_reason(older, set_change(at_rule(), version=2)) == (
+        "stale: version 2 ≤ applied 3"
+    )
+    replace = core.verdict(state, set_change(cron_rule(), version=2))
+    assert replace.outcome == "replaced"
+    assert replace.reason.startswith("replaced c1:e0 (at 2026-12-01T11:00:00+00:00, due ")
+    assert "by c2:e0 (cron 0 */15 * * * * (UTC, COALESCE), due 2026-12-01T10:15Z)" in (
+        replace.reason
+    )
+    cancel = core.verdict(state, TimerChange(kind="cancel", version=2))
+    assert cancel.outcome == "cancelled"
+    assert cancel.reason.endswith("by key (version 2)")
+    nothing = core.verdict(TimerState(), TimerChange(kind="delete", version=2))
+    assert nothing.outcome == "cancelled"
+    assert nothing.reason.startswith("nothing was pending")

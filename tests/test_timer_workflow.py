@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from wow_temporal.delivery import DeliveryOutcome, DeliveryRequest
+from wow_temporal.delivery import DELIVERY_PARKED, DeliveryOutcome, DeliveryRequest
 from wow_temporal.schedule import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import KeyChange, changes_of
@@ -32,12 +32,17 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 @dataclass
 class ScriptedHost:
-    """The delivery activity's stand-in: records requests with the workflow clock, answers."""
+    """The delivery activity's stand-in: records requests with the workflow clock, answers.
+
+    It keeps the real activity's contract: the `max_failures`-th failure of a request id in a
+    row is final (`DeliveryParked`); the ones before are retried by Temporal.
+    """
 
     env: WorkflowEnvironment
     answers: list[str] = field(default_factory=list)
     default: str = "ok"
     requests: list[tuple[DeliveryRequest, datetime]] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)
 
     @activity.defn(name="wow.deliver")
     async def deliver(self, request: DeliveryRequest) -> DeliveryOutcome:
@@ -45,7 +50,14 @@ class ScriptedHost:
         self.requests.append((request, now))
         answer = self.answers.pop(0) if self.answers else self.default
         if answer == "fail":
-            raise ApplicationError("host answered 500", type="DeliveryFailure")
+            failed = self.failures.get(request.request_id, 0) + 1
+            self.failures[request.request_id] = failed % request.max_failures
+            final = failed >= request.max_failures
+            raise ApplicationError(
+                "host answered 500",
+                type=DELIVERY_PARKED if final else "DeliveryFailure",
+                non_retryable=final,
+            )
         if answer == "reject":
             return DeliveryOutcome(
                 status="rejected", error_code="IllegalState", error_msg="paid", http_status=400
@@ -163,7 +175,10 @@ async def test_replace_delivers_only_the_new_schedule(rig: Rig) -> None:
         first = await rig.commit(1, schedule_set("grace", {"after": "P1D"}))
         second = await rig.commit(2, schedule_set("grace", {"after": "P3D"}))
         await rig.timers.apply(first)
-        assert [a.outcome for a in await rig.timers.apply(second)] == ["signalled"]
+        (replaced,) = await rig.timers.apply(second)
+        assert replaced.outcome == "replaced"
+        assert replaced.reason.startswith(f"replaced {first['id']}:e0 (after PT24H, due ")
+        assert f"by {second['id']}:e0 (after PT72H, due " in replaced.reason
         state = await rig.result("grace")
     assert state.status is Status.DELIVERED
     assert rig.host.request_ids == [f"{second['id']}:e0#1"]
@@ -177,11 +192,18 @@ async def test_older_version_and_duplicate_change_nothing(rig: Rig) -> None:
         newer = await rig.commit(5, schedule_set("grace", {"after": "P1D"}))
         older = await rig.commit(4, schedule_set("grace", {"after": "PT1H"}))
         await rig.timers.apply(newer)
-        await rig.timers.apply(older)
-        await rig.timers.apply(newer)
+        (stale,) = await rig.timers.apply(older)
+        assert (stale.outcome, stale.reason) == ("ignored", "stale: version 4 ≤ applied 5")
+        (again,) = await rig.timers.apply(newer)
+        assert (again.outcome, again.reason) == (
+            "ignored",
+            "stale: version 5 ≤ applied 5",
+        )
         state = await rig.result("grace")
         # After it fired, the same commit again and an older one still change nothing.
-        assert [a.outcome for a in await rig.timers.apply(newer)] == ["ignored"]
+        (after,) = await rig.timers.apply(newer)
+        assert after.outcome == "ignored"
+        assert after.reason == "stale: version 5 ≤ applied 5 (the timer had ended)"
         assert [a.outcome for a in await rig.timers.apply(older)] == ["ignored"]
     assert state.status is Status.DELIVERED
     assert rig.host.request_ids == [f"{newer['id']}:e0#1"]

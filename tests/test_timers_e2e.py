@@ -256,7 +256,7 @@ async def test_request_ids_are_unique_per_schedule_and_repeat_only_on_redelivery
     second = rig.commit(2, schedule_set("grace", {"after": "PT0.5S"}))
     async with rig.worker():
         await rig.timers.apply(first)
-        assert [a.outcome for a in await rig.timers.apply(second)] == ["signalled"]
+        assert [a.outcome for a in await rig.timers.apply(second)] == ["replaced"]
         await rig.result("grace")
         # A later schedule under the same key, after the first one fired: a new timer id.
         # Its first attempt fails, so its request is sent again, with the same id.
@@ -367,8 +367,8 @@ async def test_deleting_the_aggregate_cancels_all_its_pending_timers(rig: Rig) -
         await rig.listed(lambda found: len(found) == 2, running=True)
         applied = await rig.timers.apply(rig.commit(2, {"name": "order.Deleted"}, DELETED))
         assert sorted((a.workflow_id, a.kind, a.outcome) for a in applied) == [
-            (rig.workflow_id("grace"), "delete", "signalled"),
-            (rig.workflow_id("remind"), "delete", "signalled"),
+            (rig.workflow_id("grace"), "delete", "cancelled"),
+            (rig.workflow_id("remind"), "delete", "cancelled"),
         ]
         # Both end now, not when they would have been due.
         grace = await rig.result("grace", within=3)
@@ -376,7 +376,7 @@ async def test_deleting_the_aggregate_cancels_all_its_pending_timers(rig: Rig) -
         # Another aggregate's timer is not touched.
         kept = await other.result("grace", within=10)
     assert grace.status is Status.CANCELLED and remind.status is Status.CANCELLED
-    assert grace.last_outcome == "cancelled by deletion"
+    assert grace.last_outcome == "cancelled by the aggregate's deletion (version 2)"
     assert kept.status is Status.DELIVERED
     assert [r.aggregate_id for r in rig.host.requests] == [other.aggregate_id]
     gone = await rig.listed(lambda found: len(found) == 2, status="Cancelled")
@@ -390,7 +390,7 @@ async def test_a_set_and_a_delete_in_one_commit_cancel_at_once(rig: Rig) -> None
         )
         assert [(a.kind, a.outcome) for a in applied] == [
             ("set", "started"),
-            ("delete", "signalled"),
+            ("delete", "cancelled"),
         ]
         state = await rig.result("grace", within=3)
     assert state.status is Status.CANCELLED
@@ -403,7 +403,7 @@ async def test_cancel_by_key(rig: Rig) -> None:
         await rig.timers.apply(rig.commit(2, cancelled("grace")))
         state = await rig.result("grace", within=3)
     assert state.status is Status.CANCELLED
-    assert state.last_outcome == "cancelled by key"
+    assert state.last_outcome == "cancelled by key (version 2)"
     assert rig.host.requests == []
     assert (await rig.timers.show(rig.workflow_id("grace"))).status == "Cancelled"
     await rig.listed(lambda found: len(found) == 1, status="Cancelled")

@@ -28,20 +28,22 @@ say nothing about the command, and retrying after the operator fixes the host su
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 from urllib.parse import quote
 
 import httpx
 from opentelemetry import propagate, trace
 from pydantic import Field
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
 
@@ -49,11 +51,13 @@ __all__ = [
     "BUSINESS_ERROR_CODES",
     "COMMAND_SEND_PATH",
     "DELIVERY_FAILURE",
+    "DELIVERY_PARKED",
     "DUPLICATE_REQUEST_ID",
     "EARLY_DELIVERY",
     "REJECTED_STATUSES",
     "RETRYABLE_STATUSES",
     "CommandSender",
+    "DeletionCheck",
     "DeliveryActivities",
     "DeliveryFailure",
     "DeliveryOutcome",
@@ -70,6 +74,9 @@ COMMAND_SEND_PATH = "/wow/command/send"
 
 DELIVERY_FAILURE = "DeliveryFailure"
 """The `ApplicationError` type of a technical delivery failure (retryable)."""
+
+DELIVERY_PARKED = "DeliveryParked"
+"""The `ApplicationError` type of a delivery whose host failed `max_failures` times (final)."""
 
 EARLY_DELIVERY = "EarlyDelivery"
 """The `ApplicationError` type of an attempt before the command is due (retryable)."""
@@ -133,12 +140,19 @@ class DeliveryRequest(WireModel):
     traceparent: str | None = None
     """W3C trace context of the scheduling commit, if any."""
     schedule: ScheduleDetails
+    owner: AggregateRef | None = None
+    """The aggregate that set the schedule: if it was deleted since, nothing is sent."""
+    set_order: tuple[int, int] = (0, -1)
+    """(version, event index) of the `wow.ScheduleSet` in force, against the deletion's."""
+    max_failures: int = Field(default=10, ge=1)
+    """Technical failures of the host before the delivery is parked (lost workers don't count)."""
 
 
 class DeliveryOutcome(WireModel):
-    """A decided delivery: the host processed the command, or refused it for good."""
+    """A decided delivery: the host processed the command, or refused it for good, or the
+    scheduling aggregate was deleted before it was sent (`cancelled`: nothing was sent)."""
 
-    status: Literal["delivered", "rejected"]
+    status: Literal["delivered", "rejected", "cancelled"]
     error_code: str = OK
     error_msg: str = ""
     http_status: int
@@ -342,18 +356,44 @@ def activity_clock() -> float:
     return max(time.time(), scheduled)
 
 
-class DeliveryActivities:
-    """The delivery activity, bound to one `CommandSender` (register the bound method)."""
+class DeletionCheck(Protocol):
+    """Tells whether an aggregate was deleted, and at which (version, event index)."""
 
-    def __init__(self, sender: CommandSender, *, clock: Callable[[], float] = time.time) -> None:
-        """`clock` gives epoch seconds for the never-early check (`activity_clock` in tests)."""
+    async def deleted_at(self, aggregate: AggregateRef) -> tuple[int, int] | None:
+        """The order of the aggregate's deletion, or None if it was never deleted."""
+        ...
+
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryActivities:
+    """The delivery activity, bound to one `CommandSender` (register the bound method).
+
+    Attempts are retried by Temporal, but the parking budget counts the host's technical
+    failures only, kept in the activity's heartbeat details across attempts: an attempt lost
+    with a killed worker (its heartbeat times out) does not use it up.
+    """
+
+    def __init__(
+        self,
+        sender: CommandSender,
+        *,
+        clock: Callable[[], float] = time.time,
+        deletions: DeletionCheck | None = None,
+    ) -> None:
+        """`clock` gives epoch seconds for the never-early check (`activity_clock` in tests);
+        `deletions` is checked before each send (None: no check, for tests of one module)."""
         self.sender = sender
         self.clock = clock
+        self.deletions = deletions
 
     @activity.defn(name="wow.deliver")
     async def deliver(self, request: DeliveryRequest) -> DeliveryOutcome:
-        """Deliver one due command; never before it is due, failures raised to be retried."""
-        log = activity.logger
+        """Deliver one due command: never early, never for a deleted aggregate; a technical
+        failure is raised to be retried, and parks the delivery once the budget is spent."""
+        info = activity.info()
+        failures = int(info.heartbeat_details[0]) if info.heartbeat_details else 0
         early_ms = request.schedule.due - self.clock() * 1000
         if early_ms > 0:
             raise ApplicationError(
@@ -361,18 +401,43 @@ class DeliveryActivities:
                 f"due in {early_ms:.0f} ms (at {request.schedule.due})",
                 type=EARLY_DELIVERY,
                 next_retry_delay=timedelta(milliseconds=early_ms + 50),
+                category=ApplicationErrorCategory.BENIGN,
             )
+        if self.deletions is not None and request.owner is not None:
+            deleted = await self.deletions.deleted_at(request.owner)
+            if deleted is not None and deleted > request.set_order:
+                message = f"{request.owner} was deleted at version {deleted[0]}"
+                log.info("not sending %s %s: %s", request.command.type, request.request_id, message)
+                return DeliveryOutcome(
+                    status="cancelled", error_code="AggregateDeleted", error_msg=message,
+                    http_status=0,
+                )
         try:
-            outcome = await self.sender.send(request)
+            outcome = await self._send(request, failures, info.heartbeat_timeout)
         except DeliveryFailure as error:
+            failures += 1
+            details = {"httpStatus": error.http_status, "errorCode": error.error_code}
+            if failures >= request.max_failures:
+                log.warning(
+                    "parking %s %s after %d failures of the host: %s",
+                    request.command.type, request.request_id, failures, error,
+                )
+                raise ApplicationError(
+                    f"the host failed {failures} times; last: {error}",
+                    details,
+                    type=DELIVERY_PARKED,
+                    non_retryable=True,
+                    category=ApplicationErrorCategory.BENIGN,
+                ) from None
             log.warning(
-                "delivery of %s %s failed: %s", request.command.type, request.request_id, error
+                "delivery of %s %s failed (%d of %d before parking): %s",
+                request.command.type, request.request_id, failures, request.max_failures, error,
             )
+            activity.heartbeat(failures)  # the next attempt reads how many failures so far
             raise ApplicationError(
-                str(error),
-                {"httpStatus": error.http_status, "errorCode": error.error_code},
-                type=DELIVERY_FAILURE,
-            ) from error
+                str(error), details, type=DELIVERY_FAILURE,
+                category=ApplicationErrorCategory.BENIGN,
+            ) from None
         if outcome.status == "delivered":
             log.info(
                 "delivered %s %s to %s%s",
@@ -392,3 +457,19 @@ class DeliveryActivities:
                 outcome.http_status,
             )
         return outcome
+
+    async def _send(
+        self, request: DeliveryRequest, failures: int, heartbeat_timeout: timedelta | None
+    ) -> DeliveryOutcome:
+        """Send once, heartbeating while a slow host answers; a cancel request lets the send
+        finish (the host may have the command already), so its outcome is known."""
+        sending = asyncio.ensure_future(self.sender.send(request))
+        beat = heartbeat_timeout.total_seconds() / 3 if heartbeat_timeout else None
+        while not sending.done():
+            try:
+                await asyncio.wait({sending}, timeout=beat)
+            except asyncio.CancelledError:
+                continue  # the workflow no longer wants it: the send still finishes
+            if not sending.done():
+                activity.heartbeat(failures)
+        return sending.result()

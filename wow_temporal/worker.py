@@ -14,6 +14,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.settings import Settings, SettingsError, TimerSettings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
+from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
 from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
 
 __all__ = ["connect", "delivery_settings", "run_worker", "timer_worker"]
@@ -47,14 +48,16 @@ def timer_worker(
     activities: Sequence[Any] | None = None,
     max_concurrent_activities: int = 200,
 ) -> Worker:
-    """A worker for the timer workflows and the delivery activity (replaceable in tests)."""
+    """A worker for the timer workflows, the deletion records and the delivery activity
+    (which checks the deletion records before it sends; replaceable in tests)."""
+    if activities is None:
+        deletions = DeletionRecords(client, task_queue=task_queue)
+        activities = [DeliveryActivities(sender, deletions=deletions).deliver]
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[TimerWorkflow],
-        activities=(
-            list(activities) if activities is not None else [DeliveryActivities(sender).deliver]
-        ),
+        workflows=[TimerWorkflow, DeletionWorkflow],
+        activities=list(activities),
         workflow_runner=_RUNNER,
         max_concurrent_activities=max_concurrent_activities,
         # A timer's first workflow task arrives on the normal queue when its start delay ends,

@@ -22,13 +22,17 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from wow_temporal.ids import TIMER_ID_PREFIX, InvalidIdError, parse_timer_workflow_id
+from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.schedule import AggregateRef, Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
-from wow_temporal.timers.core import Status, TimerChange, TimerState
+from wow_temporal.timers.core import TimerChange, TimerState, Verdict
+from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
+from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import (
     SA_AGGREGATE,
     SA_AGGREGATE_ID,
@@ -54,10 +58,19 @@ __all__ = [
 ]
 
 TIMER_TASK_QUEUE = "wow-timers"
-TIMER_ID_PREFIX = "wow-timer:"
-"""Every timer workflow id starts with this (see `core.timer_workflow_id`)."""
 
-Outcome = Literal["started", "signalled", "ignored"]
+Outcome = Literal["started", "replaced", "cancelled", "ignored"]
+
+_EXECUTION_STATUS = {
+    WorkflowExecutionStatus.RUNNING: "Running",
+    WorkflowExecutionStatus.COMPLETED: "Completed",
+    WorkflowExecutionStatus.FAILED: "Failed",
+    WorkflowExecutionStatus.CANCELED: "Canceled",
+    WorkflowExecutionStatus.TERMINATED: "Terminated",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: "ContinuedAsNew",
+    WorkflowExecutionStatus.TIMED_OUT: "TimedOut",
+}
+"""Temporal's execution statuses as its visibility queries spell them."""
 
 
 class TimerError(ValueError):
@@ -69,13 +82,16 @@ class TimerNotFoundError(TimerError, LookupError):
 
 
 class Applied(BaseModel):
-    """What applying one schedule event did to one timer."""
+    """What applying one schedule event did to one timer, and why."""
 
     model_config = ConfigDict(frozen=True)
 
     workflow_id: str
     kind: Literal["set", "cancel", "delete"]
     outcome: Outcome
+    """`started` a timer, `replaced` or `cancelled` the one running, or `ignored` the event."""
+    reason: str = ""
+    """Why, in words: `due 2026-12-01T10:30Z`, `stale: version 1 ≤ applied 1`, …"""
 
 
 class TimerInfo(BaseModel):
@@ -86,6 +102,7 @@ class TimerInfo(BaseModel):
     workflow_id: str
     run_id: str | None = None
     status: str
+    """One of `Status` (see `timers.status` for what each means and how it is read)."""
     running: bool
     aggregate: str = ""
     aggregate_id: str = ""
@@ -108,24 +125,23 @@ class TimerFilter(BaseModel):
     tenant: str | None = None
     key: str | None = None
     status: Status | None = None
-    """Scheduled, Delivering, Parked, Delivered, Rejected or Cancelled (any case)."""
+    """Any `Status` name, in any case (`Canceled` too)."""
     running: bool | None = None
 
     @field_validator("status", mode="before")
     @classmethod
     def _known_status(cls, value: object) -> object:
         if isinstance(value, str) and not isinstance(value, Status):
-            for known in Status:
-                if known.value.lower() == value.lower():
-                    return known
-            raise TimerError(
-                f"unknown timer status {value!r}; one of {', '.join(s.value for s in Status)}"
-            )
+            try:
+                return parse_status(value)
+            except ValueError as error:
+                raise TimerError(str(error)) from None
         return value
 
-    def query(self) -> str:
-        """The visibility query, as typed in the Web UI's search box."""
-        clauses = ['WorkflowType = "wow.Timer"']
+    def query(self, now: datetime | None = None) -> str:
+        """The visibility query, as typed in the Web UI's search box (`now` for Scheduled and
+        Delivering, which tell apart by `WowDue`)."""
+        clauses = ['WorkflowType = "wow.Timer"', 'ExecutionStatus != "ContinuedAsNew"']
         for attribute, value in (
             ("WowAggregate", self.aggregate),
             ("WowAggregateId", self.aggregate_id),
@@ -134,15 +150,8 @@ class TimerFilter(BaseModel):
         ):
             if value is not None:
                 clauses.append(f"{attribute} = {_quote(value)}")
-        if self.status is Status.DELIVERED:
-            # A delivered timer completes without an upsert (it saves an action): see workflow.
-            clauses.append(
-                'ExecutionStatus = "Completed" AND WowStatus IN ("Scheduled", "Delivered")'
-            )
-        elif self.status is Status.SCHEDULED:
-            clauses.append('WowStatus = "Scheduled" AND ExecutionStatus = "Running"')
-        elif self.status is not None:
-            clauses.append(f"WowStatus = {_quote(self.status.value)}")
+        if self.status is not None:
+            clauses.append(status_clause(self.status, now or datetime.now(UTC)))
         if self.running is not None:
             clauses.append(f'ExecutionStatus {"=" if self.running else "!="} "Running"')
         return " AND ".join(clauses)
@@ -169,46 +178,72 @@ class TimerClient:
         self.task_queue = task_queue
         self.delivery = delivery or DeliverySettings()
         self.start_delay = start_delay
+        self.deletions = DeletionRecords(client, task_queue=task_queue)
 
     async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
-        """Apply a commit's schedule events, in order; idempotent and order-safe."""
+        """Apply a commit's schedule events, in order; idempotent and order-safe.
+
+        Each answer says what the event did and why. A set older than the aggregate's
+        deletion is ignored; a deletion leaves a record that every timer checks before it
+        delivers, so it holds against reordering and without relying on visibility.
+        """
         if not isinstance(commit, Commit):
             commit = Commit.parse(commit)
+        owner = commit.aggregate
+        items = changes_of(commit)
+        deleted: DeletionRecord | None = None
+        if any(isinstance(i, KeyChange) and i.change.kind == "set" for i in items):
+            deleted = await self.deletions.find(owner)
         applied: list[Applied] = []
         touched: list[str] = []
-        for item in changes_of(commit):
-            if isinstance(item, KeyChange):
-                workflow_id = core.timer_workflow_id(commit.aggregate, item.key)
-                touched.append(item.key)
-                outcome = await self._apply_key(commit.aggregate, item.key, item.change)
-                applied.append(
-                    Applied(workflow_id=workflow_id, kind=item.change.kind, outcome=outcome)
-                )
+        for item in items:
+            if isinstance(item, AggregateChange):
+                deleted, results = await self._apply_deletion(commit, item, touched)
+                applied.extend(results)
+                continue
+            workflow_id = _timer_id(owner, item.key)
+            touched.append(item.key)
+            change = item.change
+            if change.kind == "set" and deleted is not None and change.order < deleted.order:
+                answer = Verdict(outcome="ignored", reason=deleted.describe())
             else:
-                applied.extend(await self._apply_aggregate(commit, item, touched))
+                answer = await self._apply_key(owner, item.key, change)
+            applied.append(
+                Applied(
+                    workflow_id=workflow_id,
+                    kind=change.kind,
+                    outcome=answer.outcome,
+                    reason=answer.reason,
+                )
+            )
         return applied
 
-    async def _apply_key(self, owner: AggregateRef, key: str, change: TimerChange) -> Outcome:
-        workflow_id = core.timer_workflow_id(owner, key)
-        if change.kind != "set":
-            return await self._signal(owner, key, change)
+    async def _apply_key(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict:
+        workflow_id = _timer_id(owner, key)
         for _ in range(5):
-            try:
-                await self._start(owner, key, change, WorkflowIDReusePolicy.REJECT_DUPLICATE)
-                return "started"
-            except WorkflowAlreadyStartedError:
-                pass
-            outcome = await self._signal(owner, key, change)
-            if outcome == "signalled":
-                return outcome
+            if change.kind == "set":
+                try:
+                    return await self._start(
+                        owner, key, change, WorkflowIDReusePolicy.REJECT_DUPLICATE
+                    )
+                except WorkflowAlreadyStartedError:
+                    pass
+            answer = await self._update(workflow_id, change)
+            if answer is not None:
+                return answer
+            if change.kind == "delete":
+                return Verdict(outcome="ignored", reason="the timer had ended")
             last = await self._closed_state(workflow_id)
-            if last is not None and change.order <= last.applied:
-                return "ignored"
+            if last is not None:
+                stale = core.stale_reason(last, change)
+                if stale is not None:
+                    return Verdict(outcome="ignored", reason=f"{stale} (the timer had ended)")
             try:
-                await self._start(owner, key, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE)
-                return "started"
+                return await self._start(
+                    owner, key, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE, after=last
+                )
             except WorkflowAlreadyStartedError:
-                continue  # another ingest started it meanwhile: signal that one
+                continue  # another ingest started it meanwhile: apply to that one
         raise TimerError(f"could not apply a schedule to {workflow_id}: it keeps changing")
 
     async def _start(
@@ -217,11 +252,16 @@ class TimerClient:
         key: str,
         change: TimerChange,
         reuse: WorkflowIDReusePolicy,
-    ) -> None:
-        """Start the timer a `set` change makes, sleeping out its start delay until due."""
-        state = core.initial(change)
-        spec = state.spec
-        assert spec is not None
+        *,
+        after: TimerState | None = None,
+    ) -> Verdict:
+        """Start the timer `change` makes, sleeping out its start delay until due.
+
+        A cancel starts a timer too (it ends at once, cancelled): a set older than it that
+        arrives later then changes nothing. `after` is the state of a run that has ended.
+        """
+        before = after if after is not None else TimerState()
+        state = core.apply(before, change)
         due = state.next_due
         delay = None
         if due is not None and self.start_delay:
@@ -230,42 +270,41 @@ class TimerClient:
         await self.client.start_workflow(
             TimerWorkflow.run,
             TimerInput(state=state, delivery=self.delivery),
-            id=core.timer_workflow_id(owner, key),
+            id=_timer_id(owner, key),
             task_queue=self.task_queue,
             id_reuse_policy=reuse,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             start_delay=delay,
             search_attributes=initial_search_attributes(owner, key, state),
-            static_summary=core.summary(spec, due),
-            static_details=(
-                f"{spec.rule.describe()}\n\nset by commit {spec.upstream_id} "
-                f"(version {change.version}) of {spec.owner}, key {spec.key}"
-            ),
+            static_summary=core.static_summary(owner, key),
+            static_details=core.static_details(owner, key),
         )
+        if change.kind != "set":
+            return core.verdict(before, change)
+        assert state.spec is not None
+        ended = "" if after is None else f" (the timer had ended {after.status.value})"
+        when = "never due" if due is None else f"due {core.short_instant(due)}"
+        return Verdict(outcome="started", reason=f"{when}{ended}")
 
-    async def _signal(self, owner: AggregateRef, key: str, change: TimerChange) -> Outcome:
-        """Hand `change` to the running timer, ending its start delay if it is in one.
+    async def _update(self, workflow_id: str, change: TimerChange) -> Verdict | None:
+        """Hand `change` to the running timer and return its answer; None if none runs.
 
-        A plain signal would wait out the start delay; signal-with-start does not. When no run
-        exists at all, this starts one from the change alone: a cancel then leaves a cancelled
-        timer behind, so a set older than it that arrives later changes nothing.
+        An update, not a signal: it is answered (with why, when it changes nothing), and it
+        ends a start delay at once.
         """
-        state = core.apply(TimerState(), change)
+        handle = self.client.get_workflow_handle(workflow_id)
         try:
-            await self.client.start_workflow(
-                TimerWorkflow.run,
-                TimerInput(state=state, delivery=self.delivery),
-                id=core.timer_workflow_id(owner, key),
-                task_queue=self.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                start_signal="apply",
-                start_signal_args=[change],
-                search_attributes=initial_search_attributes(owner, key, state),
-            )
-        except WorkflowAlreadyStartedError:
-            return "ignored"  # it has ended: nothing to change
-        return "signalled"
+            answer: Verdict = await handle.execute_update("apply", change, result_type=Verdict)
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.type == "Stale":
+                return Verdict(outcome="ignored", reason=cause.message)
+            raise
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None  # no run, or it has ended
+            raise
+        return answer
 
     async def _closed_state(self, workflow_id: str) -> TimerState | None:
         """The final state of the latest closed run, if it completed."""
@@ -276,10 +315,16 @@ class TimerClient:
             return None
         return state
 
-    async def _apply_aggregate(
+    async def _apply_deletion(
         self, commit: Commit, item: AggregateChange, touched: Sequence[str]
-    ) -> list[Applied]:
+    ) -> tuple[DeletionRecord, list[Applied]]:
+        """Record the deletion, then cancel the aggregate's running timers that can be found:
+        the keys this commit touched (by id) and those visibility lists (it may lag: the
+        record makes any timer it misses end cancelled when it comes due)."""
         owner = commit.aggregate
+        record = await self.deletions.record(
+            DeletionRecord(aggregate=owner, version=item.change.version, index=item.change.index)
+        )
         query = TimerFilter(
             aggregate=f"{owner.context_name}.{owner.aggregate_name}",
             aggregate_id=owner.aggregate_id,
@@ -294,10 +339,16 @@ class TimerClient:
         for key in dict.fromkeys([*touched, *listed]):
             if not key:
                 continue
-            outcome = await self._signal(owner, key, item.change)
-            workflow_id = core.timer_workflow_id(owner, key)
-            results.append(Applied(workflow_id=workflow_id, kind="delete", outcome=outcome))
-        return results
+            answer = await self._apply_key(owner, key, item.change)
+            results.append(
+                Applied(
+                    workflow_id=_timer_id(owner, key),
+                    kind="delete",
+                    outcome=answer.outcome,
+                    reason=answer.reason,
+                )
+            )
+        return record, results
 
     async def list(self, where: TimerFilter | None = None, *, limit: int = 100) -> list[TimerInfo]:
         """Timers matching `where`, newest first (the same query the Web UI takes)."""
@@ -347,7 +398,7 @@ class TimerClient:
                 (decoded,) = await self.client.data_converter.decode(payloads, [TimerInput])
                 initial = cast(TimerInput, decoded).state
             elif event.HasField("workflow_task_completed_event_attributes"):
-                # A signal ended the delay early: the workflow runs and answers queries.
+                # A change ended the delay early: the workflow runs and answers queries.
                 return await handle.query(TimerWorkflow.state)
         if initial is None:
             raise TimerNotFoundError(f"no history for timer {handle.id!r}")
@@ -370,7 +421,8 @@ class TimerClient:
         """Cancel a pending or parked timer; a command already sent is not recalled."""
         await self._running(workflow_id, tenant)
         handle = self.client.get_workflow_handle(workflow_id)
-        return await handle.execute_update(TimerWorkflow.cancel)
+        state: TimerState = await handle.execute_update("cancel", result_type=TimerState)
+        return state
 
     async def _running(self, workflow_id: str, tenant: str | None) -> TimerInfo:
         info, _ = await self._describe(workflow_id, tenant)
@@ -380,30 +432,25 @@ class TimerClient:
 
 
 def _check_id(workflow_id: str) -> None:
-    if not workflow_id.startswith(TIMER_ID_PREFIX):
-        raise TimerError(
-            f"not a timer id: {workflow_id!r} (timer ids start with {TIMER_ID_PREFIX!r})"
-        )
+    try:
+        parse_timer_workflow_id(workflow_id)
+    except InvalidIdError as error:
+        raise TimerError(str(error)) from None
 
 
 def _info(execution: WorkflowExecution) -> TimerInfo:
     attributes = execution.typed_search_attributes
-    shown = attributes.get(SA_STATUS) or ""
-    running = execution.status == WorkflowExecutionStatus.RUNNING
-    if running or shown in (Status.REJECTED.value, Status.CANCELLED.value):
-        status = shown
-    elif execution.status == WorkflowExecutionStatus.COMPLETED:
-        status = Status.DELIVERED.value
-    else:
-        status = execution.status.name.replace("_", " ").title() if execution.status else ""
+    due = attributes.get(SA_DUE)
+    execution_status = _EXECUTION_STATUS.get(execution.status) if execution.status else None
+    status = status_of(execution_status or "", attributes.get(SA_STATUS), due, datetime.now(UTC))
     return TimerInfo(
         workflow_id=execution.id,
         run_id=execution.run_id,
-        status=status,
-        running=running,
+        status=status.value if status is not None else (execution_status or ""),
+        running=execution.status == WorkflowExecutionStatus.RUNNING,
         aggregate=attributes.get(SA_AGGREGATE) or "",
         aggregate_id=attributes.get(SA_AGGREGATE_ID) or "",
         tenant=attributes.get(SA_TENANT) or "",
         key=attributes.get(SA_KEY) or "",
-        due=attributes.get(SA_DUE),
+        due=due,
     )

@@ -3,13 +3,16 @@
 Given the state, the time and an input (a schedule change, a wake-up, a delivery outcome, an
 operator's retry or cancel) it returns the new state and what to do next. No Temporal, no I/O:
 the workflow in `timers.workflow` is a thin shell that runs these decisions durably.
+
+A delivery in flight when its schedule is replaced or cancelled is not recalled: the shell lets
+the attempt finish, and its outcome is still counted (`on_outcome` of a delivery that is no
+longer pending), so the state always says how many commands the host decided.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -21,6 +24,7 @@ from wow_temporal.schedule import (
     ScheduleRule,
     Scope,
 )
+from wow_temporal.timers.status import SHOWN_STATUSES, Status
 
 __all__ = [
     "MAX_CATCH_UP_COUNT",
@@ -28,6 +32,7 @@ __all__ = [
     "Deliver",
     "Delivery",
     "Finish",
+    "Outcome",
     "Shown",
     "Sleep",
     "Status",
@@ -35,33 +40,31 @@ __all__ = [
     "TimerChange",
     "TimerSpec",
     "TimerState",
+    "Verdict",
     "apply",
     "cancel",
     "details",
     "initial",
+    "on_abandoned",
     "on_failed",
     "on_outcome",
     "retry",
+    "short_instant",
+    "stale_reason",
+    "static_details",
+    "static_summary",
     "step",
     "summary",
-    "timer_workflow_id",
     "to_show",
+    "verdict",
 ]
 
 MAX_CATCH_UP_COUNT = 100_000
 """A cron timer counts at most this many missed slots when it wakes (a one-second rule after a
 day down is 86,400); beyond it the oldest are dropped from the count, never delivered early."""
 
-
-class Status(StrEnum):
-    """A timer's status, as the `WowStatus` search attribute shows it."""
-
-    SCHEDULED = "Scheduled"
-    DELIVERING = "Delivering"
-    PARKED = "Parked"
-    DELIVERED = "Delivered"
-    REJECTED = "Rejected"
-    CANCELLED = "Cancelled"
+Outcome = Literal["delivered", "rejected", "cancelled"]
+"""How the host (or the deletion check before sending) decided one delivery."""
 
 
 class _Frozen(BaseModel):
@@ -132,8 +135,18 @@ class TimerState(_Frozen):
     pending: Delivery | None = None
     """The slot chosen for delivery and not yet decided (in flight, or parked)."""
     delivered: int = 0
+    """Commands the host decided `Ok` over the timer's whole life (every schedule of its key)."""
+    rejected: int = 0
+    """Commands the host refused over the timer's whole life."""
     last_outcome: str = ""
     parked_error: str = ""
+
+
+class Verdict(_Frozen):
+    """What applying one schedule event did to one timer, and why."""
+
+    outcome: Literal["started", "replaced", "cancelled", "ignored"]
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -165,59 +178,103 @@ class Finish:
 Step = Sleep | Deliver | AwaitOperator | Finish
 
 
-def timer_workflow_id(owner: AggregateRef, key: str) -> str:
-    """The workflow id `wow-timer:{context}.{aggregate}:{tenant}:{aggregate_id}:{key}`."""
-    return (
-        f"wow-timer:{owner.context_name}.{owner.aggregate_name}:"
-        f"{owner.tenant_id}:{owner.aggregate_id}:{key}"
-    )
+# --- schedule changes -------------------------------------------------------------------------
 
 
 def initial(change: TimerChange) -> TimerState:
-    """The state of a timer started by a `set` change."""
+    """The state of a timer started by `change` (a set, or a cancel that leaves a record)."""
     return apply(TimerState(), change)
+
+
+def stale_reason(state: TimerState, change: TimerChange) -> str | None:
+    """Why `change` changes nothing (it is not newer than the last applied), or None."""
+    if change.order > state.applied:
+        return None
+    return f"stale: {_order_text(change.order, state.applied)}"
+
+
+def _order_text(order: tuple[int, int], applied: tuple[int, int]) -> str:
+    if order[0] != applied[0] or order[1] == applied[1]:
+        return f"version {order[0]} ≤ applied {applied[0]}"
+    return f"version {order[0]} event {order[1]} ≤ applied event {applied[1]}"
 
 
 def apply(state: TimerState, change: TimerChange) -> TimerState:
     """Apply a schedule event; one not newer than the last applied changes nothing."""
-    if change.order <= state.applied:
+    if stale_reason(state, change) is not None:
         return state
     if change.kind == "set":
         assert change.spec is not None, "a set change carries its spec"
-        return TimerState(
-            applied=change.order,
-            spec=change.spec,
-            status=Status.SCHEDULED,
-            next_due=change.spec.first_due,
-            delivered=0,
+        return state.model_copy(
+            update={
+                "applied": change.order,
+                "spec": change.spec,
+                "status": Status.SCHEDULED,
+                "next_slot": 1,
+                "next_due": change.spec.first_due,
+                "pending": None,
+                "parked_error": "",
+            }
         )
+    return _cancelled(
+        state.model_copy(update={"applied": change.order}),
+        "cancelled by " + ("the aggregate's deletion" if change.kind == "delete" else "key")
+        + f" (version {change.version})",
+    )
+
+
+def verdict(state: TimerState, change: TimerChange) -> Verdict:
+    """What `apply(state, change)` does, in words for the one who handed the change over."""
+    stale = stale_reason(state, change)
+    if stale is not None:
+        return Verdict(outcome="ignored", reason=stale)
+    current = state.spec
+    if change.kind == "set":
+        assert change.spec is not None
+        new = _schedule_text(change.spec, change.spec.first_due)
+        if current is None:
+            return Verdict(outcome="replaced", reason=f"set {new} (version {change.version})")
+        old = _schedule_text(current, state.next_due)
+        return Verdict(
+            outcome="replaced", reason=f"replaced {old} by {new} (version {change.version})"
+        )
+    by = "the aggregate's deletion" if change.kind == "delete" else "key"
+    if current is None:
+        return Verdict(
+            outcome="cancelled",
+            reason=f"nothing was pending; the cancel by {by} (version {change.version}) is kept "
+            "so an older set arriving later changes nothing",
+        )
+    return Verdict(
+        outcome="cancelled",
+        reason=f"cancelled {_schedule_text(current, state.next_due)} by {by} "
+        f"(version {change.version})",
+    )
+
+
+def _schedule_text(spec: TimerSpec, due: datetime | None) -> str:
+    when = "never due" if due is None else "due " + short_instant(due)
+    return f"{spec.timer} ({spec.rule.describe()}, {when})"
+
+
+def _cancelled(state: TimerState, why: str) -> TimerState:
     return state.model_copy(
         update={
-            "applied": change.order,
             "spec": None,
             "status": Status.CANCELLED,
             "pending": None,
             "next_due": None,
             "parked_error": "",
-            "last_outcome": "cancelled by " + ("deletion" if change.kind == "delete" else "key"),
+            "last_outcome": why,
         }
     )
 
 
-def cancel(state: TimerState) -> TimerState:
+def cancel(state: TimerState, by: str = "operator") -> TimerState:
     """An operator's cancel: the timer ends, whatever it was doing."""
     if state.spec is None:
         return state
-    return state.model_copy(
-        update={
-            "spec": None,
-            "status": Status.CANCELLED,
-            "pending": None,
-            "next_due": None,
-            "parked_error": "",
-            "last_outcome": "cancelled by operator",
-        }
-    )
+    return _cancelled(state, f"cancelled by {by}")
 
 
 def retry(state: TimerState) -> TimerState:
@@ -225,6 +282,9 @@ def retry(state: TimerState) -> TimerState:
     if state.status is not Status.PARKED:
         return state
     return state.model_copy(update={"status": Status.SCHEDULED, "parked_error": ""})
+
+
+# --- what to do next --------------------------------------------------------------------------
 
 
 def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
@@ -294,13 +354,26 @@ _WINDOWS = (
 )
 
 
-def on_outcome(
-    state: TimerState, delivery: Delivery, outcome: Literal["delivered", "rejected"], detail: str
-) -> TimerState:
-    """The host decided `delivery`: move to the next slot, or end a one-shot timer."""
+# --- delivery outcomes ------------------------------------------------------------------------
+
+
+def on_outcome(state: TimerState, delivery: Delivery, outcome: Outcome, detail: str) -> TimerState:
+    """`delivery` was decided: move to the next slot, end a one-shot, or end a deleted timer.
+
+    An outcome of a delivery that is no longer pending (replaced or cancelled while in flight)
+    is still counted: the host decided it.
+    """
     spec = state.spec
+    said = f"{outcome}" + (f": {detail}" if detail else "")
+    counts = {
+        "delivered": state.delivered + (outcome == "delivered"),
+        "rejected": state.rejected + (outcome == "rejected"),
+    }
     if spec is None or state.pending != delivery:
-        return state  # cancelled or replaced while in flight: the command is not recalled
+        late = f"slot {delivery.slot} of {delivery.timer} was in flight and {said}"
+        return state.model_copy(update={**counts, "last_outcome": late})
+    if outcome == "cancelled":
+        return _cancelled(state, f"slot {delivery.slot} not sent: {detail}")
     rejected = outcome == "rejected"
     next_due = spec.rule.next_cron(delivery.due) if spec.recurring else None
     if rejected and not spec.recurring:
@@ -309,20 +382,24 @@ def on_outcome(
         status = Status.SCHEDULED if next_due is not None else Status.DELIVERED
     return state.model_copy(
         update={
+            **counts,
             "pending": None,
             "status": status,
             "next_slot": delivery.slot + 1,
             "next_due": next_due,
-            "delivered": state.delivered + (0 if rejected else 1),
-            "last_outcome": f"slot {delivery.slot} {outcome}" + (f": {detail}" if detail else ""),
+            "last_outcome": f"slot {delivery.slot} {said}",
         }
     )
 
 
 def on_failed(state: TimerState, delivery: Delivery, error: str) -> TimerState:
-    """Every attempt to deliver `delivery` failed technically: park it for an operator."""
+    """Every attempt to deliver `delivery` failed technically: park it for an operator.
+
+    A delivery no longer pending is not parked (nothing waits for it); the failure is noted.
+    """
     if state.spec is None or state.pending != delivery:
-        return state
+        late = f"slot {delivery.slot} of {delivery.timer} was in flight and failed: {error}"
+        return state.model_copy(update={"last_outcome": late})
     return state.model_copy(
         update={
             "status": Status.PARKED,
@@ -332,53 +409,92 @@ def on_failed(state: TimerState, delivery: Delivery, error: str) -> TimerState:
     )
 
 
+def on_abandoned(state: TimerState, delivery: Delivery) -> TimerState:
+    """A delivery no longer pending was stopped before its next attempt: nothing was sent."""
+    if state.pending == delivery:
+        return state
+    note = f"slot {delivery.slot} of {delivery.timer} was not sent: stopped before its next attempt"
+    return state.model_copy(update={"last_outcome": note})
+
+
+# --- what a person sees -----------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Shown:
-    """What a timer's search attributes say: `WowStatus` and `WowDue`."""
+    """What a timer's search attributes say: `WowStatus` (None: unset) and `WowDue`."""
 
-    status: str
+    status: str | None
     due: datetime | None
 
 
 def to_show(shown: Shown, next_step: Step, state: TimerState) -> Shown:
     """What the search attributes should say for `next_step`; `shown` where nothing changes.
 
-    A timer that ends delivered while it still shows Scheduled keeps it: a completed timer is a
-    delivered one, and skipping that upsert saves a billed action on the common path.
+    `WowStatus` holds only what the execution status cannot tell (Parked, Rejected,
+    Cancelled): an undisturbed timer never upserts it, and each upsert is a billed action.
     """
     match next_step:
         case Finish(status):
-            if status is Status.DELIVERED and shown.status == Status.SCHEDULED.value:
-                return shown
-            return Shown(status.value, shown.due)
+            return Shown(status.value if status in SHOWN_STATUSES else None, shown.due)
         case Sleep(until):
-            return Shown(state.status.value, until)
+            return Shown(None, until)
         case AwaitOperator():
-            return Shown(Status.PARKED.value, state.next_due or shown.due)
-        case Deliver():
-            return shown
+            return Shown(Status.PARKED.value, shown.due)
+        case Deliver(delivery):
+            return Shown(None, shown.due if shown.due is not None else delivery.due)
+
+
+def static_summary(owner: AggregateRef, key: str) -> str:
+    """The run's fixed summary, true for its whole life: which key of which aggregate."""
+    tenant = f", tenant {owner.tenant_id}" if owner.tenant_id else ""
+    return f"timer {key} of {owner}{tenant}"
+
+
+def static_details(owner: AggregateRef, key: str) -> str:
+    """The run's fixed details: what the timer is, and where its changing parts are shown."""
+    return (
+        f"Delivers the command scheduled under key **{key}** of {owner}. A later "
+        "`wow.ScheduleSet` of that key replaces it, a `wow.ScheduleCancelled` or the "
+        "aggregate's deletion cancels it.\n\n"
+        "The schedule in force, its next due time and the last outcome are in **Current "
+        "Details**; `WowDue` and `WowStatus` under Search Attributes. *Execution Start* is the "
+        "due time the timer was first delayed to: a change wakes it earlier."
+    )
 
 
 def details(state: TimerState) -> str:
-    """The current details the Web UI shows (Markdown): status, next due, slot, last outcome."""
+    """The current details the Web UI shows (Markdown): status, schedule, counts, last outcome."""
+    spec = state.spec
     lines = [f"**{state.status.value}**"]
-    if state.spec is not None:
-        lines.append(summary(state.spec, state.next_due))
-        lines.append(f"next slot {state.next_slot}, delivered {state.delivered}")
+    if spec is not None:
+        pending = state.pending
+        due = pending.due if pending is not None else state.next_due
+        slot = pending.slot if pending is not None else state.next_slot
+        lines[0] += f" · {summary(spec, due)} (slot {slot})"
+        lines.append(
+            f"rule {spec.rule.describe()} · set by commit {spec.upstream_id} "
+            f"(version {state.applied[0]}), schedule {spec.timer}"
+        )
+    lines.append(f"delivered {state.delivered} · rejected {state.rejected}")
+    if state.parked_error:
+        lines.append(
+            f"parked: {state.parked_error} — retry with `wow-temporal timers retry` "
+            "or `POST /timers/{id}/retry`"
+        )
     if state.last_outcome:
         lines.append(f"last: {state.last_outcome}")
-    if state.parked_error:
-        lines.append(f"parked: {state.parked_error}")
     return "\n\n".join(lines)
 
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:
     """A line a person reads: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
-    when = "never due" if due is None else "due " + _short_instant(due)
+    when = "never due" if due is None else "due " + short_instant(due)
     return f"{spec.command.simple_name} → {spec.target}, {when}"
 
 
-def _short_instant(instant: datetime) -> str:
+def short_instant(instant: datetime) -> str:
+    """An instant in UTC as a person reads it: `2026-12-01T10:30Z`, seconds only if any."""
     instant = instant.astimezone(UTC)
     text = instant.strftime("%Y-%m-%dT%H:%M")
     if instant.second or instant.microsecond:

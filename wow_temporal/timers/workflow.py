@@ -2,7 +2,9 @@
 
 One workflow per aggregate and key (`wow-timer:…`). It sleeps until the slot is due, checks its own
 clock, hands the slot to the `wow.deliver` activity, and applies the outcome; schedule changes
-arrive as the `apply` signal, operators retry or cancel through updates.
+arrive as the `apply` update (answered with what they did), operators retry or cancel through
+updates, and a Temporal cancel request is an operator's cancel. A change that arrives while a
+delivery is in flight answers once that attempt has finished, so nothing is sent after it.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ from temporalio.common import (
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from wow_temporal.delivery import DeliveryOutcome, DeliveryRequest, ScheduleDetails
+    from wow_temporal.delivery import (
+        DELIVERY_PARKED,
+        DeliveryOutcome,
+        DeliveryRequest,
+        ScheduleDetails,
+    )
     from wow_temporal.schedule import AggregateRef
     from wow_temporal.timers import core
-    from wow_temporal.timers.core import Status, TimerChange, TimerState
+    from wow_temporal.timers.core import Status, TimerChange, TimerState, Verdict
 
 __all__ = [
     "SA_AGGREGATE",
@@ -52,6 +59,10 @@ SA_DUE = SearchAttributeKey.for_datetime("WowDue")
 CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 """A long-lived cron timer starts afresh before its history grows past this many events."""
 
+LOST_ATTEMPTS_ALLOWED = 5
+"""Temporal stops retrying a delivery after `max_attempts` times this many attempts: a
+backstop for attempts lost to workers that die (those do not use up the host's budget)."""
+
 
 class DeliverySettings(BaseModel):
     """How the delivery activity is retried before a slot is parked (`wow.timers.*`)."""
@@ -59,10 +70,13 @@ class DeliverySettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_attempts: int = 10
+    """Technical failures of the host (not lost workers) before the slot is parked."""
     initial_interval: timedelta = timedelta(seconds=1)
     max_interval: timedelta = timedelta(seconds=60)
     backoff: float = 2.0
     attempt_timeout: timedelta = timedelta(seconds=30)
+    heartbeat_timeout: timedelta = timedelta(seconds=5)
+    """How soon an attempt whose worker died is tried again (a slow send heartbeats)."""
 
 
 class TimerInput(BaseModel):
@@ -85,11 +99,18 @@ def initial_search_attributes(
         SearchAttributePair(SA_AGGREGATE_ID, owner.aggregate_id),
         SearchAttributePair(SA_TENANT, owner.tenant_id),
         SearchAttributePair(SA_KEY, key),
-        SearchAttributePair(SA_STATUS, state.status.value),
     ]
     if state.next_due is not None:
         pairs.append(SearchAttributePair(SA_DUE, state.next_due))
     return TypedSearchAttributes(pairs)
+
+
+class _Flight:
+    """The delivery activity running now, and the slot it delivers."""
+
+    def __init__(self, delivery: core.Delivery, handle: workflow.ActivityHandle[Any]) -> None:
+        self.delivery = delivery
+        self.handle = handle
 
 
 @workflow.defn(name="wow.Timer")
@@ -101,17 +122,28 @@ class TimerWorkflow:
         self._state = input.state
         self._input = input
         self._changes = 0
+        self._flight: _Flight | None = None
         current = workflow.info().typed_search_attributes
-        self._shown = core.Shown(current.get(SA_STATUS) or "", current.get(SA_DUE))
+        self._shown = core.Shown(current.get(SA_STATUS), current.get(SA_DUE))
 
     @workflow.run
     async def run(self, input: TimerInput) -> TimerState:
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            # `temporal workflow cancel` or the Web UI's "Request Cancellation".
+            self._state = core.cancel(self._state, "a Temporal cancel request")
+            await self._settle()
+            self._show(core.Finish(self._state.status))
+            return self._state
+
+    async def _run(self) -> TimerState:
         while True:
             self._state, next_step = core.step(self._state, workflow.now())
-            workflow.set_current_details(core.details(self._state))
-            self._show(core.to_show(self._shown, next_step, self._state))
+            self._show(next_step)
             match next_step:
                 case core.Finish():
+                    await workflow.wait_condition(workflow.all_handlers_finished)
                     return self._state
                 case core.Sleep(until):
                     await self._wait(until)
@@ -120,12 +152,29 @@ class TimerWorkflow:
                 case core.Deliver(delivery):
                     await self._deliver(delivery)
             if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
 
-    @workflow.signal(name="apply")
-    def apply(self, change: TimerChange) -> None:
-        """A schedule event of a commit: set, cancel or delete (older ones change nothing)."""
+    @workflow.update(name="apply")
+    async def apply(self, change: TimerChange) -> Verdict:
+        """A schedule event of a commit (set, cancel or delete), answered with what it did.
+
+        It answers after a delivery that was in flight has finished, saying how it ended.
+        """
+        answer = core.verdict(self._state, change)
         self._update(core.apply(self._state, change))
+        if self._flight is not None and self._flight.delivery != self._state.pending:
+            await self._settled()
+            answer = answer.model_copy(
+                update={"reason": f"{answer.reason}; {self._state.last_outcome}"}
+            )
+        return answer
+
+    @apply.validator
+    def _not_stale(self, change: TimerChange) -> None:
+        stale = core.stale_reason(self._state, change)
+        if stale is not None:
+            raise ApplicationError(stale, type="Stale", non_retryable=True)
 
     @workflow.update(name="retry")
     def retry(self) -> TimerState:
@@ -143,9 +192,11 @@ class TimerWorkflow:
             )
 
     @workflow.update(name="cancel")
-    def cancel(self) -> TimerState:
-        """An operator's cancel: the timer ends; a command already sent is not recalled."""
+    async def cancel(self) -> TimerState:
+        """An operator's cancel: the timer ends; a delivery in flight finishes first."""
         self._update(core.cancel(self._state))
+        if self._flight is not None:
+            await self._settled()
         return self._state
 
     @workflow.query(name="state")
@@ -157,6 +208,10 @@ class TimerWorkflow:
         if state != self._state:
             self._state = state
             self._changes += 1
+
+    async def _settled(self) -> None:
+        """Wait until no delivery is in flight (the main loop records how it ended)."""
+        await workflow.wait_condition(lambda: self._flight is None)
 
     async def _wait(self, until: datetime | None) -> None:
         """Sleep until `until` (forever if None), or until a change arrives."""
@@ -170,9 +225,11 @@ class TimerWorkflow:
             )
 
     async def _deliver(self, delivery: core.Delivery) -> None:
-        """Run the delivery activity for one slot; a replacement or cancel abandons it."""
+        """Run the delivery activity for one slot until it is decided, failed or no longer
+        wanted; in the last case no further attempt starts, and the one running finishes."""
         spec = self._state.spec
         assert spec is not None
+        settings = self._input.delivery
         request = DeliveryRequest(
             command=spec.command,
             target=spec.target,
@@ -189,44 +246,80 @@ class TimerWorkflow:
                 due=int(delivery.due.timestamp() * 1000),
                 skipped=delivery.skipped,
             ),
+            owner=spec.owner,
+            set_order=self._state.applied,
+            max_failures=settings.max_attempts,
         )
-        settings = self._input.delivery
         handle = workflow.start_activity(
             "wow.deliver",
             request,
             result_type=DeliveryOutcome,
             start_to_close_timeout=settings.attempt_timeout,
+            heartbeat_timeout=settings.heartbeat_timeout,
             retry_policy=RetryPolicy(
                 initial_interval=settings.initial_interval,
                 backoff_coefficient=settings.backoff,
                 maximum_interval=settings.max_interval,
-                maximum_attempts=settings.max_attempts,
+                maximum_attempts=settings.max_attempts * LOST_ATTEMPTS_ALLOWED,
+                non_retryable_error_types=[DELIVERY_PARKED],
             ),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"{delivery.request_id}: {core.summary(spec, delivery.due)}",
         )
-        await workflow.wait_condition(lambda: handle.done() or self._state.pending != delivery)
-        if not handle.done():
-            handle.cancel()
-            with contextlib.suppress(ActivityError, CancelledError, asyncio.CancelledError):
-                await handle
-            return
+        self._flight = _Flight(delivery, handle)
         try:
-            outcome = handle.result()
-        except ActivityError as error:
-            cause = error.cause
-            reason = str(cause) if cause is not None else str(error)
-            self._state = core.on_failed(self._state, delivery, reason)
-            return
-        detail = "" if outcome.error_code == "Ok" else outcome.error_code
-        if outcome.error_msg:
-            detail += f" {outcome.error_msg}"
-        self._state = core.on_outcome(self._state, delivery, outcome.status, detail.strip())
+            await workflow.wait_condition(
+                lambda: handle.done() or self._state.pending != delivery
+            )
+        finally:
+            if not handle.done():
+                handle.cancel()
+            await self._settle()
 
-    def _show(self, wanted: core.Shown) -> None:
-        """Upsert the search attributes that differ from what they show (each upsert is billed)."""
+    async def _settle(self) -> None:
+        """Await the delivery in flight, if any, and hand how it ended to the core."""
+        flight = self._flight
+        if flight is None:
+            return
+        delivery = flight.delivery
+        interrupted = False
+        while True:
+            try:
+                outcome: DeliveryOutcome = await asyncio.shield(flight.handle)
+            except asyncio.CancelledError:
+                interrupted = True  # the run is being cancelled: record this delivery first
+                continue
+            except ActivityError as error:
+                if isinstance(error.cause, CancelledError):
+                    self._state = core.on_abandoned(self._state, delivery)
+                else:
+                    cause = error.cause
+                    reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                    self._state = core.on_failed(self._state, delivery, reason or str(error))
+            else:
+                detail = "" if outcome.error_code == "Ok" else outcome.error_code
+                if outcome.error_msg:
+                    detail += f" {outcome.error_msg}"
+                self._state = core.on_outcome(
+                    self._state, delivery, outcome.status, detail.strip()
+                )
+            break
+        self._flight = None
+        if interrupted:
+            raise asyncio.CancelledError
+
+    def _show(self, next_step: core.Step) -> None:
+        """Show `next_step` in the current details and upsert the search attributes that
+        differ from what they show (each upsert is a billed action)."""
+        workflow.set_current_details(core.details(self._state))
+        wanted = core.to_show(self._shown, next_step, self._state)
         updates: list[SearchAttributeUpdate[Any]] = []
         if wanted.status != self._shown.status:
-            updates.append(SA_STATUS.value_set(wanted.status))
+            updates.append(
+                SA_STATUS.value_unset()
+                if wanted.status is None
+                else SA_STATUS.value_set(wanted.status)
+            )
         if wanted.due is not None and wanted.due != self._shown.due:
             updates.append(SA_DUE.value_set(wanted.due.astimezone(UTC)))
         if updates:

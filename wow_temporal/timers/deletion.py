@@ -1,0 +1,136 @@
+"""Deletion records: "this aggregate was deleted at version N", kept by workflow id.
+
+Deleting an aggregate cancels its pending schedules, but its timers cannot be found reliably:
+visibility (list/search) lags, and a set older than the deletion may arrive after it. So a
+deletion leaves a record, a small idle workflow `wow-deleted:{context}.{aggregate}:{tenant}:{id}`
+holding the deletion's order in its memo, read by workflow id (strongly consistent, and free:
+a describe is no billed action). Ingest ignores a set older than the record, and the delivery
+activity checks it before it sends, so a timer that started anyway ends cancelled instead of
+delivering. The record stays running (it costs nothing while idle) so retention never drops it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+with workflow.unsafe.imports_passed_through():
+    from wow_temporal.ids import deletion_record_id
+    from wow_temporal.schedule import AggregateRef
+    from wow_temporal.timers.workflow import SA_AGGREGATE, SA_AGGREGATE_ID, SA_TENANT
+
+__all__ = ["DeletionRecord", "DeletionRecords", "DeletionWorkflow"]
+
+_MEMO = "deleted"
+
+
+class DeletionRecord(BaseModel):
+    """An aggregate's deletion: the order (version, event index) of its `wow.AggregateDeleted`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    aggregate: AggregateRef
+    version: int
+    index: int = 0
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return (self.version, self.index)
+
+    def describe(self) -> str:
+        return f"{self.aggregate} was deleted at version {self.version}"
+
+
+@workflow.defn(name="wow.AggregateDeletion")
+class DeletionWorkflow:
+    """Holds a deletion record; a later deletion (after the aggregate was recovered) raises it."""
+
+    @workflow.init
+    def __init__(self, record: DeletionRecord) -> None:
+        self._record = record
+
+    @workflow.run
+    async def run(self, record: DeletionRecord) -> DeletionRecord:
+        await workflow.wait_condition(lambda: False)
+        return self._record  # pragma: no cover - a record is kept for good
+
+    @workflow.update(name="deleted")
+    def deleted(self, record: DeletionRecord) -> DeletionRecord:
+        """A deletion of a later version: the record holds the latest."""
+        if record.order > self._record.order:
+            self._record = record
+            workflow.upsert_memo({_MEMO: record.model_dump(mode="json")})
+        return self._record
+
+
+class DeletionRecords:
+    """Reads and writes deletion records on one namespace (ingest and the delivery activity)."""
+
+    def __init__(self, client: Client, *, task_queue: str) -> None:
+        self.client = client
+        self.task_queue = task_queue
+
+    async def find(self, aggregate: AggregateRef) -> DeletionRecord | None:
+        """The aggregate's deletion record, if it was ever deleted (one describe, by id)."""
+        handle = self.client.get_workflow_handle(deletion_record_id(aggregate))
+        try:
+            description = await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        memo = await description.memo_value(_MEMO, default=None)
+        if memo is None:
+            return None
+        return DeletionRecord.model_validate(memo)
+
+    async def deleted_at(self, aggregate: AggregateRef) -> tuple[int, int] | None:
+        """The order of the aggregate's deletion, or None (the delivery activity's check)."""
+        found = await self.find(aggregate)
+        return None if found is None else found.order
+
+    async def record(self, record: DeletionRecord) -> DeletionRecord:
+        """Keep `record` unless a later deletion is kept already; the record now in force."""
+        workflow_id = deletion_record_id(record.aggregate)
+        aggregate = record.aggregate
+        try:
+            await self.client.start_workflow(
+                DeletionWorkflow.run,
+                record,
+                id=workflow_id,
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                memo={_MEMO: record.model_dump(mode="json")},
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(
+                            SA_AGGREGATE, f"{aggregate.context_name}.{aggregate.aggregate_name}"
+                        ),
+                        SearchAttributePair(SA_AGGREGATE_ID, aggregate.aggregate_id),
+                        SearchAttributePair(SA_TENANT, aggregate.tenant_id),
+                    ]
+                ),
+                static_summary=f"{record.describe()}: its timers are cancelled",
+                static_details=(
+                    "A deletion record. Schedules of this aggregate set at an older version "
+                    "are ignored when they arrive, and a timer that started anyway ends "
+                    "cancelled instead of delivering. The memo holds the version; a later "
+                    "deletion (after the aggregate was recovered) raises it."
+                ),
+            )
+            return record
+        except WorkflowAlreadyStartedError:
+            pass
+        handle = self.client.get_workflow_handle(workflow_id)
+        kept = await handle.execute_update(DeletionWorkflow.deleted, record)
+        return kept
