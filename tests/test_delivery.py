@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import pytest_asyncio
 from opentelemetry.sdk.trace import TracerProvider
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
 from tests.recording_host import RecordingHost, shared_recording_host
 from wow_temporal.delivery import (
     DELIVERY_FAILURE,
+    DELIVERY_PARKED,
     EARLY_DELIVERY,
     CommandSender,
     DeliveryActivities,
@@ -365,3 +367,109 @@ def test_a_recording_host_starts_and_stops_on_its_own() -> None:
     with socket.socket() as sock, pytest.raises(OSError):
         sock.settimeout(1)
         sock.connect(("127.0.0.1", own.port))
+
+
+# --- the parking budget, the deletion check, a cancel while sending ---------------------------
+
+
+def attempt(env: ActivityEnvironment, number: int, failures: int | None) -> ActivityEnvironment:
+    """`env` as Temporal starts attempt `number`, with the heartbeat details kept so far."""
+    env.info = dataclasses.replace(
+        env.info,
+        attempt=number,
+        heartbeat_details=[] if failures is None else [failures],
+        heartbeat_timeout=timedelta(seconds=3),
+    )
+    return env
+
+
+async def test_host_failures_are_counted_across_attempts_and_park_at_the_budget(
+    host: RecordingHost, sender: CommandSender
+) -> None:
+    host.behave("fail", status=503)
+    request = make_request().model_copy(update={"max_failures": 3})
+    recorded: list[int] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: recorded.append(details[0])
+    kept: int | None = None
+    for number in (1, 2):
+        with pytest.raises(ApplicationError) as caught:
+            await attempt(env, number, kept).run(DeliveryActivities(sender).deliver, request)
+        assert caught.value.type == DELIVERY_FAILURE
+        assert not caught.value.non_retryable
+        assert caught.value.category is ApplicationErrorCategory.BENIGN, "no SDK traceback"
+        kept = recorded[-1]
+        assert kept == number, "the failures so far go to the next attempt"
+    with pytest.raises(ApplicationError) as caught:
+        await attempt(env, 3, kept).run(DeliveryActivities(sender).deliver, request)
+    assert caught.value.type == DELIVERY_PARKED
+    assert caught.value.non_retryable
+    assert "failed 3 times" in str(caught.value)
+
+
+async def test_an_attempt_lost_with_its_worker_uses_no_budget(
+    host: RecordingHost, sender: CommandSender
+) -> None:
+    """Attempt 2 died with its worker (no failure was recorded): attempt 3 still has two left."""
+    host.behave("fail", status=503)
+    request = make_request().model_copy(update={"max_failures": 3})
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: None
+    with pytest.raises(ApplicationError) as caught:
+        await attempt(env, 3, 1).run(DeliveryActivities(sender).deliver, request)
+    assert caught.value.type == DELIVERY_FAILURE, "2 failures of 3: not parked yet"
+
+
+class Deleted:
+    """A deletion check that says the aggregate was deleted at `order` (or never)."""
+
+    def __init__(self, order: tuple[int, int] | None) -> None:
+        self.order = order
+        self.asked: list[AggregateRef] = []
+
+    async def deleted_at(self, aggregate: AggregateRef) -> tuple[int, int] | None:
+        self.asked.append(aggregate)
+        return self.order
+
+
+@pytest.mark.parametrize(
+    ("deleted", "sent"),
+    [(None, True), ((3, 0), True), ((4, 0), False), ((3, 2), False)],
+    ids=["never-deleted", "deleted-before-the-set", "deleted-after", "later-event-of-the-set's"],
+)
+async def test_nothing_is_sent_for_an_aggregate_deleted_after_the_set(
+    host: RecordingHost, sender: CommandSender, deleted: tuple[int, int] | None, sent: bool
+) -> None:
+    owner = AggregateRef(
+        context_name="eshop-cart", aggregate_name="cart", tenant_id="t", aggregate_id="c1"
+    )
+    request = make_request().model_copy(update={"owner": owner, "set_order": (3, 1)})
+    check = Deleted(deleted)
+    outcome = await ActivityEnvironment().run(
+        DeliveryActivities(sender, deletions=check).deliver, request
+    )
+    assert check.asked == [owner]
+    if sent:
+        assert outcome.status == "delivered"
+        assert len(host.requests) == 1
+    else:
+        assert (outcome.status, outcome.error_code) == ("cancelled", "AggregateDeleted")
+        assert outcome.error_msg == f"eshop-cart.cart c1 was deleted at version {deleted[0]}"  # type: ignore[index]
+        assert host.requests == []
+
+
+async def test_a_cancel_while_sending_lets_the_send_finish(
+    host: RecordingHost, sender: CommandSender
+) -> None:
+    """The host may have the command already: the attempt ends with its real outcome."""
+    host.behave("hang", delay=0.35)
+    env = ActivityEnvironment()
+    beats: list[int] = []
+    env.on_heartbeat = lambda *details: beats.append(details[0])
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(milliseconds=150))
+    running = asyncio.ensure_future(env.run(DeliveryActivities(sender).deliver, make_request()))
+    await host.wait_for(lambda h: h.requests, timeout=5)
+    env.cancel()
+    outcome = await running
+    assert outcome.status == "delivered"
+    assert beats, "a slow send heartbeats, so a lost worker is noticed"
