@@ -98,7 +98,7 @@ def test_explicit_path_beats_wow_config(tmp_path: Path, env: dict[str, str]) -> 
 
 @pytest.mark.parametrize(
     "text",
-    ["", "# nothing\n", "wow:\n", "spring:\n  application: x\n", "wow:\n  timers:\n  schedules:\n"],
+    ["", "# nothing\n", "wow:\n", "wow:\n  timers:\n  schedules:\n"],
 )
 def test_empty_files_give_defaults(tmp_path: Path, env: dict[str, str], text: str) -> None:
     assert load_settings(write(tmp_path, text), env).model_dump() == Settings().model_dump()
@@ -112,11 +112,23 @@ def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> N
     assert settings.api_port == 1234
 
 
-def test_unknown_keys_outside_strict_sections_are_ignored(
-    tmp_path: Path, env: dict[str, str]
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("wow:\n  host-urll: http://x\n", r"^wow\.host-urll: unknown key; known: host-url, "),
+        ("wow:\n  timerz:\n    max-attempts: 3\n", r"^wow\.timerz: unknown key; known: "),
+        ("wow:\n  dev:\n    ui: true\n", r"^wow\.dev: unknown key; known: .*timers, schedules"),
+        ("wo:\n  host-url: http://x\n", r"^wo: unknown key; known: wow \(in .*wow\.yaml\)$"),
+        ("spring:\n  application: x\n", r"^spring: unknown key; known: wow \(in "),
+        ("wow: {}\nwow-temporal: {}\n", r"^wow-temporal: unknown key; known: wow"),
+    ],
+)
+def test_unknown_keys_are_refused(
+    tmp_path: Path, env: dict[str, str], text: str, message: str
 ) -> None:
-    settings = load_settings(write(tmp_path, "wow:\n  dev:\n    ui: true\n"), env)
-    assert settings.model_dump() == Settings().model_dump()
+    """A misspelt key must not silently leave its setting at the default."""
+    with pytest.raises(SettingsError, match=message):
+        load_settings(write(tmp_path, text), env)
 
 
 def test_settings_are_frozen() -> None:
@@ -165,9 +177,37 @@ def test_empty_env_value_unsets_optional_string(tmp_path: Path, env: dict[str, s
     assert settings.api_token is None
 
 
-def test_unrelated_wow_variables_are_ignored(env: dict[str, str]) -> None:
-    settings = load_settings(None, {**env, "WOW_DATA_DIR": "/x", "WOW_CONFIG": ""})
-    assert settings.model_dump() == Settings().model_dump()
+def test_variables_not_starting_wow_are_ignored(env: dict[str, str]) -> None:
+    environ = {**env, "WOWZA": "1", "HOME": "/root", "WOW_CONFIG": "", "wow_host_url": "x"}
+    assert load_settings(None, environ).model_dump() == Settings().model_dump()
+
+
+@pytest.mark.parametrize(
+    "var", ["WOW_HOST_URLL", "WOW_DATA_DIR", "WOW_TIMERS", "WOW_CONFIG_FILE", "WOW_API_TOKENS"]
+)
+def test_unknown_wow_variables_are_refused(env: dict[str, str], var: str) -> None:
+    known = "WOW_CONFIG, WOW_HOST_URL, WOW_API_TOKEN, WOW_API_PORT, "
+    with pytest.raises(SettingsError, match=rf"^{var}: unknown variable; known: {known}"):
+        load_settings(None, {**env, var: "x"})
+
+
+def test_kubernetes_service_links_are_not_settings(env: dict[str, str]) -> None:
+    """A Service named `wow-temporal-api` puts these in every pod of its namespace."""
+    links = {
+        "WOW_TEMPORAL_API_SERVICE_HOST": "10.0.0.7",
+        "WOW_TEMPORAL_API_SERVICE_PORT": "8088",
+        "WOW_TEMPORAL_API_SERVICE_PORT_HTTP": "8088",
+        "WOW_TEMPORAL_API_PORT": "tcp://10.0.0.7:8088",
+        "WOW_TEMPORAL_API_PORT_8088_TCP": "tcp://10.0.0.7:8088",
+        "WOW_TEMPORAL_API_PORT_8088_TCP_PROTO": "tcp",
+        "WOW_TEMPORAL_API_PORT_8088_TCP_PORT": "8088",
+        "WOW_TEMPORAL_API_PORT_8088_TCP_ADDR": "10.0.0.7",
+        "WOW_SERVICE_HOST": "10.0.0.8",
+        "WOW_PORT": "udp://10.0.0.8:53",
+    }
+    assert load_settings(None, {**env, **links}).model_dump() == Settings().model_dump()
+    with pytest.raises(SettingsError, match=r"^WOW_TEMPORAL_PORT: unknown variable"):
+        load_settings(None, {**env, "WOW_TEMPORAL_PORT": "7233"})
 
 
 def test_os_environ_is_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

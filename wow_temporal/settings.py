@@ -3,7 +3,9 @@
 They come from a YAML file with Wow/Spring-style keys (`wow.timers.poll-interval`, path from
 `WOW_CONFIG` or an argument) and from `WOW_*` environment variables, the environment winning.
 Every value is validated by `load_settings`, which fails at start with a `SettingsError` naming
-the offending key, so a typo never surfaces later inside a running workflow.
+the offending key, so a typo never surfaces later inside a running workflow. Every key and
+`WOW_*` variable it does not know is refused too: a misspelt setting must not silently be the
+default.
 """
 
 from __future__ import annotations
@@ -233,13 +235,13 @@ class JobOverride(_Config):
 class Settings(_Config):
     """Everything the timers, the control API and the Temporal client are configured with."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
+    host_url: Annotated[str | None, BeforeValidator(_blank_is_none)] = None
+    """The domain host's base URL (http or https) that scheduled commands are delivered to."""
     timers: TimerSettings = Field(default_factory=TimerSettings)
     schedules: dict[JobName, JobOverride] = Field(default_factory=dict)
     """Per-job overrides by job name (the host's layer of `effective_rule`)."""
-    host_url: Annotated[str | None, BeforeValidator(_blank_is_none)] = None
-    """The domain host's base URL (http or https) that scheduled commands are delivered to."""
     api_token: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
         default=None, repr=False
     )
@@ -328,9 +330,19 @@ def effective_rule(
 
 _TIMER_KEYS = tuple(_kebab(name) for name in TimerSettings.model_fields)
 _JOB_KEYS = tuple(_kebab(name) for name in JobOverride.model_fields)
+_CONFIG_ENV = "WOW_CONFIG"
 _TOP_ENV = {"WOW_HOST_URL": "host-url", "WOW_API_TOKEN": "api-token", "WOW_API_PORT": "api-port"}
 _TIMERS_ENV = "WOW_TIMERS_"
 _SCHEDULES_ENV = "WOW_SCHEDULES_"
+_KNOWN_ENV = ", ".join(
+    [_CONFIG_ENV, *_TOP_ENV, f"{_TIMERS_ENV}<SETTING>", f"{_SCHEDULES_ENV}<JOB>_<FIELD>"]
+)
+_SECTIONS: dict[str, type[BaseModel]] = {"timers": TimerSettings, "schedules": JobOverride}
+"""The model of each `wow.<section>` (a job's keys under `wow.schedules.<name>`)."""
+_SERVICE_LINK = re.compile(
+    r"WOW(_\w+)?_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)"
+)
+"""Kubernetes service-link variables: a Service named `wow-…` puts them in every pod."""
 
 Loc = tuple[str, ...]
 
@@ -349,17 +361,18 @@ def load_settings(
     """Settings from the YAML file (`path`, else `WOW_CONFIG`) overridden by `WOW_*` variables.
 
     `environ` defaults to `os.environ`. `known_jobs` are the code's job names, used to map
-    `WOW_SCHEDULES_<NAME>_*` back to a name besides those in the file. Raises `SettingsError`.
+    `WOW_SCHEDULES_<NAME>_*` back to a name besides those in the file. Raises `SettingsError`,
+    also for any key or `WOW_*` variable it does not know.
     """
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
     source = ""
     wow: dict[str, Any] = {}
     if path is not None:
         source = str(path)
-        wow = _read_file(Path(path), f"settings file {source}")
-    elif env.get("WOW_CONFIG"):
-        source = env["WOW_CONFIG"]
-        wow = _read_file(Path(source), f"WOW_CONFIG={source}")
+        wow = _read_file(Path(path), f"settings file {source}", source)
+    elif env.get(_CONFIG_ENV):
+        source = env[_CONFIG_ENV]
+        wow = _read_file(Path(source), f"{_CONFIG_ENV}={source}", source)
 
     origins: dict[Loc, str] = {}
     _apply_env(wow, env, origins, known_jobs)
@@ -372,8 +385,11 @@ def load_settings(
     return settings
 
 
-def _read_file(path: Path, label: str) -> dict[str, Any]:
-    """The `wow` mapping of a settings file, copied so env overrides can be merged in."""
+def _read_file(path: Path, label: str, source: str) -> dict[str, Any]:
+    """The `wow` mapping of a settings file, copied so env overrides can be merged in.
+
+    The file is wow-temporal's own: a top-level key other than `wow` is a mistake, refused.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -389,13 +405,16 @@ def _read_file(path: Path, label: str) -> dict[str, Any]:
         return {}
     if not isinstance(document, dict):
         raise SettingsError(f"{label}: must be a mapping with a 'wow' key")
+    for key in document:
+        if key != "wow":
+            raise SettingsError(f"{key}: unknown key; known: wow (in {source})")
     wow = document.get("wow")
     if wow is None:
         return {}
     if not isinstance(wow, dict):
         raise SettingsError(f"wow: must be a mapping, got {type(wow).__name__} ({label})")
     merged = dict(wow)
-    for section in ("timers", "schedules"):
+    for section in _SECTIONS:
         value = merged.get(section)
         if value is None:
             merged.pop(section, None)
@@ -433,10 +452,14 @@ def _apply_env(
     code_jobs = list(known_jobs)
     for var in sorted(env):
         value = env[var]
+        if not var.startswith("WOW_") or var == _CONFIG_ENV:
+            continue
         if var in _TOP_ENV:
             key = _TOP_ENV[var]
             _set(wow, key, value)
             origins[(key,)] = var
+        elif _is_service_link(var, value):
+            continue
         elif var.startswith(_TIMERS_ENV):
             key = _kebab(var[len(_TIMERS_ENV) :].lower())
             if key not in _TIMER_KEYS:
@@ -462,6 +485,19 @@ def _apply_env(
                 )
             _set(job, field, value)
             origins[("schedules", name, field)] = var
+        else:
+            raise SettingsError(f"{var}: unknown variable; known: {_KNOWN_ENV}")
+
+
+def _is_service_link(var: str, value: str) -> bool:
+    """A variable Kubernetes injects for a Service named `wow-…`, not a setting.
+
+    `WOW_X_SERVICE_HOST`, `WOW_X_SERVICE_PORT[_NAME]`, `WOW_X_PORT_8088_TCP[_ADDR|…]`, and
+    `WOW_X_PORT=tcp://…`; refusing them would stop every pod of such a namespace.
+    """
+    if _SERVICE_LINK.fullmatch(var):
+        return True
+    return var.endswith("_PORT") and re.match(r"(tcp|udp|sctp)://", value) is not None
 
 
 def _job_for(var: str, raw_name: str, file_jobs: list[str], code_jobs: list[str]) -> str:
@@ -485,7 +521,7 @@ def _explain(error: ValidationError, origins: dict[Loc, str], source: str) -> st
         suffix = f" (in {source})" if source and loc not in origins else ""
         message = str(item["msg"]).removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            section = TimerSettings if loc[:1] == ("timers",) else JobOverride
+            section = Settings if len(loc) == 1 else _SECTIONS.get(loc[0], Settings)
             known = ", ".join(_kebab(name) for name in section.model_fields)
             message = f"unknown key; known: {known}"
         elif item["type"] != "value_error":
