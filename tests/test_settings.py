@@ -1,7 +1,9 @@
-"""Settings: defaults, the YAML file, env over file, errors naming the key, job rule precedence."""
+"""Settings: defaults, the YAML file, env over file, errors naming the key, job rule precedence,
+the control API's tokens (never shown)."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from wow_temporal.schedule import Misfire
 from wow_temporal.settings import (
+    ApiSettings,
     JobOverride,
     Settings,
     SettingsError,
@@ -33,7 +36,8 @@ wow:
       misfire: CATCH_UP
       enabled: false
   host-url: http://localhost:8080
-  api-token: secret
+  api:
+    token: secret
 """
 
 
@@ -64,8 +68,10 @@ def test_defaults(env: dict[str, str]) -> None:
     )
     assert settings.schedules == {}
     assert settings.host_url is None
+    assert settings.api == ApiSettings(token=None, port=8088, tenant_tokens={})
     assert settings.api_token is None
     assert settings.api_port == 8088
+    assert settings.api_tenant_tokens == {}
 
 
 def test_yaml_example(tmp_path: Path, env: dict[str, str]) -> None:
@@ -86,43 +92,63 @@ def test_yaml_example(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 def test_path_from_wow_config(tmp_path: Path, env: dict[str, str]) -> None:
-    path = write(tmp_path, "wow:\n  api-port: 9000\n")
+    path = write(tmp_path, "wow:\n  api:\n    port: 9000\n")
     assert load_settings(None, {**env, "WOW_CONFIG": str(path)}).api_port == 9000
 
 
 def test_explicit_path_beats_wow_config(tmp_path: Path, env: dict[str, str]) -> None:
-    explicit = write(tmp_path, "wow:\n  api-port: 9001\n", "a.yaml")
-    other = write(tmp_path, "wow:\n  api-port: 9002\n", "b.yaml")
+    explicit = write(tmp_path, "wow:\n  api:\n    port: 9001\n", "a.yaml")
+    other = write(tmp_path, "wow:\n  api:\n    port: 9002\n", "b.yaml")
     assert load_settings(explicit, {**env, "WOW_CONFIG": str(other)}).api_port == 9001
 
 
 @pytest.mark.parametrize(
     "text",
-    ["", "# nothing\n", "wow:\n", "spring:\n  application: x\n", "wow:\n  timers:\n  schedules:\n"],
+    ["", "# nothing\n", "wow:\n", "wow:\n  timers:\n  schedules:\n"],
 )
 def test_empty_files_give_defaults(tmp_path: Path, env: dict[str, str], text: str) -> None:
     assert load_settings(write(tmp_path, text), env).model_dump() == Settings().model_dump()
 
 
 def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> None:
-    text = "wow:\n  timers:\n    max_attempts: 4\n  schedules:\n    nightly:\n  api_port: 1234\n"
+    text = (
+        "wow:\n  timers:\n    max_attempts: 4\n  schedules:\n    nightly:\n"
+        "  api:\n    tenant_tokens:\n      t1: tok\n"
+    )
     settings = load_settings(write(tmp_path, text), env)
     assert settings.timers.max_attempts == 4
     assert settings.schedules == {"nightly": JobOverride()}
-    assert settings.api_port == 1234
+    assert settings.api_tenant_tokens == {"tok": "t1"}
 
 
-def test_unknown_keys_outside_strict_sections_are_ignored(
-    tmp_path: Path, env: dict[str, str]
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "wow:\n  host-urll: http://x\n",
+            r"^wow\.host-urll: unknown key; known: host-url, api, timers, schedules \(in ",
+        ),
+        ("wow:\n  timerz:\n    max-attempts: 3\n", r"^wow\.timerz: unknown key; known: "),
+        ("wow:\n  dev:\n    ui: true\n", r"^wow\.dev: unknown key; known: .*timers, schedules"),
+        ("wo:\n  host-url: http://x\n", r"^wo: unknown key; known: wow \(in .*wow\.yaml\)$"),
+        ("spring:\n  application: x\n", r"^spring: unknown key; known: wow \(in "),
+        ("wow: {}\nwow-temporal: {}\n", r"^wow-temporal: unknown key; known: wow"),
+    ],
+)
+def test_unknown_keys_are_refused(
+    tmp_path: Path, env: dict[str, str], text: str, message: str
 ) -> None:
-    settings = load_settings(write(tmp_path, "wow:\n  dev:\n    ui: true\n"), env)
-    assert settings.model_dump() == Settings().model_dump()
+    """A misspelt key must not silently leave its setting at the default."""
+    with pytest.raises(SettingsError, match=message):
+        load_settings(write(tmp_path, text), env)
 
 
 def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
         settings.api_port = 1  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        settings.api.port = 1  # type: ignore[misc]
 
 
 # --- environment over file -----------------------------------------------------------------
@@ -165,9 +191,37 @@ def test_empty_env_value_unsets_optional_string(tmp_path: Path, env: dict[str, s
     assert settings.api_token is None
 
 
-def test_unrelated_wow_variables_are_ignored(env: dict[str, str]) -> None:
-    settings = load_settings(None, {**env, "WOW_DATA_DIR": "/x", "WOW_CONFIG": ""})
-    assert settings.model_dump() == Settings().model_dump()
+def test_variables_not_starting_wow_are_ignored(env: dict[str, str]) -> None:
+    environ = {**env, "WOWZA": "1", "HOME": "/root", "WOW_CONFIG": "", "wow_host_url": "x"}
+    assert load_settings(None, environ).model_dump() == Settings().model_dump()
+
+
+@pytest.mark.parametrize(
+    "var", ["WOW_HOST_URLL", "WOW_DATA_DIR", "WOW_TIMERS", "WOW_CONFIG_FILE", "WOW_API_TOKENS"]
+)
+def test_unknown_wow_variables_are_refused(env: dict[str, str], var: str) -> None:
+    known = "WOW_CONFIG, WOW_HOST_URL, WOW_API_TOKEN, WOW_API_PORT, "
+    with pytest.raises(SettingsError, match=rf"^{var}: unknown variable; known: {known}"):
+        load_settings(None, {**env, var: "x"})
+
+
+def test_kubernetes_service_links_are_not_settings(env: dict[str, str]) -> None:
+    """A Service named `wow-temporal-api` puts these in every pod of its namespace."""
+    links = {
+        "WOW_TEMPORAL_API_SERVICE_HOST": "10.0.0.7",
+        "WOW_TEMPORAL_API_SERVICE_PORT": "8088",
+        "WOW_TEMPORAL_API_SERVICE_PORT_HTTP": "8088",
+        "WOW_TEMPORAL_API_PORT": "tcp://10.0.0.7:8088",
+        "WOW_TEMPORAL_API_PORT_8088_TCP": "tcp://10.0.0.7:8088",
+        "WOW_TEMPORAL_API_PORT_8088_TCP_PROTO": "tcp",
+        "WOW_TEMPORAL_API_PORT_8088_TCP_PORT": "8088",
+        "WOW_TEMPORAL_API_PORT_8088_TCP_ADDR": "10.0.0.7",
+        "WOW_SERVICE_HOST": "10.0.0.8",
+        "WOW_PORT": "udp://10.0.0.8:53",
+    }
+    assert load_settings(None, {**env, **links}).model_dump() == Settings().model_dump()
+    with pytest.raises(SettingsError, match=r"^WOW_TEMPORAL_PORT: unknown variable"):
+        load_settings(None, {**env, "WOW_TEMPORAL_PORT": "7233"})
 
 
 def test_os_environ_is_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -293,7 +347,17 @@ def test_schedule_override_lookup() -> None:
         ("wow:\n  host-url: ftp://files\n", r"^wow\.host-url: must be an http or https URL"),
         ("wow:\n  host-url: localhost:8080\n", r"^wow\.host-url: must be an http or https URL"),
         ("wow:\n  host-url: 'http://x:99999'\n", r"^wow\.host-url: must be an http or https URL"),
-        ("wow:\n  api-port: 0\n", r"^wow\.api-port: must be a port from 1 to 65535, got 0"),
+        ("wow:\n  api:\n    port: 0\n", r"^wow\.api\.port: must be a port from 1 to 65535, got 0"),
+        ("wow:\n  api:\n    port: web\n", r"^wow\.api\.port: .*integer.*, got 'web'"),
+        ("wow:\n  api: 5\n", r"^wow\.api: "),
+        (
+            "wow:\n  api:\n    tokn: x\n",
+            r"^wow\.api\.tokn: unknown key; known: token, port, tenant-tokens, tenant-tokens-file",
+        ),
+        ("wow:\n  api-token: x\n", r"^wow\.api-token: moved to wow\.api\.token \(in "),
+        ("wow:\n  api_token: x\n", r"^wow\.api_token: moved to wow\.api\.token"),
+        ("wow:\n  api-port: 9000\n", r"^wow\.api-port: moved to wow\.api\.port"),
+        ("wow:\n  api_port: 9000\n", r"^wow\.api_port: moved to wow\.api\.port"),
         ("wow:\n  - a\n", r"^wow: must be a mapping"),
         ("- a\n", r"must be a mapping with a 'wow' key"),
     ],
@@ -366,13 +430,210 @@ def test_malformed_yaml(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 def test_several_problems_are_all_named(tmp_path: Path, env: dict[str, str]) -> None:
-    path = write(tmp_path, "wow:\n  timers:\n    max-attempts: 0\n  api-port: 0\n")
+    path = write(tmp_path, "wow:\n  timers:\n    max-attempts: 0\n  api:\n    port: 0\n")
     with pytest.raises(SettingsError) as caught:
         load_settings(path, {**env, "WOW_HOST_URL": "gopher://x"})
     text = str(caught.value)
     assert "wow.timers.max-attempts" in text
-    assert "wow.api-port" in text
+    assert "wow.api.port" in text
     assert "WOW_HOST_URL" in text
+
+
+# --- the control API's tokens --------------------------------------------------------------
+
+TENANTS_YAML = """\
+t1: [t1-new, t1-old]    # two while t1's token is rotated
+t2: t2-only
+1001: numeric-tenant
+"""
+TOKEN_OWNERS = {"t1-new": "t1", "t1-old": "t1", "t2-only": "t2", "numeric-tenant": "1001"}
+
+
+def test_tenant_tokens_in_the_settings_file(tmp_path: Path, env: dict[str, str]) -> None:
+    indented = "".join(f"      {line}\n" for line in TENANTS_YAML.splitlines())
+    text = f"wow:\n  api:\n    token: operator\n    tenant-tokens:\n{indented}"
+    settings = load_settings(write(tmp_path, text), env)
+    assert settings.api_token == "operator"
+    assert settings.api_tenant_tokens == TOKEN_OWNERS
+    assert settings.api.tenants == {
+        "t1": ("t1-new", "t1-old"),
+        "t2": ("t2-only",),
+        "1001": ("numeric-tenant",),
+    }
+    with pytest.raises(TypeError):
+        settings.api_tenant_tokens["x"] = "t3"  # type: ignore[index]
+
+
+# Tab-indented JSON, which YAML refuses: it must be read as JSON.
+TENANTS_JSON = json.dumps(
+    {"t1": ["t1-new", "t1-old"], "t2": "t2-only", "1001": "numeric-tenant"}, indent="\t"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("tokens.yaml", TENANTS_YAML), ("tokens.json", TENANTS_JSON)]
+)
+def test_tenant_tokens_file_yaml_or_json(
+    tmp_path: Path, env: dict[str, str], name: str, text: str
+) -> None:
+    tokens = write(tmp_path, text, name)
+    settings = load_settings(None, {**env, "WOW_API_TENANT_TOKENS_FILE": str(tokens)})
+    assert settings.api_tenant_tokens == TOKEN_OWNERS
+    assert settings.api.tenant_tokens_file is not None
+    assert settings.api.tenant_tokens_file.path == tokens
+
+
+def test_tenant_tokens_file_from_yaml_and_env_wins(tmp_path: Path, env: dict[str, str]) -> None:
+    in_file = write(tmp_path, "t1: from-file-key\n", "a.yaml")
+    from_env = write(tmp_path, "t1: from-env\n", "b.yaml")
+    path = write(tmp_path, f"wow:\n  api:\n    tenant-tokens-file: {in_file}\n")
+    assert load_settings(path, env).api_tenant_tokens == {"from-file-key": "t1"}
+    environ = {**env, "WOW_API_TENANT_TOKENS_FILE": str(from_env)}
+    assert load_settings(path, environ).api_tenant_tokens == {"from-env": "t1"}
+    assert load_settings(path, {**env, "WOW_API_TENANT_TOKENS_FILE": ""}).api_tenant_tokens == {}
+
+
+def test_tenant_tokens_file_is_read_at_load(tmp_path: Path, env: dict[str, str]) -> None:
+    """The tokens are those of load time, and a dump names the file, not its tokens."""
+    tokens = write(tmp_path, "t1: first-token\n", "tokens.yaml")
+    settings = load_settings(None, {**env, "WOW_API_TENANT_TOKENS_FILE": str(tokens)})
+    tokens.write_text("t1: second-token\n", encoding="utf-8")
+    assert settings.api_tenant_tokens == {"first-token": "t1"}
+    dumped = settings.model_dump()
+    assert dumped["api"]["tenant-tokens-file"] == str(tokens)
+    assert "first-token" not in repr(dumped["api"])
+    assert Settings.model_validate(dumped).api_tenant_tokens == {"second-token": "t1"}
+
+
+SECRET = "s3cr3t-t0ken"
+
+
+@pytest.mark.parametrize(
+    ("api", "message"),
+    [
+        ({"token": 12345}, r"^wow\.api\.token: must be a string, got int \(quote it in YAML\)"),
+        ({"token": f" {SECRET}"}, r"^wow\.api\.token: must not start or end with whitespace"),
+        ({"tenant-tokens": {"t1": ""}}, r"^wow\.api\.tenant-tokens: tenant 't1': a token must not"),
+        ({"tenant-tokens": {"t1": []}}, r"^wow\.api\.tenant-tokens: tenant 't1': give a token"),
+        ({"tenant-tokens": {"t1": [SECRET, 5]}}, r"^wow\.api\.tenant-tokens: tenant 't1': .*int"),
+        ({"tenant-tokens": {"t1": {"a": SECRET}}}, r"^wow\.api\.tenant-tokens: tenant 't1': give"),
+        ({"tenant-tokens": {"t1": f"{SECRET}\n"}}, r"^wow\.api\.tenant-tokens: .*whitespace"),
+        ({"tenant-tokens": [SECRET]}, r"^wow\.api\.tenant-tokens: must be a mapping of tenant id"),
+        ({"tenant-tokens": SECRET}, r"^wow\.api\.tenant-tokens: must be a mapping"),
+        (
+            {"tenant-tokens": {"": SECRET}},
+            r"^wow\.api\.tenant-tokens: tenant ids must be non-empty",
+        ),
+        (
+            {"tenant-tokens": {"t1": [SECRET, "x"], "t2": ["y", SECRET]}},
+            r"^wow\.api\.tenant-tokens: tenants 't1' and 't2' share a token",
+        ),
+        (
+            {"token": SECRET, "tenant-tokens": {"t1": ["x", SECRET]}},
+            r"^wow\.api\.tenant-tokens: tenant 't1' has the operator's token",
+        ),
+        ({"tenant-tokens-file": 5}, r"^wow\.api\.tenant-tokens-file: must be a file path"),
+    ],
+)
+def test_bad_api_settings_name_the_key_never_the_token(
+    tmp_path: Path, env: dict[str, str], api: dict[object, object], message: str
+) -> None:
+    path = write(tmp_path, json.dumps({"wow": {"api": api}}))  # JSON is YAML
+    with pytest.raises(SettingsError, match=message) as caught:
+        load_settings(path, env)
+    assert SECRET not in str(caught.value)
+    assert "12345" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", r"holds no tenant tokens$"),
+        ("{}", r"holds no tenant tokens$"),
+        (f"- {SECRET}\n", r"must be a mapping of tenant id to token .*got list$"),
+        (f"{SECRET}\n", r"must be a mapping of tenant id to token .*got str$"),
+        (f"t1: [{SECRET}\n", r"malformed YAML: .* at line 2, column 1$"),
+        (f"t1: *{SECRET}\n", r"malformed YAML: found undefined alias '…' at line 1, column 5$"),
+        (f'{{"t1": "{SECRET}",}}', r"malformed JSON: .* at line 1, column \d+$"),
+        (f"t1: ''\nt2: {SECRET}\n", r"tenant 't1': a token must not be empty$"),
+        (f"t1: {SECRET}\nt2: [x, {SECRET}]\n", r"tenants 't1' and 't2' share a token$"),
+        (f"t1: [a, {SECRET}]\n", r"tenant 't1' has the operator's token"),
+        (b"t1: \xff\n", r"cannot read: not UTF-8 text$"),
+    ],
+)
+def test_bad_tenant_tokens_file_names_variable_and_file_never_the_token(
+    tmp_path: Path, env: dict[str, str], text: str | bytes, message: str
+) -> None:
+    tokens = tmp_path / "tokens"
+    if isinstance(text, bytes):
+        tokens.write_bytes(text)
+    else:
+        tokens.write_text(text, encoding="utf-8")
+    environ = {**env, "WOW_API_TOKEN": SECRET, "WOW_API_TENANT_TOKENS_FILE": str(tokens)}
+    with pytest.raises(SettingsError, match=message) as caught:
+        load_settings(None, environ)
+    assert str(caught.value).startswith(f"WOW_API_TENANT_TOKENS_FILE: {tokens}: ")
+    assert SECRET not in str(caught.value)
+
+
+def test_tenant_given_as_number_and_as_text_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "wow:\n  api:\n    tenant-tokens:\n      1: a\n      '1': b\n")
+    with pytest.raises(SettingsError, match=r"^wow\.api\.tenant-tokens: tenant '1' is given twice"):
+        load_settings(path, env)
+
+
+def test_missing_or_unreadable_tenant_tokens_file(tmp_path: Path, env: dict[str, str]) -> None:
+    missing = tmp_path / "missing.yaml"
+    path = write(tmp_path, f"wow:\n  api:\n    tenant-tokens-file: {missing}\n")
+    pattern = rf"^wow\.api\.tenant-tokens-file: {re.escape(str(missing))}: file not found \(in "
+    with pytest.raises(SettingsError, match=pattern):
+        load_settings(path, env)
+    environ = {**env, "WOW_API_TENANT_TOKENS_FILE": str(tmp_path)}  # a directory
+    with pytest.raises(SettingsError, match=r"^WOW_API_TENANT_TOKENS_FILE: .*: cannot read: "):
+        load_settings(None, environ)
+
+
+def test_tenant_tokens_in_file_and_settings_at_once_is_refused(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    tokens = write(tmp_path, "t1: a\n", "tokens.yaml")
+    path = write(tmp_path, "wow:\n  api:\n    tenant-tokens:\n      t2: b\n")
+    environ = {**env, "WOW_API_TENANT_TOKENS_FILE": str(tokens)}
+    with pytest.raises(
+        SettingsError,
+        match=r"^WOW_API_TENANT_TOKENS_FILE: cannot be used together with wow\.api\.tenant-tokens",
+    ):
+        load_settings(path, environ)
+
+
+def test_tokens_are_not_in_the_repr(tmp_path: Path, env: dict[str, str]) -> None:
+    tokens = write(tmp_path, f"t1: {SECRET}-file\n", "tokens.yaml")
+    environ = {**env, "WOW_API_TOKEN": SECRET, "WOW_API_TENANT_TOKENS_FILE": str(tokens)}
+    settings = load_settings(None, environ)
+    inline = Settings(api=ApiSettings(token=SECRET, tenant_tokens={"t1": f"{SECRET}-inline"}))
+    for shown in (repr(settings), str(settings), repr(settings.api), repr(inline), str(inline)):
+        assert SECRET not in shown
+    assert str(tokens) in repr(settings)  # which file is shown
+
+
+def test_python_validation_errors_do_not_show_tokens() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings(api=ApiSettings(token=SECRET, tenant_tokens={"t1": SECRET}))
+    assert "operator's token" in str(caught.value)
+    assert SECRET not in str(caught.value)
+    with pytest.raises(ValidationError) as caught:
+        Settings.model_validate({"api": {"tenant_tokens": {"t1": [SECRET, 1]}}})
+    assert SECRET not in str(caught.value)
+
+
+def test_python_api_keywords_still_build_settings() -> None:
+    """`Settings(api_token=..., api_port=...)` as callers wrote it before `api` was a section."""
+    settings = Settings(api_token="operator", api_port=9100)  # type: ignore[call-arg]
+    assert settings.api == ApiSettings(token="operator", port=9100)
+    assert (settings.api_token, settings.api_port) == ("operator", 9100)
+    assert Settings(api_port=9101).api == ApiSettings(port=9101)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="either api or api_token/api_port"):
+        Settings(api_token="x", api=ApiSettings())  # type: ignore[call-arg]
 
 
 # --- durations -----------------------------------------------------------------------------

@@ -1,19 +1,23 @@
-"""Settings: timers, per-job schedule overrides, the domain host and the Temporal connection.
+"""Settings: timers, per-job schedule overrides, the domain host, the control API and Temporal.
 
 They come from a YAML file with Wow/Spring-style keys (`wow.timers.poll-interval`, path from
 `WOW_CONFIG` or an argument) and from `WOW_*` environment variables, the environment winning.
 Every value is validated by `load_settings`, which fails at start with a `SettingsError` naming
-the offending key, so a typo never surfaces later inside a running workflow.
+the offending key, so a typo never surfaces later inside a running workflow. Every key and
+`WOW_*` variable it does not know is refused too: a misspelt setting must not silently be the
+default. Token values never appear in an error message or a repr.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Self
 from urllib.parse import urlsplit
 
@@ -24,8 +28,10 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -35,9 +41,11 @@ from wow_temporal.schedule import CronText, Misfire, ZoneName, validate_key
 __all__ = [
     "DEFAULT_TEMPORAL_ADDRESS",
     "DEFAULT_TEMPORAL_NAMESPACE",
+    "ApiSettings",
     "JobOverride",
     "Settings",
     "SettingsError",
+    "TenantTokensFile",
     "TimerSettings",
     "effective_rule",
     "load_settings",
@@ -146,6 +154,71 @@ def _job_name(value: str) -> str:
     return validate_key(value, "job name")
 
 
+# Token checks name the tenant and what is wrong, never the token: messages reach logs.
+
+
+def _token(value: Any) -> str | None:
+    """The operator's token: blank is "not set"; a YAML number is refused, not reformatted."""
+    value = _blank_is_none(value)
+    if value is None:
+        return None
+    return _checked_token(value, "")
+
+
+def _checked_token(value: Any, whose: str) -> str:
+    """A non-empty string token without surrounding whitespace (which no request could send)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{whose}must be a string, got {type(value).__name__} (quote it in YAML)")
+    if not value.strip():
+        raise ValueError(f"{whose}must not be empty")
+    if value != value.strip():
+        raise ValueError(f"{whose}must not start or end with whitespace")
+    return value
+
+
+def _tenant_token_map(value: Any) -> dict[str, tuple[str, ...]]:
+    """Tenant id -> its tokens, from `{t1: token}` or `{t1: [new, old]}` (several to rotate).
+
+    No token may be shared by two tenants: the API could not tell which tenant is calling.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            "must be a mapping of tenant id to token (or to a list of tokens), "
+            f"got {type(value).__name__}"
+        )
+    tenants: dict[str, tuple[str, ...]] = {}
+    owners: dict[str, str] = {}
+    for raw_tenant, raw_tokens in value.items():
+        tenant = _tenant_id(raw_tenant)
+        if tenant in tenants:
+            raise ValueError(f"tenant {tenant!r} is given twice")
+        listed = [raw_tokens] if isinstance(raw_tokens, str) else raw_tokens
+        if not isinstance(listed, list | tuple) or not listed:
+            raise ValueError(
+                f"tenant {tenant!r}: give a token or a non-empty list of tokens, "
+                f"got {type(raw_tokens).__name__}"
+            )
+        whose = f"tenant {tenant!r}: a token "
+        tokens = tuple(dict.fromkeys(_checked_token(token, whose) for token in listed))
+        for token in tokens:
+            owner = owners.setdefault(token, tenant)
+            if owner != tenant:
+                raise ValueError(f"tenants {owner!r} and {tenant!r} share a token")
+        tenants[tenant] = tokens
+    return tenants
+
+
+def _tenant_id(value: Any) -> str:
+    """A tenant id: a non-blank string, or a YAML integer key such as `1001:` read as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"tenant ids must be non-empty strings, got {value!r}")
+    return value
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(_positive)]
 CronSetting = Annotated[CronText | None, BeforeValidator(_blank_is_none)]
 
@@ -230,22 +303,156 @@ class JobOverride(_Config):
     """False turns the job off (a SYSTEM job is then not started)."""
 
 
+class TenantTokensFile(BaseModel):
+    """A tenant-token file (`wow.api.tenant-tokens-file`) and the tokens it held when loaded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    path: Path
+    tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenant_token_map)] = Field(
+        repr=False
+    )
+    """Tenant id -> its tokens, as in `wow.api.tenant-tokens`."""
+
+
+def _tokens_file(value: Any) -> TenantTokensFile | None:
+    """Read and check a tenant-token file (YAML or JSON) now, so a bad secret fails at start."""
+    value = _blank_is_none(value)
+    if value is None or isinstance(value, TenantTokensFile):
+        return value
+    if not isinstance(value, str | os.PathLike):
+        raise ValueError(f"must be a file path, got {type(value).__name__}")
+    path = Path(value)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: cannot read: not UTF-8 text") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read: {error.strerror or error}") from None
+    document = _parse_tokens(text, path)
+    if not document:
+        raise ValueError(f"{path}: holds no tenant tokens")
+    try:
+        tenants = _tenant_token_map(document)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    return TenantTokensFile(path=path, tenants=tenants)
+
+
+_QUOTED = re.compile(r"'[^']*'" + r'|"[^"]*"')
+
+
+def _hide_word(quoted: re.Match[str]) -> str:
+    """A quoted name in a YAML problem as `'…'`; a character (`','`) or `'<scalar>'` stays."""
+    text = quoted[0]
+    return text if len(text) <= 4 or text[1] == "<" else "'…'"
+
+
+def _parse_tokens(text: str, path: Path) -> Any:
+    """JSON if it starts with `{`, else YAML; a parse error says where, never the text there."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            where = f"line {error.lineno}, column {error.colno}"
+            raise ValueError(f"{path}: malformed JSON: {error.msg} at {where}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        # str(error) quotes the offending line, which may hold a token: keep only the position,
+        # and no quoted word of the problem (an undefined alias `*x` is named in it).
+        problem = _QUOTED.sub(_hide_word, str(getattr(error, "problem", None) or "cannot parse"))
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{path}: malformed YAML: {problem}{where}") from None
+
+
+def _file_path(value: TenantTokensFile | None) -> str | None:
+    """A tenant-token file dumps as its path: the tokens stay in the file."""
+    return None if value is None else str(value.path)
+
+
+class ApiSettings(_Config):
+    """The HTTP control API: its port, the operator's token and each tenant's own tokens."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    token: Annotated[str | None, BeforeValidator(_token)] = Field(default=None, repr=False)
+    """The operator's bearer token, reaching every tenant; None (and no tenant): no auth."""
+    port: int = 8088
+    """The port the HTTP control API listens on."""
+    tenant_tokens: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenant_token_map)] = (
+        Field(default_factory=dict, repr=False)
+    )
+    """Tenant id -> its bearer tokens (several while one is rotated), each reaching that tenant."""
+    tenant_tokens_file: Annotated[
+        TenantTokensFile | None, BeforeValidator(_tokens_file), PlainSerializer(_file_path)
+    ] = None
+    """The same mapping from a YAML or JSON file (a mounted Kubernetes secret), read at load."""
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, value: int) -> int:
+        if not 1 <= value <= 65535:
+            raise ValueError(f"must be a port from 1 to 65535, got {value}")
+        return value
+
+    @field_validator("tenant_tokens")
+    @classmethod
+    def _inline_tokens(
+        cls, value: dict[str, tuple[str, ...]], info: ValidationInfo
+    ) -> dict[str, tuple[str, ...]]:
+        _not_the_operator(value, info.data.get("token"), "")
+        return value
+
+    @field_validator("tenant_tokens_file")
+    @classmethod
+    def _file_tokens(
+        cls, value: TenantTokensFile | None, info: ValidationInfo
+    ) -> TenantTokensFile | None:
+        if value is None:
+            return None
+        if info.data.get("tenant_tokens"):
+            raise ValueError(
+                "cannot be used together with wow.api.tenant-tokens: "
+                "keep every tenant's tokens in one of them"
+            )
+        _not_the_operator(value.tenants, info.data.get("token"), f"{value.path}: ")
+        return value
+
+    @property
+    def tenants(self) -> Mapping[str, tuple[str, ...]]:
+        """Tenant id -> its tokens, from `tenant-tokens` or the file (only one may be set)."""
+        if self.tenant_tokens_file is not None:
+            return self.tenant_tokens_file.tenants
+        return self.tenant_tokens
+
+
+def _not_the_operator(
+    tenants: Mapping[str, tuple[str, ...]], operator: str | None, where: str
+) -> None:
+    """A tenant's token must not be the operator's, which reaches every tenant."""
+    for tenant, tokens in tenants.items():
+        if operator is not None and operator in tokens:
+            raise ValueError(
+                f"{where}tenant {tenant!r} has the operator's token "
+                "(wow.api.token, WOW_API_TOKEN): give each tenant its own"
+            )
+
+
 class Settings(_Config):
     """Everything the timers, the control API and the Temporal client are configured with."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
+    host_url: Annotated[str | None, BeforeValidator(_blank_is_none)] = None
+    """The domain host's base URL (http or https) that scheduled commands are delivered to."""
+    api: ApiSettings = Field(default_factory=ApiSettings)
     timers: TimerSettings = Field(default_factory=TimerSettings)
     schedules: dict[JobName, JobOverride] = Field(default_factory=dict)
     """Per-job overrides by job name (the host's layer of `effective_rule`)."""
-    host_url: Annotated[str | None, BeforeValidator(_blank_is_none)] = None
-    """The domain host's base URL (http or https) that scheduled commands are delivered to."""
-    api_token: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
-        default=None, repr=False
-    )
-    """The bearer token the control API requires (and delivery sends); None: no auth."""
-    api_port: int = 8088
-    """The port the HTTP control API listens on."""
 
     _environ: Mapping[str, str] | None = PrivateAttr(default=None)
     """The TEMPORAL_* variables `load_settings` saw; None: read `os.environ` when asked."""
@@ -267,12 +474,39 @@ class Settings(_Config):
             raise ValueError(f"{problem} without query or fragment, got {value!r}")
         return value.strip().rstrip("/")
 
-    @field_validator("api_port")
+    @model_validator(mode="before")
     @classmethod
-    def _port(cls, value: int) -> int:
-        if not 1 <= value <= 65535:
-            raise ValueError(f"must be a port from 1 to 65535, got {value}")
-        return value
+    def _api_keywords(cls, data: Any) -> Any:
+        """`Settings(api_token=..., api_port=...)` in Python, as before `api` was a section.
+
+        `load_settings` refuses these keys in a file (they moved to `wow.api.*`).
+        """
+        if not isinstance(data, dict) or not {"api_token", "api_port"} & data.keys():
+            return data
+        if "api" in data:
+            raise ValueError("give either api or api_token/api_port, not both")
+        data = dict(data)
+        data["api"] = {
+            name: data.pop(f"api_{name}") for name in ("token", "port") if f"api_{name}" in data
+        }
+        return data
+
+    @property
+    def api_token(self) -> str | None:
+        """The operator's bearer token (`wow.api.token`); None: no operator token."""
+        return self.api.token
+
+    @property
+    def api_port(self) -> int:
+        """The port the control API listens on (`wow.api.port`)."""
+        return self.api.port
+
+    @property
+    def api_tenant_tokens(self) -> Mapping[str, str]:
+        """Token -> tenant, read-only: what `wow_temporal.api.create_app(tenant_tokens=)` takes."""
+        return MappingProxyType(
+            {token: tenant for tenant, tokens in self.api.tenants.items() for token in tokens}
+        )
 
     def schedule_override(self, name: str) -> JobOverride | None:
         """The host's override of job `name`: exact key first, else `-`/`_` and case-blind."""
@@ -328,9 +562,31 @@ def effective_rule(
 
 _TIMER_KEYS = tuple(_kebab(name) for name in TimerSettings.model_fields)
 _JOB_KEYS = tuple(_kebab(name) for name in JobOverride.model_fields)
-_TOP_ENV = {"WOW_HOST_URL": "host-url", "WOW_API_TOKEN": "api-token", "WOW_API_PORT": "api-port"}
+_CONFIG_ENV = "WOW_CONFIG"
+_ENV: dict[str, tuple[str, ...]] = {
+    "WOW_HOST_URL": ("host-url",),
+    "WOW_API_TOKEN": ("api", "token"),
+    "WOW_API_PORT": ("api", "port"),
+    "WOW_API_TENANT_TOKENS_FILE": ("api", "tenant-tokens-file"),
+}
+"""The single-value variables and the key each one sets."""
 _TIMERS_ENV = "WOW_TIMERS_"
 _SCHEDULES_ENV = "WOW_SCHEDULES_"
+_KNOWN_ENV = ", ".join(
+    [_CONFIG_ENV, *_ENV, f"{_TIMERS_ENV}<SETTING>", f"{_SCHEDULES_ENV}<JOB>_<FIELD>"]
+)
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "api": ApiSettings,
+    "timers": TimerSettings,
+    "schedules": JobOverride,
+}
+"""The model of each `wow.<section>` (a job's keys under `wow.schedules.<name>`)."""
+_MOVED = {"api-token": "wow.api.token", "api-port": "wow.api.port"}
+"""Keys of earlier versions, refused with where they went (env variable names are unchanged)."""
+_SERVICE_LINK = re.compile(
+    r"WOW(_\w+)?_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)"
+)
+"""Kubernetes service-link variables: a Service named `wow-…` puts them in every pod."""
 
 Loc = tuple[str, ...]
 
@@ -349,17 +605,18 @@ def load_settings(
     """Settings from the YAML file (`path`, else `WOW_CONFIG`) overridden by `WOW_*` variables.
 
     `environ` defaults to `os.environ`. `known_jobs` are the code's job names, used to map
-    `WOW_SCHEDULES_<NAME>_*` back to a name besides those in the file. Raises `SettingsError`.
+    `WOW_SCHEDULES_<NAME>_*` back to a name besides those in the file. Raises `SettingsError`,
+    also for any key or `WOW_*` variable it does not know.
     """
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
     source = ""
     wow: dict[str, Any] = {}
     if path is not None:
         source = str(path)
-        wow = _read_file(Path(path), f"settings file {source}")
-    elif env.get("WOW_CONFIG"):
-        source = env["WOW_CONFIG"]
-        wow = _read_file(Path(source), f"WOW_CONFIG={source}")
+        wow = _read_file(Path(path), f"settings file {source}", source)
+    elif env.get(_CONFIG_ENV):
+        source = env[_CONFIG_ENV]
+        wow = _read_file(Path(source), f"{_CONFIG_ENV}={source}", source)
 
     origins: dict[Loc, str] = {}
     _apply_env(wow, env, origins, known_jobs)
@@ -372,8 +629,11 @@ def load_settings(
     return settings
 
 
-def _read_file(path: Path, label: str) -> dict[str, Any]:
-    """The `wow` mapping of a settings file, copied so env overrides can be merged in."""
+def _read_file(path: Path, label: str, source: str) -> dict[str, Any]:
+    """The `wow` mapping of a settings file, copied so env overrides can be merged in.
+
+    The file is wow-temporal's own: a top-level key other than `wow` is a mistake, refused.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -389,13 +649,19 @@ def _read_file(path: Path, label: str) -> dict[str, Any]:
         return {}
     if not isinstance(document, dict):
         raise SettingsError(f"{label}: must be a mapping with a 'wow' key")
+    for key in document:
+        if key != "wow":
+            raise SettingsError(f"{key}: unknown key; known: wow (in {source})")
     wow = document.get("wow")
     if wow is None:
         return {}
     if not isinstance(wow, dict):
         raise SettingsError(f"wow: must be a mapping, got {type(wow).__name__} ({label})")
+    for key in wow:
+        if isinstance(key, str) and (moved := _MOVED.get(key.replace("_", "-"))):
+            raise SettingsError(f"wow.{key}: moved to {moved} (in {source})")
     merged = dict(wow)
-    for section in ("timers", "schedules"):
+    for section in _SECTIONS:
         value = merged.get(section)
         if value is None:
             merged.pop(section, None)
@@ -433,10 +699,15 @@ def _apply_env(
     code_jobs = list(known_jobs)
     for var in sorted(env):
         value = env[var]
-        if var in _TOP_ENV:
-            key = _TOP_ENV[var]
-            _set(wow, key, value)
-            origins[(key,)] = var
+        if not var.startswith("WOW_") or var == _CONFIG_ENV:
+            continue
+        if var in _ENV:
+            loc = _ENV[var]
+            target = _section(wow, loc[0]) if len(loc) > 1 else wow
+            _set(target, loc[-1], value)
+            origins[loc] = var
+        elif _is_service_link(var, value):
+            continue
         elif var.startswith(_TIMERS_ENV):
             key = _kebab(var[len(_TIMERS_ENV) :].lower())
             if key not in _TIMER_KEYS:
@@ -462,6 +733,19 @@ def _apply_env(
                 )
             _set(job, field, value)
             origins[("schedules", name, field)] = var
+        else:
+            raise SettingsError(f"{var}: unknown variable; known: {_KNOWN_ENV}")
+
+
+def _is_service_link(var: str, value: str) -> bool:
+    """A variable Kubernetes injects for a Service named `wow-…`, not a setting.
+
+    `WOW_X_SERVICE_HOST`, `WOW_X_SERVICE_PORT[_NAME]`, `WOW_X_PORT_8088_TCP[_ADDR|…]`, and
+    `WOW_X_PORT=tcp://…`; refusing them would stop every pod of such a namespace.
+    """
+    if _SERVICE_LINK.fullmatch(var):
+        return True
+    return var.endswith("_PORT") and re.match(r"(tcp|udp|sctp)://", value) is not None
 
 
 def _job_for(var: str, raw_name: str, file_jobs: list[str], code_jobs: list[str]) -> str:
@@ -477,18 +761,23 @@ def _job_for(var: str, raw_name: str, file_jobs: list[str], code_jobs: list[str]
 
 
 def _explain(error: ValidationError, origins: dict[Loc, str], source: str) -> str:
-    """`key: what is wrong` for each problem, the key as the user wrote it (YAML or env)."""
+    """`key: what is wrong` for each problem, the key as the user wrote it (YAML or env).
+
+    The input is shown for a wrong type, except under `wow.api` (but its port), where it may
+    be a token.
+    """
     lines = []
     for item in error.errors(include_url=False)[:5]:
         loc: Loc = tuple(str(part) for part in item["loc"] if part != "[key]")
         where = origins.get(loc) or ".".join(("wow", *loc))
         suffix = f" (in {source})" if source and loc not in origins else ""
         message = str(item["msg"]).removeprefix("Value error, ")
+        secret = loc[:1] == ("api",) and [_kebab(part) for part in loc[1:2]] != ["port"]
         if item["type"] == "extra_forbidden":
-            section = TimerSettings if loc[:1] == ("timers",) else JobOverride
+            section = Settings if len(loc) == 1 else _SECTIONS.get(loc[0], Settings)
             known = ", ".join(_kebab(name) for name in section.model_fields)
             message = f"unknown key; known: {known}"
-        elif item["type"] != "value_error":
+        elif item["type"] != "value_error" and not secret:
             message += f", got {item['input']!r}"
         lines.append(f"{where}: {message}{suffix}")
     return "; ".join(lines)

@@ -1,0 +1,168 @@
+"""The dev echo host over real HTTP (uvicorn): its aggregate-id convention, as the timers'
+delivery classifies each answer, and the line it prints for each."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import pytest_asyncio
+import uvicorn
+
+from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender, DeliveryFailure, DeliveryRequest
+from wow_temporal.delivery import ScheduleDetails as Details
+from wow_temporal.embedded import free_port
+from wow_temporal.host.echo import create_echo_host
+from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+
+
+@dataclass
+class Echo:
+    """A running echo host: the sender the timers deliver with, and the lines it printed."""
+
+    sender: CommandSender
+    url: str
+    lines: list[str]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def echo() -> AsyncIterator[Echo]:
+    """A fresh echo host on uvicorn, on 127.0.0.1 and a free port."""
+    lines: list[str] = []
+    port = free_port()
+    config = uvicorn.Config(
+        create_echo_host(lines.append), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()
+        await asyncio.sleep(0.01)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with CommandSender(url, timeout=5.0) as sender:
+            yield Echo(sender, url, lines)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, timeout=10)
+
+
+_slots = itertools.count(1)
+
+
+def request(aggregate_id: str, request_id: str | None = None) -> DeliveryRequest:
+    """A timer's delivery of CancelOrder to order `aggregate_id` (a new request id by default)."""
+    slot = next(_slots)
+    return DeliveryRequest(
+        command=ScheduledCommand(type="eshop.order.CancelOrder", body={"reason": "unpaid"}),
+        target=AggregateRef(
+            context_name="eshop-order",
+            aggregate_name="order",
+            tenant_id="t1",
+            aggregate_id=aggregate_id,
+        ),
+        scope=Scope(tenant_id="t1"),
+        request_id=request_id or f"timer-{slot}#1",
+        upstream_id="commit-1",
+        upstream_name="eshop-order.order",
+        schedule=Details(timer=f"timer-{slot}", key="grace", slot=1, due=1_764_470_000_000),
+    )
+
+
+async def test_any_other_id_is_ok_once_then_a_duplicate(echo: Echo) -> None:
+    delivery = request("42")
+    first = await echo.sender.send(delivery)
+    again = await echo.sender.send(delivery)
+    assert (first.status, first.error_code, first.duplicate) == ("delivered", "Ok", False)
+    assert (again.status, again.error_code, again.duplicate) == (
+        "delivered",
+        "DuplicateRequestId",
+        True,
+    )
+    assert echo.lines[0].startswith("[echo host] Ok (a new request id) eshop.order.CancelOrder")
+    assert f"eshop-order.order 42 (tenant t1, request {delivery.request_id})" in echo.lines[0]
+    assert echo.lines[1].startswith("[echo host] DuplicateRequestId (this request id was already")
+
+
+async def test_reject_is_a_business_refusal_every_time(echo: Echo) -> None:
+    delivery = request("reject-42")
+    for _ in range(2):
+        outcome = await echo.sender.send(delivery)
+        assert (outcome.status, outcome.error_code, outcome.http_status) == (
+            "rejected",
+            "IllegalState",
+            400,
+        )
+    assert len(echo.lines) == 2
+    assert all(
+        line.startswith("[echo host] Rejected 400 IllegalState (reject-…: always refused")
+        for line in echo.lines
+    )
+
+
+async def test_fail_is_a_technical_failure_every_attempt(echo: Echo) -> None:
+    delivery = request("fail-42")
+    for _ in range(5):
+        with pytest.raises(DeliveryFailure) as caught:
+            await echo.sender.send(delivery)
+        assert (caught.value.http_status, caught.value.error_code) == (503, "InternalServerError")
+    assert echo.lines[0].startswith(
+        "[echo host] Failed 503 InternalServerError (fail-…: always fails, attempt 1"
+    )
+    assert "attempt 5" in echo.lines[4]
+
+
+async def test_flaky_fails_three_attempts_of_each_request_id_then_is_ok(echo: Echo) -> None:
+    delivery = request("flaky-42")
+    for _ in range(3):
+        with pytest.raises(DeliveryFailure, match="HTTP 503"):
+            await echo.sender.send(delivery)
+    fourth = await echo.sender.send(delivery)
+    assert (fourth.status, fourth.error_code, fourth.duplicate) == ("delivered", "Ok", False)
+    fifth = await echo.sender.send(delivery)
+    assert (fifth.error_code, fifth.duplicate) == ("DuplicateRequestId", True)
+    # The next slot of the same aggregate is a new request id: it fails three times again.
+    with pytest.raises(DeliveryFailure):
+        await echo.sender.send(request("flaky-42"))
+    assert echo.lines[2].startswith(
+        "[echo host] Failed 503 InternalServerError (flaky-…: fails the first 3 attempts, this is 3"
+    )
+    assert echo.lines[3].startswith("[echo host] Ok (flaky-…: attempt 4 succeeds)")
+
+
+@pytest.mark.parametrize(
+    ("aggregate_id", "status", "code"),
+    [
+        ("42", 200, "Ok"),
+        ("reject-1", 400, "IllegalState"),
+        ("fail-1", 503, "InternalServerError"),
+        ("flaky-1", 503, "InternalServerError"),
+        ("rejected", 200, "Ok"),  # the prefix is `reject-`, with the dash
+    ],
+)
+async def test_code_in_body_and_header(
+    echo: Echo, aggregate_id: str, status: int, code: str
+) -> None:
+    headers = {"Command-Aggregate-Id": aggregate_id, "Command-Request-Id": f"r-{aggregate_id}"}
+    async with httpx.AsyncClient(base_url=echo.url) as http:
+        response = await http.post(COMMAND_SEND_PATH, json={}, headers=headers)
+    assert response.status_code == status
+    assert response.headers["Wow-Error-Code"] == code
+    result = response.json()
+    assert (result["errorCode"], result["requestId"]) == (code, f"r-{aggregate_id}")
+    assert (result["errorMsg"] == "") == (code == "Ok")
+
+
+async def test_prints_to_stdout_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    transport = httpx.ASGITransport(app=create_echo_host())
+    async with httpx.AsyncClient(transport=transport, base_url="http://echo") as http:
+        headers = {"Command-Aggregate-Id": "fail-7", "Command-Request-Id": "r-7"}
+        await http.post(COMMAND_SEND_PATH, json={"n": 1}, headers=headers)
+    printed = capsys.readouterr().out
+    assert printed.startswith("[echo host] Failed 503 InternalServerError (fail-…: always fails")
+    assert printed.rstrip().endswith('{"n":1}')
