@@ -533,6 +533,10 @@ async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) 
         "unknown time zone 'Mars/Olympus'"
         in (await rescheduled({"zone": "Mars/Olympus"}))["message"]
     )
+    assert (
+        "unknown time zone 'localtime': 'localtime' depends on the machine"
+        in (await rescheduled({"zone": "localtime"}))["message"]
+    )
     assert "misfire" in (await rescheduled({"misfire": "SOMETIMES"}))["message"]
     assert "cron" in (await rescheduled({"cron": "0 0 7 * * *"}))["message"]
     assert "at least one" in (await rescheduled({}))["message"]

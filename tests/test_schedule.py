@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -505,6 +506,41 @@ def test_zone_that_does_not_exist() -> None:
 def test_zone_that_is_a_directory() -> None:
     with pytest.raises(InvalidScheduleError, match=r"unknown time zone 'Europe'"):
         validate_zone("Europe")
+
+
+MACHINE_ZONES = [
+    ("localtime", r"'localtime' depends on the machine; use an IANA zone such as Europe/Amsterdam"),
+    ("Factory", r"'Factory' is tzdata's placeholder .*; use an IANA zone such as Europe/Amsterdam"),
+    ("posixrules", r"'posixrules' is a template .*, not a zone"),
+    ("posix/Europe/Amsterdam", r"the posix/ copies .* machine's zone files; use Europe/Amsterdam"),
+    ("right/Europe/Amsterdam", r"the right/ copies .* machine's zone files; use Europe/Amsterdam"),
+    ("right/UTC", r"the right/ copies .*; use UTC"),
+    ("posix/Mars/Olympus_Mons", r"the posix/ copies .*; use an IANA zone such as Europe/Amsterdam"),
+]
+
+
+@pytest.mark.parametrize(("zone", "why"), MACHINE_ZONES, ids=[zone for zone, _ in MACHINE_ZONES])
+def test_machine_dependent_zones_are_refused_saying_why(zone: str, why: str) -> None:
+    message = rf"unknown time zone '{zone}': {why}"
+    with pytest.raises(InvalidScheduleError, match=message):
+        validate_zone(zone)
+    with pytest.raises(InvalidScheduleError, match=message):
+        ScheduleRule.cron("0 0 6 * * *", zone=zone)
+    rule = {"cron": "0 0 6 * * *", "zone": zone, "misfire": "COALESCE"}
+    with pytest.raises(InvalidCommitError, match=rf"wow\.ScheduleSet\): rule\.zone: {message}"):
+        Commit.parse(json.dumps(commit_with(schedule_set(rule=rule))))
+
+
+def test_zones_are_the_tzdata_package_list_not_the_machines() -> None:
+    listed = (resources.files("tzdata") / "zones").read_text(encoding="utf-8").split()
+    assert "Europe/Amsterdam" in listed
+    assert "Factory" in listed  # in tzdata's list, and still refused: it is not a place
+    for zone in listed:
+        if zone != "Factory":
+            assert validate_zone(zone) == zone
+    for zone in ("EST5EDT", "Etc/GMT+5", "America/Argentina/Buenos_Aires", "GMT", "UTC"):
+        rule = ScheduleRule.cron("0 0 6 * * *", zone=zone)
+        assert ScheduleRule.model_validate_json(rule.model_dump_json()) == rule
 
 
 def test_at_needs_an_aware_instant() -> None:

@@ -12,8 +12,9 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from importlib import resources
 from typing import Annotated, Any, ClassVar, Literal, Self
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
@@ -80,16 +81,42 @@ def validate_key(value: str, what: str = "key") -> str:
 
 
 def validate_zone(value: str) -> str:
-    """An IANA time zone name that this machine knows, such as `Europe/Amsterdam`."""
+    """An IANA time zone name, such as `Europe/Amsterdam`, from the list every machine agrees on.
+
+    The list is the one the `tzdata` package ships, not this machine's zone files, so a rule
+    means the same on every worker: `localtime`, `Factory`, `posixrules` and the `posix/` and
+    `right/` copies are refused, with the reason.
+    """
     if not isinstance(value, str) or value not in _zones():
-        raise InvalidScheduleError(f"unknown time zone {value!r}")
+        raise InvalidScheduleError(f"unknown time zone {value!r}{_why_unknown(value)}")
     return value
 
 
 @functools.cache
 def _zones() -> frozenset[str]:
-    """The IANA zone names (not `localtime`, not tzdata's folders such as `Europe`)."""
-    return frozenset(available_timezones())
+    """The IANA zone names of the `tzdata` package's list, less its placeholder `Factory`."""
+    listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    return frozenset(name.strip() for name in listed.splitlines() if name.strip()) - {"Factory"}
+
+
+_USE_IANA = "use an IANA zone such as Europe/Amsterdam"
+
+
+def _why_unknown(value: object) -> str:
+    """Why a name some machines know is still not a zone here (empty for other names)."""
+    if not isinstance(value, str):
+        return ""
+    if value == "localtime":
+        return f": {value!r} depends on the machine; {_USE_IANA}"
+    if value == "Factory":
+        return f": {value!r} is tzdata's placeholder for a machine with no zone set; {_USE_IANA}"
+    if value == "posixrules":
+        return f": {value!r} is a template of the machine's zone files, not a zone; {_USE_IANA}"
+    tree, _, name = value.partition("/")
+    if tree in ("posix", "right") and name:
+        instead = f"use {name}" if name in _zones() else _USE_IANA
+        return f": the {tree}/ copies of the zones depend on the machine's zone files; {instead}"
+    return ""
 
 
 def validate_cron(text: str) -> str:
