@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
@@ -216,6 +218,38 @@ async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
     assert "Commit" in spec["components"]["schemas"]
     assert "422" not in paths["/timers"]["get"]["responses"]
     assert "400" in paths["/timers"]["get"]["responses"]
+
+
+ASSET_TYPES = {
+    ".js": ("text/javascript", "application/javascript"),
+    ".css": ("text/css",),
+    ".png": ("image/png",),
+}
+
+
+async def test_docs_need_no_internet_every_asset_is_served_by_the_app(api: Api) -> None:
+    page = await api.http.get("/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
+    assets = re.findall(r'(?:href|src)="([^"]*)"', html)
+    assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
+    assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
+    for asset in assets:  # public, like the page: no token
+        assert asset.startswith("/"), asset
+        response = await api.http.get(asset)
+        assert response.status_code == 200, asset
+        kind = response.headers["content-type"].split(";")[0]
+        assert kind in ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
+        assert len(response.content) > 1000, asset
+    (script,) = [asset for asset in assets if asset.endswith(".js")]
+    assert "SwaggerUIBundle" in (await api.http.get(script)).text
+
+    # Public only for the docs' own files; ReDoc (from a CDN) is gone.
+    assert (await api.http.get("/docs/assets/%2E%2E/%2E%2E/timers")).status_code == 404
+    assert (await api.http.get("/docs/assetsx")).status_code == 401
+    assert (await api.http.get("/redoc", headers=auth(OPERATOR))).status_code == 404
 
 
 async def test_no_token_means_auth_off_with_a_warning(

@@ -7,7 +7,7 @@ Bad input always answers a 4xx `{"error": ..., "message": ...}`, never a 500.
 
 Modules: `app` (assembly), `server` (uvicorn), `auth` (tokens, guard, caller), `errors`
 (`ErrorBody` and the mapping of exceptions to it), `health`, `timers` and `jobs` (routes),
-`openapi` (the document).
+`openapi` (the document), `docs` (Swagger UI at `/docs`, from the app's own files).
 """
 
 from __future__ import annotations

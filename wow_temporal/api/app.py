@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from fastapi import FastAPI
 
 from wow_temporal.api.auth import Guard, Tokens
+from wow_temporal.api.docs import ASSETS_URL, DOCS_URL, install_docs
 from wow_temporal.api.errors import install_error_handlers
 from wow_temporal.api.health import health_routes
 from wow_temporal.api.jobs import JobControl, NoJobs, job_routes
@@ -57,20 +58,19 @@ def create_app(
         title="wow-temporal control API",
         description=_DESCRIPTION,
         version="0.1.0",
+        docs_url=None,  # served by install_docs, from the app's own files
+        redoc_url=None,
     )
     install_error_handlers(app)
-    public = frozenset(
-        path
-        for path in (
-            "/health",
-            app.openapi_url,
-            app.docs_url,
-            app.redoc_url,
-            app.swagger_ui_oauth2_redirect_url,
-        )
-        if path
+    public = frozenset(path for path in ("/health", app.openapi_url, DOCS_URL) if path)
+    app.add_middleware(
+        Guard,
+        tokens=tokens,
+        public=public,
+        public_prefixes=(ASSETS_URL + "/",),
+        max_body_bytes=max_body_bytes,
     )
-    app.add_middleware(Guard, tokens=tokens, public=public, max_body_bytes=max_body_bytes)
+    install_docs(app)
     app.include_router(health_routes())
     app.include_router(timer_routes(timers))
     app.include_router(job_routes(jobs if jobs is not None else NoJobs()))

@@ -67,14 +67,24 @@ class _BodyTooLarge(StarletteHTTPException):
 
 
 class Guard:
-    """ASGI middleware: bearer auth before anything else is read, then the body size limit."""
+    """ASGI middleware: bearer auth before anything else is read, then the body size limit.
+
+    `public` paths (exact) and paths under `public_prefixes` need no token.
+    """
 
     def __init__(
-        self, app: ASGIApp, *, tokens: Tokens, public: frozenset[str], max_body_bytes: int
+        self,
+        app: ASGIApp,
+        *,
+        tokens: Tokens,
+        public: frozenset[str],
+        public_prefixes: tuple[str, ...] = (),
+        max_body_bytes: int,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.public = public
+        self.public_prefixes = public_prefixes
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -86,7 +96,7 @@ class Guard:
         root: str = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :] or "/"
-        if path in self.public:
+        if path in self.public or path.startswith(self.public_prefixes):
             caller: Caller | None = Caller(tenant=None)
         else:
             problem = self._authenticate(headers.get("authorization"))
