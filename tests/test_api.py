@@ -681,6 +681,34 @@ async def test_temporal_unreachable_is_503() -> None:
             assert response.status_code == 503
             assert response.json()["error"] == "TemporalUnavailable"
 
+        started = time.monotonic()
+        ready = await http.get("/ready")  # public, like /health
+        assert time.monotonic() - started < 5
+        assert ready.status_code == 503
+        body = ready.json()
+        assert set(body) == {"error", "message"}
+        assert body["error"] == "TemporalUnavailable"
+        assert body["message"].startswith("Temporal at 127.0.0.1:1 (namespace default) is ")
+        assert "\n" not in body["message"]
+        # Liveness does not ask Temporal.
+        assert (await http.get("/health")).json() == {"status": "ok"}
+
+
+async def test_ready_when_temporal_answers(api: Api, dev_client: Client) -> None:
+    ready = await api.http.get("/ready")  # no token: public, like /health
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {
+        "status": "ok",
+        "temporal": dev_client.service_client.config.target_host,
+        "namespace": dev_client.namespace,
+    }
+    spec = (await api.http.get("/openapi.json")).json()
+    operation = spec["paths"]["/ready"]["get"]
+    assert "security" not in operation
+    assert operation["responses"]["503"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorBody"
+    }
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -26,9 +26,9 @@ schedule events of commits (`POST /commits`), list, show, retry and cancel aggre
 enable, reschedule or disable recurring job instances (the spec's
 `POST /{context}/schedule/{id}/wow.schedule.*` route).
 
-Every route except `/health` and these docs needs `Authorization: Bearer <token>`. The
-operator's token reaches every tenant; a tenant's token reaches only that tenant's timers and
-jobs. Errors are JSON: `{"error": "<kind>", "message": "<what was wrong>"}`.
+Every route except `/health`, `/ready` and these docs needs `Authorization: Bearer <token>`.
+The operator's token reaches every tenant; a tenant's token reaches only that tenant's timers
+and jobs. Errors are JSON: `{"error": "<kind>", "message": "<what was wrong>"}`.
 """
 
 
@@ -62,7 +62,7 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
-    public = frozenset(path for path in ("/health", app.openapi_url, DOCS_URL) if path)
+    public = frozenset(path for path in ("/health", "/ready", app.openapi_url, DOCS_URL) if path)
     app.add_middleware(
         Guard,
         tokens=tokens,
@@ -71,7 +71,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
     )
     install_docs(app)
-    app.include_router(health_routes())
+    app.include_router(health_routes(timers.client))
     app.include_router(timer_routes(timers))
     app.include_router(job_routes(jobs if jobs is not None else NoJobs()))
     install_openapi(app)
