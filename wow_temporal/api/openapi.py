@@ -11,11 +11,35 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from wow_temporal.api.timers import COMMITS_SCHEMA
 from wow_temporal.schedule import Commit
 
 _COMMITS_BODY = TypeAdapter(Commit | list[Commit])
+
+
+class _ExamplesAsWritten(GenerateJsonSchema):
+    """Pydantic's generator, but an example keeps its keys in the order it was written.
+
+    Pydantic sorts every key but those of `properties` and `default`; a sorted example commit
+    reads `aggregateId` first and an event's `body` before its `name`.
+    """
+
+    def sort(self, value: JsonSchemaValue, parent_key: str | None = None) -> JsonSchemaValue:
+        found: JsonSchemaValue = _sorted(value, parent_key)
+        return found
+
+
+def _sorted(value: Any, parent_key: str | None) -> Any:
+    if parent_key == "examples":
+        return value
+    if isinstance(value, list):
+        return [_sorted(item, parent_key) for item in value]
+    if not isinstance(value, dict):
+        return value
+    keys = value if parent_key in ("properties", "default") else sorted(value)
+    return {key: _sorted(value[key], key) for key in keys}
 
 
 def _commit_schemas(existing: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,7 +48,9 @@ def _commit_schemas(existing: Mapping[str, Any]) -> dict[str, Any]:
     A model FastAPI already documents differently (its output shape) gets an `-Input` name.
     """
     prefix = "#/components/schemas/"
-    schema = _COMMITS_BODY.json_schema(ref_template=prefix + "{model}")
+    schema = _COMMITS_BODY.json_schema(
+        ref_template=prefix + "{model}", schema_generator=_ExamplesAsWritten
+    )
     defs: dict[str, Any] = schema.pop("$defs", {})
     renamed = {
         name: f"{name}-Input" for name in defs if existing.get(name, defs[name]) != defs[name]
