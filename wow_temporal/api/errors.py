@@ -75,7 +75,7 @@ def _validation_message(error: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def rpc_error(error: RPCError) -> ApiError:
+def _rpc_error(error: RPCError) -> ApiError:
     """Temporal could not be asked (503) or refused the call (502)."""
     if error.status in (
         RPCStatusCode.UNAVAILABLE,
@@ -105,7 +105,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def temporal_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RPCError)
-        mapped = rpc_error(exc)
+        mapped = _rpc_error(exc)
         log.warning("%s %s: %s", request.method, request.url.path, mapped.message)
         return error_response(mapped.status, mapped.error, mapped.message)
 
