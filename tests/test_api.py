@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
@@ -35,7 +37,7 @@ from wow_temporal.api import (
     serve,
 )
 from wow_temporal.delivery import CommandSender
-from wow_temporal.schedule import Misfire
+from wow_temporal.schedule import Misfire, ScheduleRule
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
@@ -218,6 +220,38 @@ async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
     assert "400" in paths["/timers"]["get"]["responses"]
 
 
+ASSET_TYPES = {
+    ".js": ("text/javascript", "application/javascript"),
+    ".css": ("text/css",),
+    ".png": ("image/png",),
+}
+
+
+async def test_docs_need_no_internet_every_asset_is_served_by_the_app(api: Api) -> None:
+    page = await api.http.get("/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
+    assets = re.findall(r'(?:href|src)="([^"]*)"', html)
+    assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
+    assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
+    for asset in assets:  # public, like the page: no token
+        assert asset.startswith("/"), asset
+        response = await api.http.get(asset)
+        assert response.status_code == 200, asset
+        kind = response.headers["content-type"].split(";")[0]
+        assert kind in ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
+        assert len(response.content) > 1000, asset
+    (script,) = [asset for asset in assets if asset.endswith(".js")]
+    assert "SwaggerUIBundle" in (await api.http.get(script)).text
+
+    # Public only for the docs' own files; ReDoc (from a CDN) is gone.
+    assert (await api.http.get("/docs/assets/%2E%2E/%2E%2E/timers")).status_code == 404
+    assert (await api.http.get("/docs/assetsx")).status_code == 401
+    assert (await api.http.get("/redoc", headers=auth(OPERATOR))).status_code == 404
+
+
 async def test_no_token_means_auth_off_with_a_warning(
     dev_client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -230,6 +264,284 @@ async def test_no_token_means_auth_off_with_a_warning(
     assert response.json() == []
     with pytest.raises(ValueError, match="empty"):
         create_app(TimerClient(dev_client), token="")
+
+
+# --- the commit JSON in OpenAPI --------------------------------------------------------------
+
+HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+ANNOTATIONS = {"title", "description", "examples", "default", "format"}
+
+
+def refs_in(node: Any) -> list[str]:
+    """Every `$ref` in a JSON document."""
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [ref for value in node.values() for ref in refs_in(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in refs_in(value)]
+    return []
+
+
+def resolve(doc: dict[str, Any], ref: str) -> Any:
+    """The target of a local `$ref` (a JSON pointer); KeyError when it points nowhere."""
+    assert ref.startswith("#/"), ref
+    node: Any = doc
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def check_openapi_31(doc: dict[str, Any]) -> None:
+    """The structure OpenAPI 3.1 requires of what this document uses, and every `$ref` resolves."""
+    assert re.fullmatch(r"3\.1\.\d+", doc["openapi"]), doc["openapi"]
+    assert doc["info"]["title"]
+    assert doc["info"]["version"]
+    schemas = doc["components"]["schemas"]
+    for name in schemas:
+        assert re.fullmatch(r"[A-Za-z0-9._-]+", name), name
+    schemes = doc["components"]["securitySchemes"]
+    for path, item in doc["paths"].items():
+        assert path.startswith("/"), path
+        templated = set(re.findall(r"{([^}]+)}", path))
+        for method, operation in item.items():
+            assert method in HTTP_METHODS, (path, method)
+            assert operation["responses"], (path, method)
+            for code, response in operation["responses"].items():
+                assert re.fullmatch(r"[1-5]\d\d|default", code), (path, method, code)
+                assert response["description"], (path, method, code)
+            declared = {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"}
+            assert declared == templated, (path, method)
+            for requirement in operation.get("security", []):
+                assert set(requirement) <= set(schemes), (path, method)
+    found = refs_in(doc)
+    assert found
+    for ref in found:
+        assert ref.startswith("#/components/"), ref
+        assert isinstance(resolve(doc, ref), dict), ref
+    assert "$defs" not in json.dumps(doc)
+
+
+def matches(schema: Any, value: Any, doc: dict[str, Any]) -> bool:
+    """Whether `value` is valid against this JSON Schema 2020-12 subset (the keywords the
+    document uses); any other keyword fails the test, so nothing is passed over unread."""
+    if schema is True:
+        return True
+    if schema is False:
+        return False
+    unknown = set(schema) - ANNOTATIONS - {
+        "$ref", "type", "properties", "required", "additionalProperties", "items", "anyOf",
+        "oneOf", "not", "const", "enum", "pattern", "minLength", "maxLength", "minimum",
+    }  # fmt: skip
+    assert not unknown, f"keywords the test cannot check: {unknown}"
+    checks: list[bool] = []
+    if "$ref" in schema:
+        checks.append(matches(resolve(doc, schema["$ref"]), value, doc))
+    if "type" in schema:
+        kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        checks.append(any(json_type(value, kind) for kind in kinds))
+    if "const" in schema:
+        checks.append(value == schema["const"])
+    if "enum" in schema:
+        checks.append(value in schema["enum"])
+    if "anyOf" in schema:
+        checks.append(any(matches(s, value, doc) for s in schema["anyOf"]))
+    if "oneOf" in schema:
+        checks.append(sum(matches(s, value, doc) for s in schema["oneOf"]) == 1)
+    if "not" in schema:
+        checks.append(not matches(schema["not"], value, doc))
+    if isinstance(value, str):
+        if "pattern" in schema:
+            checks.append(re.search(schema["pattern"], value) is not None)
+        checks.append(len(value) >= schema.get("minLength", 0))
+        checks.append(len(value) <= schema.get("maxLength", len(value)))
+    if isinstance(value, int | float) and not isinstance(value, bool) and "minimum" in schema:
+        checks.append(value >= schema["minimum"])
+    if isinstance(value, list) and "items" in schema:
+        checks.append(all(matches(schema["items"], item, doc) for item in value))
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        checks.append(all(name in value for name in schema.get("required", [])))
+        for name, item in value.items():
+            if name in properties:
+                checks.append(matches(properties[name], item, doc))
+            else:
+                checks.append(matches(schema.get("additionalProperties", True), item, doc))
+    return all(checks)
+
+
+def json_type(value: Any, kind: str) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    python = {"string": str, "object": dict, "array": list, "boolean": bool, "null": type(None)}
+    return isinstance(value, python[kind])
+
+
+async def openapi_of(api: Api) -> dict[str, Any]:
+    response = await api.http.get("/openapi.json")
+    assert response.status_code == 200
+    doc: dict[str, Any] = response.json()
+    return doc
+
+
+async def test_openapi_is_structurally_openapi_3_1(api: Api) -> None:
+    doc = await openapi_of(api)
+    check_openapi_31(doc)
+    commits = doc["paths"]["/commits"]["post"]["requestBody"]["content"]["application/json"]
+    assert resolve(doc, commits["schema"]["$ref"])["anyOf"]
+
+
+async def test_openapi_rule_is_one_of_three_forms(api: Api) -> None:
+    doc = await openapi_of(api)
+    schemas = doc["components"]["schemas"]
+    rule = schemas["ScheduleRule"]
+    forms = {form["title"]: form for form in rule["oneOf"]}
+    assert list(forms) == ["at", "after", "cron"]
+    assert rule["description"]
+    for name, form in forms.items():
+        assert form["required"] == [name]
+        assert form["additionalProperties"] is False
+        assert form["description"]
+        assert form["properties"][name]["description"]
+        for example in form["examples"]:
+            assert matches(rule, example, doc), example
+            assert ScheduleRule.model_validate(example).kind == name
+    assert set(forms["at"]["properties"]) == {"at"}
+    assert forms["at"]["properties"]["at"]["format"] == "date-time"
+    assert set(forms["after"]["properties"]) == {"after"}
+    assert forms["after"]["properties"]["after"]["format"] == "duration"
+    assert "PT30M" in forms["after"]["properties"]["after"]["examples"]
+    cron = forms["cron"]["properties"]
+    assert set(cron) == {"cron", "zone", "misfire"}
+    assert "six fields" in cron["cron"]["description"]
+    assert cron["zone"]["default"] == "UTC"
+    assert "localtime" in cron["zone"]["description"]
+    assert cron["misfire"]["default"] == "COALESCE"
+    assert resolve(doc, cron["misfire"]["$ref"])["enum"] == ["COALESCE", "CATCH_UP"]
+    # The timers' own answers show a rule the same way (one schema for both directions).
+    assert schemas["TimerSpec"]["properties"]["rule"] == {
+        "$ref": "#/components/schemas/ScheduleRule"
+    }
+    assert not [name for name in schemas if name.endswith(("-Input", "-Output"))]
+
+
+async def test_openapi_each_event_name_has_its_body(api: Api) -> None:
+    doc = await openapi_of(api)
+    schemas = doc["components"]["schemas"]
+    commit = schemas["Commit"]
+    assert resolve(doc, commit["properties"]["body"]["items"]["$ref"]) is schemas["CommitEvent"]
+    forms = schemas["CommitEvent"]["oneOf"]
+    bodies = {
+        form["properties"]["name"].get("const", "*"): form["properties"]["body"] for form in forms
+    }
+    assert list(bodies) == ["wow.ScheduleSet", "wow.ScheduleCancelled", "wow.AggregateDeleted", "*"]
+
+    schedule_set = resolve(doc, bodies["wow.ScheduleSet"]["$ref"])
+    assert set(schedule_set["properties"]) == {"key", "rule", "command", "target"}
+    assert schedule_set["required"] == ["key", "rule", "command"]
+    assert schedule_set["properties"]["rule"] == {"$ref": "#/components/schemas/ScheduleRule"}
+    assert "null" in schedule_set["properties"]["target"]["description"]
+    command = resolve(doc, schedule_set["properties"]["command"]["$ref"])
+    assert set(command["properties"]) == {"type", "body"}
+    assert "256 KiB" in command["properties"]["body"]["description"]
+    cancelled = resolve(doc, bodies["wow.ScheduleCancelled"]["$ref"])
+    assert set(cancelled["properties"]) == {"key"}
+    for key in (schedule_set["properties"]["key"], cancelled["properties"]["key"]):
+        assert key["pattern"] == "^[A-Za-z0-9_-]{1,64}$"
+    assert resolve(doc, bodies["wow.AggregateDeleted"]["$ref"])["properties"] == {}
+    domain = bodies["*"]
+    assert domain["type"] == "object"
+    assert domain["additionalProperties"] is True
+    assert "properties" not in domain
+    assert matches(commit, commit["examples"][0], doc)
+    assert list(commit["examples"][0])[:2] == ["id", "contextName"]  # as written, not sorted
+
+
+async def test_commits_are_accepted_and_refused_as_the_schema_says(api: Api) -> None:
+    doc = await openapi_of(api)
+    commits_schema = doc["components"]["schemas"]["Commits"]
+    later = {"at": "2099-01-01T00:00:00+01:00"}
+    cron = {"cron": "0 0 0 1 1 *", "zone": "Europe/Amsterdam", "misfire": "CATCH_UP"}
+    target = {
+        "contextName": "eshop-customer",
+        "aggregateName": "customer",
+        "tenantId": "t1",
+        "aggregateId": "c-1",
+    }
+    valid: dict[str, Any] = {
+        "every event kind": make_commit(
+            api.aggregate_id,
+            ("eshop.order.OrderCreated", {"items": [{"sku": "a"}]}),
+            ("wow.ScheduleSet", schedule_set("grace", {"after": "PT1H"})),
+            ("wow.ScheduleSet", schedule_set("nightly", cron, target)),
+            ("wow.ScheduleSet", schedule_set("once", later)),
+            ("wow.ScheduleCancelled", {"key": "reminder"}),
+        ),
+        "deleted": make_commit(api.aggregate_id, ("wow.AggregateDeleted", {}), version=2),
+        "the schema's example": {
+            **doc["components"]["schemas"]["Commit"]["examples"][0],
+            "aggregateId": api.aggregate_id,
+            "tenantId": "t1",
+        },
+        "a list": [make_commit(api.aggregate_id, ("eshop.order.OrderPaid", {}), version=3)],
+    }
+    good_set = schedule_set("k", {"after": "PT1H"})
+    invalid: dict[str, Any] = {
+        "two rule kinds": ("wow.ScheduleSet", schedule_set("k", {"after": "PT1H", **later})),
+        "no rule kind": ("wow.ScheduleSet", schedule_set("k", {"zone": "UTC"})),
+        "an unknown rule field": ("wow.ScheduleSet", schedule_set("k", {"every": "PT1H"})),
+        "a rule that is a string": ("wow.ScheduleSet", {**good_set, "rule": "PT1H"}),
+        "a bad key": ("wow.ScheduleSet", schedule_set("a key!", {"after": "PT1H"})),
+        "a key too long": ("wow.ScheduleCancelled", {"key": "k" * 65}),
+        "no command": ("wow.ScheduleSet", {"key": "k", "rule": {"after": "PT1H"}}),
+        "a command body that is a list": (
+            "wow.ScheduleSet",
+            {**good_set, "command": {"type": "a.B", "body": [1]}},
+        ),
+        "an unknown field in a set": ("wow.ScheduleSet", {**good_set, "when": "soon"}),
+        "a set without a body": ("wow.ScheduleSet", None),
+        "an unknown system event": ("wow.ScheduleMoved", {}),
+        "a target without an id": (
+            "wow.ScheduleSet",
+            {**good_set, "target": {k: v for k, v in target.items() if k != "aggregateId"}},
+        ),
+    }
+    # What JSON Schema cannot say; the descriptions say it, and the API refuses it.
+    beyond_schema: dict[str, Any] = {
+        "a cron that does not parse": (
+            "wow.ScheduleSet",
+            schedule_set("k", {"cron": "0 0 25 * * *"}),
+        ),
+        "a machine's zone": (
+            "wow.ScheduleSet",
+            schedule_set("k", {"cron": "0 0 6 * * *", "zone": "localtime"}),
+        ),
+        "a delay of zero": ("wow.ScheduleSet", schedule_set("k", {"after": "PT0S"})),
+        "an instant without an offset": (
+            "wow.ScheduleSet",
+            schedule_set("k", {"at": "2099-01-01T00:00:00"}),
+        ),
+    }
+
+    async def post(body: Any) -> int:
+        response = await api.http.post("/commits", json=body, headers=auth(OPERATOR))
+        assert response.status_code in (200, 400), response.text
+        return response.status_code
+
+    for case, body in valid.items():
+        assert matches(commits_schema, body, doc), case
+        assert await post(body) == 200, case
+    for case, (name, event_body) in {**invalid, **beyond_schema}.items():
+        event: dict[str, Any] = {"id": "e-1", "name": name}
+        if event_body is not None:
+            event["body"] = event_body
+        body = {**make_commit(api.aggregate_id), "body": [event]}
+        assert matches(commits_schema, body, doc) is (case in beyond_schema), case
+        assert await post(body) == 400, case
+    unversioned = {k: v for k, v in make_commit(api.aggregate_id).items() if k != "version"}
+    assert not matches(commits_schema, unversioned, doc)
+    assert await post(unversioned) == 400
 
 
 # --- timers ----------------------------------------------------------------------------------
@@ -540,6 +852,10 @@ async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) 
         "unknown time zone 'Mars/Olympus'"
         in (await rescheduled({"zone": "Mars/Olympus"}))["message"]
     )
+    assert (
+        "unknown time zone 'localtime': 'localtime' depends on the machine"
+        in (await rescheduled({"zone": "localtime"}))["message"]
+    )
     assert "misfire" in (await rescheduled({"misfire": "SOMETIMES"}))["message"]
     assert "cron" in (await rescheduled({"cron": "0 0 7 * * *"}))["message"]
     assert "at least one" in (await rescheduled({}))["message"]
@@ -649,6 +965,34 @@ async def test_temporal_unreachable_is_503() -> None:
         ):
             assert response.status_code == 503
             assert response.json()["error"] == "TemporalUnavailable"
+
+        started = time.monotonic()
+        ready = await http.get("/ready")  # public, like /health
+        assert time.monotonic() - started < 5
+        assert ready.status_code == 503
+        body = ready.json()
+        assert set(body) == {"error", "message"}
+        assert body["error"] == "TemporalUnavailable"
+        assert body["message"].startswith("Temporal at 127.0.0.1:1 (namespace default) is ")
+        assert "\n" not in body["message"]
+        # Liveness does not ask Temporal.
+        assert (await http.get("/health")).json() == {"status": "ok"}
+
+
+async def test_ready_when_temporal_answers(api: Api, dev_client: Client) -> None:
+    ready = await api.http.get("/ready")  # no token: public, like /health
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {
+        "status": "ok",
+        "temporal": dev_client.service_client.config.target_host,
+        "namespace": dev_client.namespace,
+    }
+    spec = (await api.http.get("/openapi.json")).json()
+    operation = spec["paths"]["/ready"]["get"]
+    assert "security" not in operation
+    assert operation["responses"]["503"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorBody"
+    }
 
 
 def free_port() -> int:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import UTC, datetime, timedelta, timezone
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -200,6 +203,52 @@ def test_rule_cron_first_due_reads_the_zone() -> None:
     committed = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
     # 06:00 in Amsterdam in winter (UTC+1) is 05:00 UTC, the next day.
     assert rule.first_due(committed) == datetime(2025, 1, 16, 5, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("mode", ["validation", "serialization"])
+def test_rule_json_schema_is_its_three_wire_forms(mode: Any) -> None:
+    schema = ScheduleRule.model_json_schema(mode=mode)
+    forms = schema["oneOf"]
+    assert [form["required"] for form in forms] == [["at"], ["after"], ["cron"]]
+    written = [
+        ScheduleRule.at(datetime(2026, 1, 1, tzinfo=UTC)),
+        ScheduleRule.after(timedelta(minutes=30)),
+        ScheduleRule.cron("0 0 6 * * *", zone="Europe/Amsterdam", misfire=Misfire.CATCH_UP),
+    ]
+    for form, rule in zip(forms, written, strict=True):
+        assert set(rule.model_dump(mode="json")) <= set(form["properties"])
+        assert form["additionalProperties"] is False
+        for example in form["examples"]:
+            assert ScheduleRule.model_validate(example).kind == form["title"]
+    misfire = forms[2]["properties"]["misfire"]["$ref"].rsplit("/", 1)[-1]
+    assert schema["$defs"][misfire]["enum"] == ["COALESCE", "CATCH_UP"]
+
+
+def test_commit_json_schema_names_each_event_body() -> None:
+    schema = Commit.model_json_schema()
+    events = schema["$defs"]["CommitEvent"]["oneOf"]
+    bodies = {
+        form["properties"]["name"].get("const"): form["properties"]["body"] for form in events
+    }
+    assert bodies.pop(None) == {
+        "type": "object",
+        "additionalProperties": True,
+        "description": "The event's own JSON object",
+    }
+    assert {name: body["$ref"].rsplit("/", 1)[-1] for name, body in bodies.items()} == {
+        "wow.ScheduleSet": "ScheduleSet",
+        "wow.ScheduleCancelled": "ScheduleCancelled",
+        "wow.AggregateDeleted": "AggregateDeleted",
+    }
+    key = schema["$defs"]["ScheduleSet"]["properties"]["key"]
+    assert key["pattern"] == "^[A-Za-z0-9_-]{1,64}$"
+    assert all(re.fullmatch(key["pattern"][1:-1], name) for name in GOOD_NAMES)
+    assert not any(re.fullmatch(key["pattern"][1:-1], name) for name in BAD_NAMES)
+    example = Commit.parse(schema["examples"][0])
+    assert [event.name for event, _ in example.schedule_events()] == [
+        "wow.ScheduleSet",
+        "wow.ScheduleCancelled",
+    ]
 
 
 @settings(max_examples=200)
@@ -507,6 +556,41 @@ def test_zone_that_is_a_directory() -> None:
         validate_zone("Europe")
 
 
+MACHINE_ZONES = [
+    ("localtime", r"'localtime' depends on the machine; use an IANA zone such as Europe/Amsterdam"),
+    ("Factory", r"'Factory' is tzdata's placeholder .*; use an IANA zone such as Europe/Amsterdam"),
+    ("posixrules", r"'posixrules' is a template .*, not a zone"),
+    ("posix/Europe/Amsterdam", r"the posix/ copies .* machine's zone files; use Europe/Amsterdam"),
+    ("right/Europe/Amsterdam", r"the right/ copies .* machine's zone files; use Europe/Amsterdam"),
+    ("right/UTC", r"the right/ copies .*; use UTC"),
+    ("posix/Mars/Olympus_Mons", r"the posix/ copies .*; use an IANA zone such as Europe/Amsterdam"),
+]
+
+
+@pytest.mark.parametrize(("zone", "why"), MACHINE_ZONES, ids=[zone for zone, _ in MACHINE_ZONES])
+def test_machine_dependent_zones_are_refused_saying_why(zone: str, why: str) -> None:
+    message = rf"unknown time zone '{zone}': {why}"
+    with pytest.raises(InvalidScheduleError, match=message):
+        validate_zone(zone)
+    with pytest.raises(InvalidScheduleError, match=message):
+        ScheduleRule.cron("0 0 6 * * *", zone=zone)
+    rule = {"cron": "0 0 6 * * *", "zone": zone, "misfire": "COALESCE"}
+    with pytest.raises(InvalidCommitError, match=rf"wow\.ScheduleSet\): rule\.zone: {message}"):
+        Commit.parse(json.dumps(commit_with(schedule_set(rule=rule))))
+
+
+def test_zones_are_the_tzdata_package_list_not_the_machines() -> None:
+    listed = (resources.files("tzdata") / "zones").read_text(encoding="utf-8").split()
+    assert "Europe/Amsterdam" in listed
+    assert "Factory" in listed  # in tzdata's list, and still refused: it is not a place
+    for zone in listed:
+        if zone != "Factory":
+            assert validate_zone(zone) == zone
+    for zone in ("EST5EDT", "Etc/GMT+5", "America/Argentina/Buenos_Aires", "GMT", "UTC"):
+        rule = ScheduleRule.cron("0 0 6 * * *", zone=zone)
+        assert ScheduleRule.model_validate_json(rule.model_dump_json()) == rule
+
+
 def test_at_needs_an_aware_instant() -> None:
     with pytest.raises(ValueError, match=r"timezone-aware instant, got naive 2025-01-01T08:00:00"):
         ScheduleRule.at(datetime(2025, 1, 1, 8, 0))
@@ -660,3 +744,28 @@ def test_malformed_commit_envelope(change: dict[str, Any], message: str) -> None
 def test_commit_that_is_not_a_commit(data: str | bytes) -> None:
     with pytest.raises(InvalidCommitError, match=r"^invalid commit: "):
         Commit.parse(data)
+
+
+def test_the_readmes_commit_json_is_what_the_model_reads() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The commit JSON") :]
+    section = section[: section.index("\n## ", 1)]
+    example, error = re.findall(r"```json\n(.*?)```", section, re.S)
+    commit = Commit.parse(example)
+    assert [event.name for event, _ in commit.schedule_events()] == [
+        "wow.ScheduleSet",
+        "wow.ScheduleSet",
+        "wow.ScheduleCancelled",
+        "wow.AggregateDeleted",
+    ]
+    kinds = [
+        event.rule.kind for _, event in commit.schedule_events() if isinstance(event, ScheduleSet)
+    ]
+    assert kinds == ["after", "cron"]
+    rules = re.findall(r'`(\{"(?:at|after|cron)".*?\})`', section)
+    assert [ScheduleRule.model_validate_json(rule).kind for rule in rules] == [
+        "at",
+        "after",
+        "cron",
+    ]
+    assert set(json.loads(error)) == {"error", "message"}

@@ -12,20 +12,26 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from importlib import resources
 from typing import Annotated, Any, ClassVar, Literal, Self
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
+    TypeAdapter,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 from wow_temporal.cron import CronExpression
 
@@ -80,16 +86,42 @@ def validate_key(value: str, what: str = "key") -> str:
 
 
 def validate_zone(value: str) -> str:
-    """An IANA time zone name that this machine knows, such as `Europe/Amsterdam`."""
+    """An IANA time zone name, such as `Europe/Amsterdam`, from the list every machine agrees on.
+
+    The list is the one the `tzdata` package ships, not this machine's zone files, so a rule
+    means the same on every worker: `localtime`, `Factory`, `posixrules` and the `posix/` and
+    `right/` copies are refused, with the reason.
+    """
     if not isinstance(value, str) or value not in _zones():
-        raise InvalidScheduleError(f"unknown time zone {value!r}")
+        raise InvalidScheduleError(f"unknown time zone {value!r}{_why_unknown(value)}")
     return value
 
 
 @functools.cache
 def _zones() -> frozenset[str]:
-    """The IANA zone names (not `localtime`, not tzdata's folders such as `Europe`)."""
-    return frozenset(available_timezones())
+    """The IANA zone names of the `tzdata` package's list, less its placeholder `Factory`."""
+    listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    return frozenset(name.strip() for name in listed.splitlines() if name.strip()) - {"Factory"}
+
+
+_USE_IANA = "use an IANA zone such as Europe/Amsterdam"
+
+
+def _why_unknown(value: object) -> str:
+    """Why a name some machines know is still not a zone here (empty for other names)."""
+    if not isinstance(value, str):
+        return ""
+    if value == "localtime":
+        return f": {value!r} depends on the machine; {_USE_IANA}"
+    if value == "Factory":
+        return f": {value!r} is tzdata's placeholder for a machine with no zone set; {_USE_IANA}"
+    if value == "posixrules":
+        return f": {value!r} is a template of the machine's zone files, not a zone; {_USE_IANA}"
+    tree, _, name = value.partition("/")
+    if tree in ("posix", "right") and name:
+        instead = f"use {name}" if name in _zones() else _USE_IANA
+        return f": the {tree}/ copies of the zones depend on the machine's zone files; {instead}"
+    return ""
 
 
 def validate_cron(text: str) -> str:
@@ -98,9 +130,41 @@ def validate_cron(text: str) -> str:
     return text
 
 
-ScheduleKey = Annotated[str, AfterValidator(validate_key)]
-ZoneName = Annotated[str, AfterValidator(validate_zone)]
-CronText = Annotated[str, AfterValidator(validate_cron)]
+# The JSON schemas of the checked strings, for the OpenAPI document: what the validators check,
+# said in the description where JSON Schema cannot say it.
+_KEY_SCHEMA: JsonSchemaValue = {
+    "type": "string",
+    "pattern": f"^{_NAME.pattern}$",
+    "description": "1 to 64 letters, digits, '_' and '-'",
+    "examples": ["payment-grace-period"],
+}
+_ZONE_SCHEMA: JsonSchemaValue = {
+    "type": "string",
+    "description": "An IANA time zone name from the tzdata list, such as Europe/Amsterdam or "
+    "UTC (not localtime, Factory, posixrules or a posix/ or right/ name: they depend on the "
+    "machine)",
+    "examples": ["UTC", "Europe/Amsterdam"],
+}
+_CRON_SCHEMA: JsonSchemaValue = {
+    "type": "string",
+    "description": "A Spring cron expression of six fields: second, minute, hour, day of month, "
+    "month, day of week (`*`, lists, ranges, steps, names such as MON-FRI, `?`, `L`, `W`, `#`; "
+    "or a macro such as @daily)",
+    "examples": ["0 0 6 * * *", "0 */15 9-17 * * MON-FRI"],
+}
+
+ScheduleKey = Annotated[str, AfterValidator(validate_key), WithJsonSchema(_KEY_SCHEMA)]
+ZoneName = Annotated[str, AfterValidator(validate_zone), WithJsonSchema(_ZONE_SCHEMA)]
+CronText = Annotated[str, AfterValidator(validate_cron), WithJsonSchema(_CRON_SCHEMA)]
+
+
+def _schema_ref(handler: GetJsonSchemaHandler, core: CoreSchema) -> JsonSchemaValue:
+    """A `$ref` to `core`'s schema, registered in the document's definitions.
+
+    A hook's handler inlines the schema it is handed; the items of a list are referenced.
+    """
+    ref: JsonSchemaValue = handler(core_schema.list_schema(core))["items"]
+    return ref
 
 
 class WireModel(BaseModel):
@@ -190,7 +254,8 @@ class ScheduleRule(WireModel):
     """When a schedule is due: at an instant, after a delay from its commit, or by cron.
 
     Build one with `ScheduleRule.at`, `.after` or `.cron`. The JSON is one of `{"at": instant}`,
-    `{"after": "PT30M"}` or `{"cron": "0 0 6 * * *", "zone": "UTC", "misfire": "COALESCE"}`.
+    `{"after": "PT30M"}` or `{"cron": "0 0 6 * * *", "zone": "UTC", "misfire": "COALESCE"}`,
+    and so is its JSON schema (a `oneOf` of the three, in validation and serialization alike).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -267,6 +332,74 @@ class ScheduleRule(WireModel):
             )
         return self
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The three wire forms, for the OpenAPI document (not the five fields of the model)."""
+        misfire = {
+            **_schema_ref(handler, TypeAdapter(Misfire).core_schema),
+            "default": Misfire.COALESCE.value,
+            "description": "What happens to the slots missed while nothing ran the timer: "
+            "COALESCE runs only the latest, CATCH_UP runs each in order",
+        }
+        forms: list[JsonSchemaValue] = [
+            {
+                "title": "at",
+                "description": "Due once, at an instant.",
+                "type": "object",
+                "properties": {
+                    "at": {
+                        "type": "string",
+                        "format": "date-time",
+                        "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`)",
+                        "examples": ["2026-12-01T10:30:00Z"],
+                    }
+                },
+                "required": ["at"],
+                "additionalProperties": False,
+                "examples": [{"at": "2026-12-01T10:30:00Z"}],
+            },
+            {
+                "title": "after",
+                "description": "Due once, a delay after the commit's `createTime`.",
+                "type": "object",
+                "properties": {
+                    "after": {
+                        "type": "string",
+                        "format": "duration",
+                        "description": "A positive ISO-8601 duration, as Java's "
+                        "`Duration.toString()` writes it",
+                        "examples": ["PT30M", "PT36H", "PT0.5S"],
+                    }
+                },
+                "required": ["after"],
+                "additionalProperties": False,
+                "examples": [{"after": "PT30M"}],
+            },
+            {
+                "title": "cron",
+                "description": "Due each time a six-field Spring cron expression matches, read in "
+                "`zone`.",
+                "type": "object",
+                "properties": {
+                    "cron": _CRON_SCHEMA,
+                    "zone": {**_ZONE_SCHEMA, "default": "UTC"},
+                    "misfire": misfire,
+                },
+                "required": ["cron"],
+                "additionalProperties": False,
+                "examples": [
+                    {"cron": "0 0 6 * * *", "zone": "Europe/Amsterdam", "misfire": "COALESCE"}
+                ],
+            },
+        ]
+        return {
+            "title": "ScheduleRule",
+            "description": "When a schedule is due: exactly one of `at`, `after` or `cron`.",
+            "oneOf": forms,
+        }
+
     @model_serializer(mode="plain")
     def _to_wire(self) -> dict[str, Any]:
         if self.at_instant is not None:
@@ -327,8 +460,19 @@ class ScheduledCommand(WireModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z_$][\w$.-]*$")
-    body: dict[str, Any] = Field(default_factory=dict)
+    type: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[A-Za-z_$][\w$.-]*$",
+        description="The command's full type name",
+        examples=["eshop.order.CancelOrder"],
+    )
+    body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The command's body: a JSON object of at most 256 KiB "
+        f"({MAX_COMMAND_BODY_BYTES} bytes as compact UTF-8 JSON)",
+        examples=[{"reason": "PAYMENT_TIMEOUT"}],
+    )
 
     @field_validator("body", mode="before")
     @classmethod
@@ -359,10 +503,13 @@ class ScheduleSet(WireModel):
 
     model_config = ConfigDict(extra="forbid")
     NAME: ClassVar[str] = "wow.ScheduleSet"
-    key: ScheduleKey
+    key: ScheduleKey = Field(description="The schedule's key: one timer per aggregate and key")
     rule: ScheduleRule
     command: ScheduledCommand
-    target: AggregateRef | None = None
+    target: AggregateRef | None = Field(
+        default=None,
+        description="The aggregate the command is sent to; null: the aggregate that committed it",
+    )
 
 
 class ScheduleCancelled(WireModel):
@@ -370,7 +517,7 @@ class ScheduleCancelled(WireModel):
 
     model_config = ConfigDict(extra="forbid")
     NAME: ClassVar[str] = "wow.ScheduleCancelled"
-    key: ScheduleKey
+    key: ScheduleKey = Field(description="The key of the schedule to cancel")
 
 
 class AggregateDeleted(WireModel):
@@ -386,6 +533,15 @@ _SYSTEM_EVENTS: dict[str, type[ScheduleSet] | type[ScheduleCancelled] | type[Agg
 }
 
 
+_EVENT_DESCRIPTIONS = {
+    ScheduleSet.NAME: "Schedule `command` under `key`, sent to `target` (null: the aggregate "
+    "itself) when `rule` is due; it replaces what the key had.",
+    ScheduleCancelled.NAME: "Cancel the schedule under `key`, if there is one.",
+    AggregateDeleted.NAME: "The aggregate is gone, and so are its pending schedules; the body "
+    "is empty.",
+}
+
+
 class CommitEvent(WireModel):
     """One event of a commit, as Wow's `DomainEventStream` holds it; other fields are kept."""
 
@@ -394,6 +550,58 @@ class CommitEvent(WireModel):
     id: str
     name: str = Field(min_length=1)
     body: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """One form per schedule event, its body by its name, and any other (domain) event."""
+        event_id = {"type": "string", "description": "The event's id", "examples": ["e-1"]}
+        forms: list[JsonSchemaValue] = [
+            {
+                "title": kind.NAME,
+                "description": _EVENT_DESCRIPTIONS[kind.NAME],
+                "type": "object",
+                "properties": {
+                    "id": event_id,
+                    "name": {"const": kind.NAME},
+                    "body": _schema_ref(handler, kind.__pydantic_core_schema__),
+                },
+                "required": ["id", "name"] if kind is AggregateDeleted else ["id", "name", "body"],
+                "additionalProperties": True,
+            }
+            for kind in _SYSTEM_EVENTS.values()
+        ]
+        forms.append(
+            {
+                "title": "domain event",
+                "description": "Any other event of the commit: the timers ignore it.",
+                "type": "object",
+                "properties": {
+                    "id": event_id,
+                    "name": {
+                        "type": "string",
+                        "minLength": 1,
+                        "not": {"pattern": "^wow\\."},
+                        "description": "The event's name; names starting with `wow.` are "
+                        "Wow's system events, and only the three above are known",
+                        "examples": ["eshop.order.OrderCreated"],
+                    },
+                    "body": {
+                        "type": "object",
+                        "additionalProperties": True,
+                        "description": "The event's own JSON object",
+                    },
+                },
+                "required": ["id", "name"],
+                "additionalProperties": True,
+            }
+        )
+        return {
+            "title": "CommitEvent",
+            "description": "One event of a commit; its `name` says what its `body` holds.",
+            "oneOf": forms,
+        }
 
     @classmethod
     def of(cls, event: ScheduleEvent, event_id: str) -> CommitEvent:
@@ -408,24 +616,66 @@ class CommitEvent(WireModel):
         return kind.model_validate(self.body)
 
 
+_EXAMPLE_COMMIT: dict[str, Any] = {
+    "id": "commit-7",
+    "contextName": "eshop-order",
+    "aggregateName": "order",
+    "tenantId": "t1",
+    "aggregateId": "42",
+    "version": 3,
+    "createTime": 1764470000000,
+    "body": [
+        {"id": "e-1", "name": "eshop.order.OrderCreated", "body": {"items": 2}},
+        {
+            "id": "e-2",
+            "name": "wow.ScheduleSet",
+            "body": {
+                "key": "payment-grace-period",
+                "rule": {"after": "PT30M"},
+                "command": {
+                    "type": "eshop.order.CancelOrder",
+                    "body": {"reason": "PAYMENT_TIMEOUT"},
+                },
+                "target": None,
+            },
+        },
+        {"id": "e-3", "name": "wow.ScheduleCancelled", "body": {"key": "reminder"}},
+    ],
+}
+
+
 class Commit(WireModel):
     """A commit handed to the timers, in the shape of Wow's `DomainEventStream` JSON."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_EXAMPLE_COMMIT]})
 
-    id: str = Field(min_length=1)
+    id: str = Field(
+        min_length=1,
+        description="The commit's id; with an event's id, it makes the request id of each "
+        "command delivered",
+    )
     context_name: str = Field(min_length=1)
     aggregate_name: str = Field(min_length=1)
     tenant_id: str
     aggregate_id: str = Field(min_length=1)
     owner_id: str = ""
     space_id: str = ""
-    version: int = Field(ge=1)
-    create_time: int = Field(ge=0, description="epoch milliseconds")
+    version: int = Field(
+        ge=1,
+        description="The aggregate's version after this commit: it orders a key's schedule "
+        "events (an event from a version not newer than one a timer applied changes nothing)",
+    )
+    create_time: int = Field(ge=0, description="Epoch milliseconds; an `after` rule counts from it")
     request_id: str = ""
     command_id: str = ""
-    header: dict[str, str] = Field(default_factory=dict)
-    body: list[CommitEvent] = Field(default_factory=list)
+    header: dict[str, str] = Field(
+        default_factory=dict, description="Message headers, such as trace_id, passed on"
+    )
+    body: list[CommitEvent] = Field(
+        default_factory=list,
+        description="The commit's events in order; the timers read wow.ScheduleSet, "
+        "wow.ScheduleCancelled and wow.AggregateDeleted and ignore the others",
+    )
 
     @model_validator(mode="after")
     def _schedule_events_valid(self) -> Self:

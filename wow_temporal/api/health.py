@@ -1,0 +1,71 @@
+"""Liveness and readiness: `/health` answers as long as the API process does (it does not ask
+Temporal); `/ready` answers 200 only while Temporal answers a cheap call, 503 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from wow_temporal.api.errors import ApiError, ErrorBody
+
+READY_TIMEOUT = timedelta(seconds=2)
+"""How long `/ready` waits for Temporal before answering 503."""
+
+
+class Health(BaseModel):
+    """The liveness answer."""
+
+    status: Literal["ok"] = "ok"
+
+
+class Ready(BaseModel):
+    """The readiness answer: Temporal answered, at this address and namespace."""
+
+    status: Literal["ok"] = "ok"
+    temporal: str
+    """The Temporal frontend's address, as the API connects to it."""
+    namespace: str
+
+
+def health_routes(client: Client) -> APIRouter:
+    """The public `/health` and `/ready` routes (`client`: the Temporal connection to check)."""
+    router = APIRouter(tags=["health"])
+
+    @router.get("/health")
+    async def health() -> Health:
+        """Liveness: the API process answers (it does not ask Temporal)."""
+        return Health()
+
+    @router.get(
+        "/ready",
+        responses={503: {"model": ErrorBody, "description": "Temporal does not answer"}},
+    )
+    async def ready() -> Ready:
+        """Readiness: Temporal answers a cheap call (its system info) within two seconds."""
+        address = client.service_client.config.target_host
+        where = f"Temporal at {address} (namespace {client.namespace})"
+        try:
+            await asyncio.wait_for(
+                client.workflow_service.get_system_info(
+                    GetSystemInfoRequest(), retry=False, timeout=READY_TIMEOUT
+                ),
+                timeout=READY_TIMEOUT.total_seconds() + 1,
+            )
+        except TimeoutError:
+            message = f"{where} did not answer in {READY_TIMEOUT.total_seconds():g} s"
+            raise ApiError(503, "TemporalUnavailable", message) from None
+        except (RPCError, RuntimeError) as error:  # RuntimeError: a lazy client cannot connect
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            message = f"{where} is unavailable: {reason}"
+            raise ApiError(503, "TemporalUnavailable", message) from None
+        return Ready(temporal=address, namespace=client.namespace)
+
+    return router

@@ -1,0 +1,91 @@
+"""The OpenAPI document at `/openapi.json`: FastAPI's, plus the commit models that
+`POST /commits` reads by hand, and without FastAPI's 422 (invalid input answers 400 here).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+
+from wow_temporal.api.timers import COMMITS_SCHEMA
+from wow_temporal.schedule import Commit
+
+_COMMITS_BODY = TypeAdapter(Commit | list[Commit])
+
+
+class _ExamplesAsWritten(GenerateJsonSchema):
+    """Pydantic's generator, but an example keeps its keys in the order it was written.
+
+    Pydantic sorts every key but those of `properties` and `default`; a sorted example commit
+    reads `aggregateId` first and an event's `body` before its `name`.
+    """
+
+    def sort(self, value: JsonSchemaValue, parent_key: str | None = None) -> JsonSchemaValue:
+        found: JsonSchemaValue = _sorted(value, parent_key)
+        return found
+
+
+def _sorted(value: Any, parent_key: str | None) -> Any:
+    if parent_key == "examples":
+        return value
+    if isinstance(value, list):
+        return [_sorted(item, parent_key) for item in value]
+    if not isinstance(value, dict):
+        return value
+    keys = value if parent_key in ("properties", "default") else sorted(value)
+    return {key: _sorted(value[key], key) for key in keys}
+
+
+def _commit_schemas(existing: Mapping[str, Any]) -> dict[str, Any]:
+    """OpenAPI components for the `POST /commits` body (`Commits`), in validation mode.
+
+    A model FastAPI already documents differently (its output shape) gets an `-Input` name.
+    """
+    prefix = "#/components/schemas/"
+    schema = _COMMITS_BODY.json_schema(
+        ref_template=prefix + "{model}", schema_generator=_ExamplesAsWritten
+    )
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    renamed = {
+        name: f"{name}-Input" for name in defs if existing.get(name, defs[name]) != defs[name]
+    }
+    text = json.dumps({"defs": defs, "root": schema})
+    for name, new in renamed.items():
+        text = text.replace(f'"{prefix}{name}"', f'"{prefix}{new}"')
+    result = json.loads(text)
+    found: dict[str, Any] = {
+        renamed.get(name, name): value for name, value in result["defs"].items()
+    }
+    found[COMMITS_SCHEMA] = {"title": COMMITS_SCHEMA, **result["root"]}
+    return found
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve this document (built once, on first request) as the app's OpenAPI."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(_commit_schemas(components))
+            # Invalid input answers 400 with an ErrorBody here, never FastAPI's 422.
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.get("responses", {}).pop("422", None)
+            components.pop("HTTPValidationError", None)
+            components.pop("ValidationError", None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

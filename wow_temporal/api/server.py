@@ -1,0 +1,60 @@
+"""`serve`: the control API on uvicorn, until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+import uvicorn
+
+from wow_temporal.api.app import create_app
+from wow_temporal.api.jobs import JobControl
+from wow_temporal.settings import Settings
+from wow_temporal.timers.client import TimerClient
+
+log = logging.getLogger(__name__)
+
+
+async def serve(
+    settings: Settings,
+    timers: TimerClient,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    stop: asyncio.Event | None = None,
+    tenant_tokens: Mapping[str, str] | None = None,
+    jobs: JobControl | None = None,
+) -> None:
+    """Serve the control API on uvicorn until `stop` is set (or SIGINT/SIGTERM, or forever)."""
+    app = create_app(timers, token=settings.api_token, tenant_tokens=tenant_tokens, jobs=jobs)
+    listen = settings.api_port if port is None else port
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=listen, log_config=None, lifespan="off")
+    )
+    log.info("control API on http://%s:%d (OpenAPI at /openapi.json)", host, listen)
+
+    async def run() -> None:
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn exits when it cannot start (the port is taken, ...)
+            raise OSError(f"the control API could not listen on {host}:{listen}") from None
+
+    running = asyncio.ensure_future(run())
+    stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    try:
+        waiting = {running} if stopping is None else {running, stopping}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            server.should_exit = True
+        await running
+    finally:
+        if stopping is not None:
+            stopping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopping
+        if not running.done():
+            server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await running
