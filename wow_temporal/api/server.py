@@ -27,8 +27,13 @@ async def serve(
     tenant_tokens: Mapping[str, str] | None = None,
     jobs: JobControl | None = None,
 ) -> None:
-    """Serve the control API on uvicorn until `stop` is set (or SIGINT/SIGTERM, or forever)."""
-    app = create_app(timers, token=settings.api_token, tenant_tokens=tenant_tokens, jobs=jobs)
+    """Serve the control API on uvicorn until `stop` is set (or SIGINT/SIGTERM, or forever).
+
+    The tenants' tokens are `settings.api_tenant_tokens` (`wow.api.tenant-tokens[-file]`)
+    unless `tenant_tokens` (token -> tenant) is given.
+    """
+    tokens = settings.api_tenant_tokens if tenant_tokens is None else tenant_tokens
+    app = create_app(timers, token=settings.api_token, tenant_tokens=tokens, jobs=jobs)
     listen = settings.api_port if port is None else port
     server = uvicorn.Server(
         uvicorn.Config(app, host=host, port=listen, log_config=None, lifespan="off")
