@@ -564,3 +564,150 @@ async def test_cost_in_billable_actions(
     assert slots >= 4
     # A cron slot costs its sleep and its delivery, and at most one search-attribute upsert.
     assert running["total"] <= 1 + 3 * slots + 1, running
+
+
+# --- hardening: ids, answers, deletions, in-flight deliveries ---------------------------------
+
+
+async def test_tenants_whose_ids_join_alike_never_share_a_timer(rig: Rig) -> None:
+    """Tenant t1 + aggregate x:y and tenant t1:x + aggregate y, key k: once one workflow."""
+    suffix = uuid.uuid4().hex[:6]
+
+    def commit_of(tenant: str, aggregate_id: str, reason: str) -> dict[str, Any]:
+        data = rig.commit(5, schedule_set("k", {"after": "PT1S"}))
+        data["tenantId"], data["aggregateId"] = tenant, aggregate_id
+        data["body"][0]["body"]["command"]["body"] = {"reason": reason}
+        return data
+
+    first = commit_of("t1", f"x{suffix}:y", "first")
+    second = commit_of(f"t1:x{suffix}", "y", "second")
+    async with rig.worker():
+        (a,) = await rig.timers.apply(first)
+        (b,) = await rig.timers.apply(second)
+        assert (a.outcome, b.outcome) == ("started", "started")
+        assert a.workflow_id != b.workflow_id
+        await rig.host.wait_for(lambda host: len(host.delivered()) >= 2, timeout=15)
+        await asyncio.sleep(0.3)
+    got = sorted(
+        (r.header("command-tenant-id"), r.aggregate_id, r.body["reason"])
+        for r in rig.host.requests
+    )
+    assert got == [
+        ("t1", f"x{suffix}:y", "first"),
+        (f"t1:x{suffix}", "y", "second"),
+    ]
+    shown = await rig.timers.show(a.workflow_id)
+    assert (shown.tenant, shown.aggregate_id) == ("t1", f"x{suffix}:y")
+
+
+async def test_a_set_of_the_same_version_with_another_rule_is_ignored_and_says_why(
+    rig: Rig,
+) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(3, schedule_set("grace", {"after": "PT1H"})))
+        (same,) = await rig.timers.apply(rig.commit(3, schedule_set("grace", {"after": "PT1S"})))
+        assert (same.outcome, same.reason) == ("ignored", "stale: version 3 ≤ applied 3")
+        await asyncio.sleep(1.5)
+        await rig.timers.cancel(rig.workflow_id("grace"))
+    assert rig.host.requests == []
+
+
+async def test_a_set_older_than_the_deletion_arriving_after_it_changes_nothing(rig: Rig) -> None:
+    """Reordered: the deletion (version 5) is handed over before the set (version 4)."""
+    older = rig.commit(4, schedule_set("grace", {"after": "PT0.5S"}))
+    deletion = rig.commit(5, DELETED)
+    async with rig.worker():
+        assert await rig.timers.apply(deletion) == []
+        (late,) = await rig.timers.apply(older)
+        assert late.outcome == "ignored"
+        assert late.reason == f"eshop-order.order {rig.aggregate_id} was deleted at version 5"
+        await asyncio.sleep(1.5)
+        assert rig.host.requests == []
+        recovery = rig.commit(6, schedule_set("grace", {"after": "PT0.2S"}))
+        recovered = await rig.timers.apply(recovery)
+        assert [a.outcome for a in recovered] == ["started"], "a recovered aggregate schedules"
+        await rig.host.wait_for(lambda host: len(host.requests) == 1, timeout=10)
+    assert [r.message_header("upstream_id") for r in rig.host.requests] == [recovery["id"]]
+
+
+class _LaggingVisibility(TimerClient):
+    """Ingest whose visibility listing shows nothing yet, as under load: the deletion must
+    hold without it."""
+
+    def __init__(self, timers: TimerClient) -> None:
+        super().__init__(timers.client, task_queue=timers.task_queue, delivery=timers.delivery)
+
+    async def _apply_deletion(self, commit: Any, item: Any, touched: Any) -> Any:
+        listing = self.client.list_workflows
+
+        def nothing_yet(*args: Any, **kwargs: Any) -> Any:
+            async def empty() -> Any:
+                if False:
+                    yield  # pragma: no cover
+            return empty()
+
+        self.client.list_workflows = nothing_yet  # type: ignore[method-assign]
+        try:
+            return await super()._apply_deletion(commit, item, touched)
+        finally:
+            self.client.list_workflows = listing  # type: ignore[method-assign]
+
+
+async def test_a_deletion_that_visibility_lags_behind_still_cancels_every_timer(rig: Rig) -> None:
+    """A one-shot and a cron key set just before the deletion, not yet visible: neither sends."""
+    lagging = _LaggingVisibility(rig.timers)
+    async with rig.worker():
+        await rig.timers.apply(
+            rig.commit(
+                1,
+                schedule_set("grace", {"after": "PT1S"}),
+                schedule_set("tick", {"cron": "* * * * * *"}),
+            )
+        )
+        applied = await lagging.apply(rig.commit(2, DELETED))
+        assert applied == [], "visibility showed nothing to cancel"
+        grace = await rig.result("grace", within=10)
+        tick = await rig.result("tick", within=10)
+        await asyncio.sleep(1)
+    assert rig.host.requests == []
+    for state in (grace, tick):
+        assert state.status is Status.CANCELLED
+        assert state.last_outcome == (
+            f"slot 1 not sent: eshop-order.order {rig.aggregate_id} was deleted at version 2"
+        )
+    await rig.listed(lambda found: len(found) == 2, status="Cancelled")
+
+
+async def test_a_cancel_that_meets_a_delivery_in_flight_answers_after_it_and_counts_it(
+    rig: Rig,
+) -> None:
+    """The host is slow to answer slot 1: the cancel waits for it, then says it was delivered."""
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT0.3S"}))
+    rig.host.behave("hang", request_id=request_id(commit), delay=1.5)
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        await rig.host.wait_for(lambda host: host.requests, timeout=10)
+        (answer,) = await rig.timers.apply(rig.commit(2, cancelled("grace")))
+        answered_ms = now_ms()
+        state = await rig.result("grace", within=5)
+    (sent,) = rig.host.requests
+    assert sent.received_ms + 1000 <= answered_ms, "the answer came after the host answered"
+    assert answer.outcome == "cancelled"
+    assert answer.reason.endswith(f"slot 1 of {commit['id']}:e0 was in flight and delivered")
+    assert state.status is Status.CANCELLED
+    assert state.delivered == 1
+
+
+async def test_a_deletion_and_a_completion_together_keep_the_delivery(rig: Rig) -> None:
+    """Each slot of a cron key is slow; the deletion lands while one is in flight."""
+    commit = rig.commit(1, schedule_set("tick", {"cron": "* * * * * *"}))
+    rig.host.behave("hang", delay=0.4)
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        await rig.host.wait_for(lambda host: len(host.requests) >= 3, timeout=15)
+        await rig.timers.apply(rig.commit(2, DELETED))
+        state = await rig.result("tick", within=5)
+        await asyncio.sleep(1.2)
+    decided = [r for r in rig.host.requests if r.behaviour in ("ok", "hang")]
+    assert state.delivered == len(decided), "every slot the host decided is counted"
+    assert state.status is Status.CANCELLED

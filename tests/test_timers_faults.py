@@ -251,3 +251,36 @@ async def test_timers_pending_while_the_server_is_down_fire_after_restart_once_n
     assert_decided_once(recording_host, data)
     assert len(recording_host.requests) == count
     assert all(r.received_ms >= restarted for r in recording_host.requests)
+
+
+async def test_an_attempt_lost_with_a_killed_worker_does_not_use_up_the_hosts_attempts(
+    server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    """Two attempts allowed: one lost with its worker, one failed by the host, then delivered.
+
+    Counted by Temporal's attempts, the lost one and the failure would have parked the timer.
+    """
+    client = await server.connect()
+    budget = DeliverySettings(
+        max_attempts=2,
+        initial_interval=timedelta(milliseconds=100),
+        max_interval=timedelta(milliseconds=200),
+        heartbeat_timeout=timedelta(seconds=2),
+    )
+    timers = TimerClient(client, delivery=budget)  # the default task queue
+    data = commit(uuid.uuid4().hex, [0.5])
+    (rid,) = request_ids(data)
+    recording_host.behave("fail", request_id=rid, times=1)
+    recording_host.behave("hang", request_id=rid, times=1, delay=8)  # first: the worker dies
+    worker = WorkerProcess(server, recording_host.url, tmp_path / "worker.log")
+    await worker.start()
+    try:
+        (applied,) = await timers.apply(data)
+        await recording_host.wait_for(lambda host: host.requests, timeout=15)
+        await worker.kill()
+        await worker.start()
+        (state,) = await results(client, [applied.workflow_id], within=30)
+    finally:
+        await worker.stop()
+    assert [r.behaviour for r in recording_host.requests] == ["hang", "fail", "duplicate"]
+    assert state.status is Status.DELIVERED and state.delivered == 1

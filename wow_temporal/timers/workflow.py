@@ -297,12 +297,8 @@ class TimerWorkflow:
                     reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
                     self._state = core.on_failed(self._state, delivery, reason or str(error))
             else:
-                detail = "" if outcome.error_code == "Ok" else outcome.error_code
-                if outcome.error_msg:
-                    detail += f" {outcome.error_msg}"
-                self._state = core.on_outcome(
-                    self._state, delivery, outcome.status, detail.strip()
-                )
+                decided = outcome.status
+                self._state = core.on_outcome(self._state, delivery, decided, _detail(outcome))
             break
         self._flight = None
         if interrupted:
@@ -332,3 +328,11 @@ class TimerWorkflow:
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > self._input.continue_as_new_after
         )
+
+
+def _detail(outcome: DeliveryOutcome) -> str:
+    """How the host decided, for the last outcome: its error code and message, if any."""
+    if outcome.status == "cancelled":
+        return outcome.error_msg
+    code = "" if outcome.error_code == "Ok" else outcome.error_code
+    return f"{code} {outcome.error_msg}".strip()
