@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -66,6 +67,7 @@ def timer_worker(
         max_concurrent_workflow_task_polls=20,
         nonsticky_to_sticky_poll_ratio=4.0,
         max_concurrent_activity_task_polls=20,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )
 
 

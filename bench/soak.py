@@ -1,0 +1,904 @@
+"""Chaos soak: thousands of aggregates' schedules under worker kills and a server restart, the
+host's ledger checked against a model of what the spec promises.
+
+One fresh headless dev server (EmbeddedTemporal) in a throw-away directory, one domain host
+process that records every request and answers by the aggregate id's prefix (`ok-` Ok, `reject-`
+IllegalState, `fail-` 503 until healed, `flaky-` 503 twice per request id, `slow-` Ok after up to
+1.5 s; a request id it has decided answers DuplicateRequestId), and the real `wow-temporal
+worker` in a subprocess. This process plays the domain's relay: each aggregate commits 1-3
+times (a one-shot key, sometimes a cron key; replaced, cancelled or deleted), some commits are
+handed over twice and some out of order, each applied with `TimerClient.apply` (retried while
+the server is down). Meanwhile the worker is SIGKILLed and restarted at random moments and the
+dev server is killed and restarted once. At the end the failing host is healed and every parked
+timer retried, live cron timers are cancelled, and the ledger is compared with the model:
+
+- every expected command decided exactly once, none early;
+- none for a schedule after it was replaced, cancelled or deleted (after that change's apply
+  returned), none at all for a set that arrived after a newer change;
+- parked exactly the schedules whose host kept failing, each delivered once after the retry;
+- cron slots numbered without gaps (`skipped` accounting for COALESCE), never stalled.
+
+It prints those counts and the lateness (first arrival - due) inside and outside the chaos
+windows. Run: `.venv/bin/python bench/soak.py [--aggregates N] [--duration S] [--json]`;
+exit status 1 if any count that must be 0 is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from wow_temporal.delivery import COMMAND_SEND_PATH
+from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.ids import timer_workflow_id
+from wow_temporal.schedule import AggregateRef, ScheduleRule
+from wow_temporal.timers.client import TimerClient, TimerError
+from wow_temporal.timers.core import Status, TimerState
+from wow_temporal.timers.workflow import DeliverySettings
+
+CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
+BEHAVIOURS = (("ok", 0.70), ("reject", 0.07), ("fail", 0.06), ("flaky", 0.09), ("slow", 0.08))
+FLAKY_FAILURES = 2
+DELIVERY = DeliverySettings(
+    max_attempts=3,
+    initial_interval=timedelta(milliseconds=200),
+    max_interval=timedelta(seconds=1),
+    attempt_timeout=timedelta(seconds=15),
+    heartbeat_timeout=timedelta(seconds=3),
+)
+CHAOS_RECOVERY_S = 10.0
+"""Lateness of a delivery due up to this long after a chaos event ends counts as inside it."""
+CHAOS_LEAD_S = 2.0
+"""...and one due this long before it (its attempt may have been in flight)."""
+WORKER = Path(sys.executable).parent / "wow-temporal"
+
+
+# -- the domain host (its own process) --------------------------------------------------------
+
+
+def host_app() -> Callable[..., Awaitable[None]]:
+    """A raw ASGI Wow host that answers by the aggregate id's prefix and keeps a ledger."""
+    ledger: list[dict[str, Any]] = []
+    decided: dict[str, str] = {}
+    attempts: Counter[str] = Counter()
+    healed = False
+
+    async def reply(send: Any, status: int, body: Any, code: str = "") -> None:
+        headers = [(b"content-type", b"application/json")]
+        if code:
+            headers.append((b"wow-error-code", code.encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal healed
+        if scope["type"] != "http":
+            return
+        arrived = time.time() * 1000
+        more = True
+        while more:
+            message = await receive()
+            more = message.get("more_body", False)
+        path = scope["path"]
+        if path == "/_ledger":
+            await reply(send, 200, ledger)
+            return
+        if path == "/_heal":
+            healed = True
+            await reply(send, 200, {"healed": True})
+            return
+        if path != COMMAND_SEND_PATH:
+            await reply(send, 404, {})
+            return
+        headers = {name.decode(): value.decode() for name, value in scope["headers"]}
+        request_id = headers.get("command-request-id", "")
+        aggregate_id = headers.get("command-aggregate-id", "")
+        behaviour = aggregate_id.split("-", 1)[0]
+        attempts[request_id] += 1
+        if request_id in decided:
+            status, code = 200, "DuplicateRequestId"
+        elif behaviour == "reject":
+            status, code = 400, "IllegalState"
+        elif (behaviour == "fail" and not healed) or (
+            behaviour == "flaky" and attempts[request_id] <= FLAKY_FAILURES
+        ):
+            status, code = 503, "InternalServerError"
+        else:
+            status, code = 200, "Ok"
+        if code in ("Ok", "IllegalState"):
+            decided[request_id] = code
+        ledger.append(
+            {
+                "requestId": request_id,
+                "arrivedMs": arrived,
+                "code": code,
+                "dueMs": int(headers.get("command-header-schedule_due", "0")),
+                "slot": int(headers.get("command-header-schedule_slot", "0")),
+                "skipped": int(headers.get("command-header-schedule_skipped", "0")),
+                "aggregateId": aggregate_id,
+            }
+        )
+        if behaviour == "slow" and code == "Ok":
+            await asyncio.sleep(random.uniform(0.2, 1.5))
+        await reply(send, status, {"id": request_id, "errorCode": code, "errorMsg": ""}, code)
+
+    return app
+
+
+def serve_host(port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(
+        host_app(),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+
+
+# -- the model --------------------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    """One schedule event of a commit (a set carries its rule)."""
+
+    kind: str  # set, cancel, delete
+    key: str = ""
+    rule: dict[str, Any] | None = None
+
+
+@dataclass
+class Planned:
+    """One commit an aggregate makes, and when the relay hands it over (and again)."""
+
+    version: int
+    created_s: float
+    events: list[Event]
+    handovers: list[float]
+    commit_id: str = ""
+    applied_s: list[tuple[float, float]] = field(default_factory=list)
+    """(start, return) of each handover's successful apply, run-relative seconds."""
+
+    def wire(self, aggregate_id: str, epoch: float) -> dict[str, Any]:
+        body = []
+        for index, event in enumerate(self.events):
+            name = {
+                "set": "wow.ScheduleSet",
+                "cancel": "wow.ScheduleCancelled",
+                "delete": "wow.AggregateDeleted",
+            }[event.kind]
+            payload: dict[str, Any] = {}
+            if event.kind == "set":
+                payload = {
+                    "key": event.key,
+                    "rule": event.rule,
+                    "command": {"type": "eshop.order.CancelOrder", "body": {"v": self.version}},
+                    "target": None,
+                }
+            elif event.kind == "cancel":
+                payload = {"key": event.key}
+            body.append({"id": f"e{index}", "name": name, "body": payload})
+        return {
+            "id": self.commit_id,
+            "contextName": CONTEXT,
+            "aggregateName": AGGREGATE,
+            "tenantId": TENANT,
+            "aggregateId": aggregate_id,
+            "version": self.version,
+            "createTime": int((epoch + self.created_s) * 1000),
+            "body": body,
+        }
+
+
+@dataclass
+class Aggregate:
+    aggregate_id: str
+    behaviour: str
+    commits: list[Planned]
+
+    @property
+    def ref(self) -> AggregateRef:
+        return AggregateRef(
+            context_name=CONTEXT,
+            aggregate_name=AGGREGATE,
+            tenant_id=TENANT,
+            aggregate_id=self.aggregate_id,
+        )
+
+
+@dataclass
+class Schedule:
+    """One `wow.ScheduleSet` and what the spec says of its deliveries."""
+
+    timer: str
+    aggregate: Aggregate
+    key: str
+    order: tuple[int, int]
+    rule: ScheduleRule
+    created: datetime
+    applied_at: float | None = None
+    """When its own first apply returned (run-relative s); None if never handed over."""
+    superseded_at: float | None = None
+    """When the first newer change of its key (or deletion) was applied (apply returned)."""
+    superseded_from: float | None = None
+    """When that change's apply began."""
+
+    @property
+    def recurring(self) -> bool:
+        return self.rule.kind == "cron"
+
+    def due_ms(self, slot: int) -> int:
+        due = self.rule.first_due(self.created)
+        assert due is not None
+        for _ in range(slot - 1):
+            following = self.rule.next_cron(due)
+            assert following is not None
+            due = following
+        return int(due.timestamp() * 1000)
+
+
+def plan(count: int, duration: float, rng: random.Random, run: str) -> list[Aggregate]:
+    """Each aggregate's commits: a one-shot key, sometimes a cron key; then maybe replaced,
+    cancelled or deleted; some handed over twice, some out of order."""
+    names, weights = zip(*BEHAVIOURS, strict=True)
+    aggregates = []
+    horizon = duration * 0.72
+    for n in range(count):
+        behaviour = rng.choices(names, weights)[0]
+        start = rng.uniform(2.0, horizon)
+        first = [Event("set", "k1", {"after": f"PT{rng.uniform(2, 12):.3f}S"})]
+        cron = rng.random() < 0.05
+        if cron:
+            misfire = rng.choice(["COALESCE", "CATCH_UP"])
+            every = rng.choice([3, 5, 10])
+            first.append(Event("set", "tick", {"cron": f"*/{every} * * * * *", "misfire": misfire}))
+        commits = [Planned(1, start, first, [start])]
+        at = start
+        for version in (2, 3):
+            if commits[-1].events[-1].kind == "delete" or rng.random() > (
+                0.45 if version == 2 else 0.3
+            ):
+                break
+            at += rng.uniform(0.3, 8.0)
+            choice = rng.random()
+            if choice < 0.4:
+                event = Event("set", "k1", {"after": f"PT{rng.uniform(1, 10):.3f}S"})
+            elif choice < 0.7:
+                event = Event("cancel", "k1" if not cron or rng.random() < 0.6 else "tick")
+            else:
+                event = Event("delete")
+            commits.append(Planned(version, at, [event], [at]))
+        if len(commits) > 1 and rng.random() < 0.12:
+            i = rng.randrange(len(commits) - 1)  # hand over the newer one first
+            commits[i].handovers[0], commits[i + 1].handovers[0] = (
+                commits[i + 1].handovers[0],
+                commits[i].handovers[0] + 0.05,
+            )
+        for commit in commits:
+            if rng.random() < 0.1:
+                commit.handovers.append(commit.handovers[0] + rng.uniform(0.5, 5.0))
+        aggregate = Aggregate(f"{behaviour}-{n:05d}-{run}", behaviour, commits)
+        for commit in commits:
+            commit.commit_id = f"c{commit.version}-{aggregate.aggregate_id}"
+        aggregates.append(aggregate)
+    return aggregates
+
+
+def schedules_of(aggregate: Aggregate, epoch: float) -> list[Schedule]:
+    """The aggregate's sets, each with when it was superseded (in version order)."""
+    found: list[Schedule] = []
+    for commit in aggregate.commits:
+        for index, event in enumerate(commit.events):
+            if event.kind != "set":
+                continue
+            assert event.rule is not None
+            found.append(
+                Schedule(
+                    timer=f"{commit.commit_id}:e{index}",
+                    aggregate=aggregate,
+                    key=event.key,
+                    order=(commit.version, index),
+                    rule=ScheduleRule.model_validate(event.rule),
+                    created=datetime.fromtimestamp(
+                        int((epoch + commit.created_s) * 1000) / 1000, UTC
+                    ),
+                    applied_at=min((r for _, r in commit.applied_s), default=None),
+                )
+            )
+    for schedule in found:
+        for commit in aggregate.commits:
+            for index, event in enumerate(commit.events):
+                newer = (commit.version, index) > schedule.order
+                if newer and (event.kind == "delete" or event.key == schedule.key):
+                    for began, returned in commit.applied_s:
+                        if schedule.superseded_at is None or returned < schedule.superseded_at:
+                            schedule.superseded_at, schedule.superseded_from = returned, began
+    return found
+
+
+# -- the rig ----------------------------------------------------------------------------------
+
+
+class HostProcess:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: asyncio.subprocess.Process | None = None
+        self.http = httpx.AsyncClient(timeout=30)
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--serve-host", str(self.port), stdin=subprocess.DEVNULL
+        )
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                await self.http.get(self.url + "/_heal-check")
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError("the soak host did not start")
+
+    async def ledger(self) -> list[dict[str, Any]]:
+        answer: list[dict[str, Any]] = (await self.http.get(self.url + "/_ledger")).json()
+        return answer
+
+    async def heal(self) -> None:
+        await self.http.post(self.url + "/_heal")
+
+    async def stop(self) -> None:
+        await self.http.aclose()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            await self.proc.wait()
+
+
+class WorkerProcess:
+    """The real `wow-temporal worker`, killed and started again."""
+
+    def __init__(self, server: EmbeddedTemporal, host_url: str, log: Path) -> None:
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
+            "TEMPORAL_ADDRESS": server.address,
+            "WOW_HOST_URL": host_url,
+        }
+        self.log = log
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.proc = await asyncio.create_subprocess_exec(
+                str(WORKER),
+                "worker",
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while b"timer worker on task queue" not in self.log.read_bytes()[offset:]:
+            if self.proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError("the worker did not start:\n" + self.log.read_text()[-3000:])
+            await asyncio.sleep(0.05)
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            await self.proc.wait()
+
+
+@dataclass
+class Chaos:
+    """What was done when (run-relative seconds), for the lateness windows."""
+
+    windows: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def inside(self, at: float) -> bool:
+        return any(
+            start - CHAOS_LEAD_S <= at <= end + CHAOS_RECOVERY_S for _, start, end in self.windows
+        )
+
+
+async def run_chaos(
+    server: EmbeddedTemporal,
+    worker: WorkerProcess,
+    duration: float,
+    rng: random.Random,
+    clock: Callable[[], float],
+    chaos: Chaos,
+    kills: int,
+    restart_server: bool,
+) -> None:
+    """Kill the worker `kills` times and the dev server once, at random moments."""
+    moments = sorted(rng.uniform(0.15, 0.8) * duration for _ in range(kills))
+    plan_: list[tuple[float, str]] = [(at, "worker") for at in moments]
+    if restart_server:
+        plan_.append((rng.uniform(0.45, 0.6) * duration, "server"))
+    for at, what in sorted(plan_):
+        await asyncio.sleep(max(0.0, at - clock()))
+        began = clock()
+        if what == "worker":
+            await worker.kill()
+            await asyncio.sleep(rng.uniform(1.0, 3.0))
+            await worker.start()
+        else:
+            await server.kill()
+            await asyncio.sleep(5.0)
+            await server.start()
+        chaos.windows.append((what, began, clock()))
+        print(f"  chaos: {what} down {began:6.1f}s .. {clock():6.1f}s", file=sys.stderr)
+
+
+async def hand_over(
+    timers: TimerClient,
+    aggregate: Aggregate,
+    epoch: float,
+    clock: Callable[[], float],
+    limit: asyncio.Semaphore,
+    latencies: list[float],
+) -> None:
+    """The relay for one aggregate: each handover at its moment, in the planned order,
+    retried until Temporal takes it (it may be down)."""
+    handovers = [(at, commit) for commit in aggregate.commits for at in commit.handovers]
+    for at, commit in sorted(handovers, key=lambda pair: pair[0]):
+        await asyncio.sleep(max(0.0, at - clock()))
+        data = commit.wire(aggregate.aggregate_id, epoch)
+        began = clock()
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                async with limit:
+                    started = time.monotonic()
+                    await timers.apply(data)
+                    latencies.append(time.monotonic() - started)
+                break
+            except Exception:
+                if time.monotonic() > deadline:  # not Temporal being down for a while
+                    raise
+                await asyncio.sleep(0.5)
+        commit.applied_s.append((began, clock()))
+
+
+# -- the check --------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    aggregates: int
+    commits: int
+    schedules: int
+    expected: int = 0
+    decided_once: int = 0
+    lost: int = 0
+    early: int = 0
+    decided_twice: int = 0
+    wrongly_delivered: int = 0
+    parked_expected: int = 0
+    parked: int = 0
+    parked_wrongly: int = 0
+    delivered_after_retry: int = 0
+    cron_gaps: int = 0
+    cron_stalled: int = 0
+    still_running: int = 0
+    workflow_task_timeouts: int = 0
+    ingest_per_s: float = 0.0
+    apply_p50_ms: float = 0.0
+    apply_p99_ms: float = 0.0
+    lateness_outside: dict[str, float] = field(default_factory=dict)
+    lateness_inside: dict[str, float] = field(default_factory=dict)
+    chaos: list[tuple[str, float, float]] = field(default_factory=list)
+    latest_outside: list[tuple[int, float, str]] = field(default_factory=list)
+    latest_inside: list[tuple[int, float, str]] = field(default_factory=list)
+    """The latest deliveries due outside the chaos windows: (ms late, due at s, request id)."""
+    problems: list[str] = field(default_factory=list)
+
+    MUST_BE_ZERO = (
+        "lost",
+        "early",
+        "decided_twice",
+        "wrongly_delivered",
+        "parked_wrongly",
+        "cron_gaps",
+        "cron_stalled",
+        "still_running",
+    )
+
+    @property
+    def ok(self) -> bool:
+        return (
+            all(getattr(self, name) == 0 for name in self.MUST_BE_ZERO)
+            and self.parked == self.parked_expected == self.delivered_after_retry
+        )
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    cut = (
+        statistics.quantiles(ordered, n=100, method="inclusive")
+        if len(ordered) > 1
+        else ordered * 99
+    )
+    return {
+        "n": len(ordered),
+        "p50": round(cut[49], 1),
+        "p99": round(cut[98], 1),
+        "max": round(ordered[-1], 1),
+    }
+
+
+def check(
+    report: Report,
+    schedules: list[Schedule],
+    ledger: list[dict[str, Any]],
+    epoch: float,
+    parked_seen: set[str],
+    healed_at: float,
+    chaos: Chaos,
+    cancelled_crons_at: dict[str, tuple[float, float]],
+) -> None:
+    """Compare the host's ledger with what the model says of each schedule."""
+    by_timer: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in ledger:
+        by_timer[entry["requestId"].rsplit("#", 1)[0]].append(entry)
+    outside: list[float] = []
+    inside: list[float] = []
+
+    def problem(text: str) -> None:
+        if len(report.problems) < 40:
+            report.problems.append(text)
+
+    for schedule in schedules:
+        entries = by_timer.get(schedule.timer, [])
+        behaviour = schedule.aggregate.behaviour
+        ended_at = schedule.superseded_at
+        if schedule.recurring and ended_at is None:
+            ended_at = cancelled_crons_at[schedule.timer][1]
+        ended_from = schedule.superseded_from
+        if schedule.recurring and schedule.superseded_at is None:
+            ended_from = cancelled_crons_at[schedule.timer][0]
+        never_applied_live = schedule.applied_at is None or (
+            schedule.superseded_at is not None and schedule.superseded_at <= schedule.applied_at
+        )
+        for entry in entries:
+            arrived = entry["arrivedMs"] / 1000 - epoch
+            if entry["dueMs"] != schedule.due_ms(entry["slot"]):
+                problem(f"{entry['requestId']}: due header {entry['dueMs']} != model")
+            if entry["arrivedMs"] < entry["dueMs"]:
+                report.early += 1
+                problem(f"{entry['requestId']}: {entry['dueMs'] - entry['arrivedMs']:.0f} ms early")
+            if never_applied_live or (ended_at is not None and arrived > ended_at):
+                report.wrongly_delivered += 1
+                problem(
+                    f"{entry['requestId']} ({behaviour}) arrived at {arrived:.2f}s, after its "
+                    f"schedule ended at {ended_at}"
+                )
+        decisions: dict[str, dict[str, Any]] = {}
+        for entry in entries:
+            if entry["code"] in ("Ok", "IllegalState"):
+                if entry["requestId"] in decisions:
+                    report.decided_twice += 1
+                    problem(f"{entry['requestId']} decided twice")
+                decisions[entry["requestId"]] = entry
+        firsts: dict[str, float] = {}
+        for entry in entries:
+            firsts.setdefault(entry["requestId"], entry["arrivedMs"] - entry["dueMs"])
+        for request_id, late in firsts.items():
+            due_at = schedule.due_ms(int(request_id.rsplit("#", 1)[1])) / 1000 - epoch
+            if behaviour == "fail":
+                continue  # parked until the host is healed, by design
+            if chaos.inside(due_at):
+                inside.append(late)
+                report.latest_inside.append((round(late), round(due_at, 1), request_id))
+            else:
+                outside.append(late)
+                report.latest_outside.append((round(late), round(due_at, 1), request_id))
+        if schedule.timer in parked_seen:
+            report.parked += 1
+            if any(
+                e["arrivedMs"] / 1000 - epoch > healed_at and e["code"] == "Ok" for e in entries
+            ):
+                report.delivered_after_retry += 1
+        if not schedule.recurring:
+            due_at = schedule.due_ms(1) / 1000 - epoch
+            live_at_due = not never_applied_live and (
+                schedule.superseded_from is None or schedule.superseded_from > due_at + 30
+            )
+            if schedule.superseded_at is None and not never_applied_live:
+                report.expected += 1
+                if behaviour == "fail":
+                    report.parked_expected += 1
+                    if schedule.timer not in parked_seen:
+                        report.parked_wrongly += 1
+                        problem(f"{schedule.timer} (fail) was not parked")
+                elif schedule.timer in parked_seen:
+                    report.parked_wrongly += 1
+                    problem(f"{schedule.timer} ({behaviour}) was parked")
+                if len(decisions) == 1:
+                    report.decided_once += 1
+                else:
+                    report.lost += 1
+                    problem(f"{schedule.timer} ({behaviour}) decided {len(decisions)} times")
+            elif live_at_due and not decisions and behaviour != "fail":
+                report.lost += 1
+                problem(f"{schedule.timer} ({behaviour}) due {due_at:.1f}s was never decided")
+            continue
+        # cron: slot numbers without gaps; live ones kept ticking until they ended
+        slots = sorted((e["slot"], e["skipped"]) for e in decisions.values())
+        expected_slot = 1
+        for slot, skipped in slots:
+            want = slot if schedule.rule.misfire.value == "COALESCE" else expected_slot
+            if slot != want or slot - skipped != expected_slot:
+                report.cron_gaps += 1
+                problem(
+                    f"{schedule.timer}: slot {slot} skipped {skipped}, expected {expected_slot}"
+                )
+            expected_slot = slot + 1
+        if not never_applied_live and ended_from is not None and behaviour != "fail":
+            last_due = schedule.due_ms(slots[-1][0]) / 1000 - epoch if slots else None
+            first_due = schedule.due_ms(1) / 1000 - epoch
+            if first_due < ended_from - 30 and (last_due is None or last_due < ended_from - 30):
+                report.cron_stalled += 1
+                problem(f"{schedule.timer}: last slot due {last_due}, ended {ended_from:.1f}s")
+        if schedule.superseded_at is None and not never_applied_live:
+            report.expected += 1
+            if behaviour == "fail":
+                report.parked_expected += int(schedule.due_ms(1) / 1000 - epoch < healed_at - 5)
+            if slots:
+                report.decided_once += 1
+    report.latest_outside = sorted(report.latest_outside, reverse=True)[:5]
+    report.latest_inside = sorted(report.latest_inside, reverse=True)[:5]
+    report.lateness_outside = percentiles(outside)
+    report.lateness_inside = percentiles(inside)
+
+
+async def count_task_timeouts(client: Client, workflow_ids: list[str]) -> int:
+    """Workflow tasks that timed out (on the sticky queue, or unclaimed) across the timers."""
+    limit = asyncio.Semaphore(40)
+
+    async def one(workflow_id: str) -> int:
+        async with limit:
+            found = 0
+            with contextlib.suppress(Exception):
+                handle = client.get_workflow_handle(workflow_id)
+                async for event in handle.fetch_history_events():
+                    found += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+            return found
+
+    return sum(await asyncio.gather(*(one(w) for w in workflow_ids)))
+
+
+async def soak(args: argparse.Namespace) -> Report:
+    rng = random.Random(args.seed)
+    run = f"{rng.randrange(16**6):06x}"
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = tempfile.mkdtemp(prefix="wow-soak-")
+            print(f"soak: keeping {tmp}", file=sys.stderr)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wow-soak-"))
+        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
+        host = HostProcess()
+        await server.start()
+        await host.start()
+        worker = WorkerProcess(server, host.url, Path(tmp) / "worker.log")
+        try:
+            await worker.start()
+            client = await server.connect()
+            timers = TimerClient(client, delivery=DELIVERY)
+            aggregates = plan(args.aggregates, args.duration, rng, run)
+            commits = sum(len(a.commits) for a in aggregates)
+            print(
+                f"soak: {args.aggregates} aggregates, {commits} commits over "
+                f"{args.duration:.0f}s, seed {args.seed}",
+                file=sys.stderr,
+            )
+            epoch = time.time()
+
+            def clock() -> float:
+                return time.time() - epoch
+
+            chaos = Chaos()
+            limit = asyncio.Semaphore(args.concurrency)
+            latencies: list[float] = []
+            chaos_task = asyncio.ensure_future(
+                run_chaos(
+                    server,
+                    worker,
+                    args.duration,
+                    rng,
+                    clock,
+                    chaos,
+                    args.kills,
+                    not args.no_server_restart,
+                )
+            )
+            await asyncio.gather(
+                *(hand_over(timers, a, epoch, clock, limit, latencies) for a in aggregates)
+            )
+            ingest_done = clock()
+            await chaos_task
+            schedules = [s for a in aggregates for s in schedules_of(a, epoch)]
+            last_due = max(
+                (s.due_ms(1) / 1000 - epoch for s in schedules if not s.recurring), default=0.0
+            )
+            await asyncio.sleep(max(0.0, last_due - clock()) + args.settle)
+
+            # Parked now: exactly the failing host's live schedules (read by id, not visibility).
+            parked_seen: set[str] = set()
+            live: dict[str, Schedule] = {}
+            for schedule in schedules:
+                if schedule.superseded_at is None and schedule.applied_at is not None:
+                    wid = timer_workflow_id(schedule.aggregate.ref, schedule.key)
+                    if wid not in live or live[wid].order < schedule.order:
+                        live[wid] = schedule
+            states = await fetch_states(client, list(live))
+            for state in states.values():
+                if state is not None and state.status is Status.PARKED and state.spec is not None:
+                    parked_seen.add(state.spec.timer)
+            await host.heal()
+            healed_at = clock()
+            for wid, state in states.items():
+                if state is not None and state.status is Status.PARKED:
+                    with contextlib.suppress(TimerError):
+                        await timers.retry(wid)
+            await asyncio.sleep(args.settle)
+            cancelled_crons_at: dict[str, tuple[float, float]] = {}
+            for wid, schedule in live.items():
+                if schedule.recurring:
+                    began = clock()
+                    with contextlib.suppress(TimerError):
+                        await timers.cancel(wid)
+                    cancelled_crons_at[schedule.timer] = (began, clock())
+            for schedule in schedules:
+                if schedule.recurring and schedule.timer not in cancelled_crons_at:
+                    cancelled_crons_at[schedule.timer] = (clock(), clock())
+            await asyncio.sleep(2.0)
+            ledger = await host.ledger()
+            report = Report(args.aggregates, commits, len(schedules), chaos=chaos.windows)
+            report.ingest_per_s = round(
+                sum(len(c.handovers) for a in aggregates for c in a.commits)
+                / max(ingest_done, 1e-9),
+                1,
+            )
+            lat = percentiles([x * 1000 for x in latencies])
+            report.apply_p50_ms, report.apply_p99_ms = lat.get("p50", 0.0), lat.get("p99", 0.0)
+            check(
+                report, schedules, ledger, epoch, parked_seen, healed_at, chaos, cancelled_crons_at
+            )
+            every_timer = sorted(
+                {
+                    timer_workflow_id(a.ref, k)
+                    for a in aggregates
+                    for k in ("k1", "tick")
+                    if any(e.key == k for c in a.commits for e in c.events)
+                }
+            )
+            report.still_running = await count_running(client, every_timer)
+            report.workflow_task_timeouts = await count_task_timeouts(client, every_timer)
+            return report
+        finally:
+            await worker.kill()
+            await host.stop()
+            await server.stop()
+
+
+async def fetch_states(client: Client, workflow_ids: list[str]) -> dict[str, TimerState | None]:
+    """Each timer's state by id: queried while it runs, its result once closed."""
+    limit = asyncio.Semaphore(40)
+
+    async def one(workflow_id: str) -> tuple[str, TimerState | None]:
+        async with limit:
+            handle = client.get_workflow_handle(workflow_id, result_type=TimerState)
+            for _ in range(20):
+                try:
+                    description = await handle.describe()
+                    if description.status == WorkflowExecutionStatus.RUNNING:
+                        return workflow_id, await handle.query("state", result_type=TimerState)
+                    return workflow_id, await handle.result(follow_runs=False)
+                except Exception:  # a worker mid-restart: ask again
+                    await asyncio.sleep(0.5)
+            return workflow_id, None
+
+    return dict(await asyncio.gather(*(one(w) for w in workflow_ids)))
+
+
+async def count_running(client: Client, workflow_ids: list[str]) -> int:
+    limit = asyncio.Semaphore(40)
+
+    async def one(workflow_id: str) -> int:
+        async with limit:
+            with contextlib.suppress(Exception):
+                description = await client.get_workflow_handle(workflow_id).describe()
+                return int(description.status == WorkflowExecutionStatus.RUNNING)
+            return 0
+
+    return sum(await asyncio.gather(*(one(w) for w in workflow_ids)))
+
+
+def print_report(report: Report) -> None:
+    verdict = "PASS" if report.ok else "FAIL"
+    print(
+        f"soak {verdict}: {report.aggregates} aggregates, {report.commits} commits, "
+        f"{report.schedules} schedules"
+    )
+    print(
+        f"  expected {report.expected}: decided once {report.decided_once}, lost {report.lost}, "
+        f"early {report.early}, decided twice {report.decided_twice}, "
+        f"wrongly delivered {report.wrongly_delivered}"
+    )
+    print(
+        f"  parked {report.parked} (expected {report.parked_expected}, wrongly "
+        f"{report.parked_wrongly}), delivered once after retry {report.delivered_after_retry}"
+    )
+    print(
+        f"  cron gaps {report.cron_gaps}, stalled {report.cron_stalled}; still running "
+        f"{report.still_running}; workflow task timeouts {report.workflow_task_timeouts}"
+    )
+    print(
+        f"  ingest {report.ingest_per_s}/s, apply p50 {report.apply_p50_ms} ms "
+        f"p99 {report.apply_p99_ms} ms"
+    )
+    print(f"  lateness ms outside chaos {report.lateness_outside}")
+    print(f"  lateness ms inside chaos  {report.lateness_inside}")
+    for late, due_at, request_id in report.latest_outside:
+        print(f"  late outside chaos: {late} ms, due at {due_at}s, {request_id}")
+    for late, due_at, request_id in report.latest_inside:
+        print(f"  late inside chaos: {late} ms, due at {due_at}s, {request_id}")
+    for what, began, ended in report.chaos:
+        print(f"  chaos {what}: {began:.1f}s .. {ended:.1f}s")
+    for line in report.problems:
+        print(f"  ! {line}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--aggregates", type=int, default=3000)
+    parser.add_argument("--duration", type=float, default=180.0, help="seconds of commits")
+    parser.add_argument("--kills", type=int, default=3, help="worker SIGKILLs")
+    parser.add_argument("--no-server-restart", action="store_true")
+    parser.add_argument("--concurrency", type=int, default=50, help="applies in flight")
+    parser.add_argument("--settle", type=float, default=15.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the logs and database")
+    parser.add_argument("--serve-host", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_host:
+        serve_host(args.serve_host)
+        return
+    report = asyncio.run(soak(args))
+    if args.json:
+        print(json.dumps({**report.__dict__, "ok": report.ok}, default=str))
+    else:
+        print_report(report)
+    sys.exit(0 if report.ok else 1)
+
+
+if __name__ == "__main__":
+    main()

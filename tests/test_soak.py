@@ -1,0 +1,63 @@
+"""The chaos soak, short: a few hundred aggregates' schedules while the worker is SIGKILLed and
+the dev server killed and restarted, the host's ledger checked against the model
+(`bench/soak.py`; a user runs it at any size)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SOAK = Path(__file__).resolve().parent.parent / "bench" / "soak.py"
+
+
+@pytest.mark.timeout(420)
+def test_nothing_lost_early_twice_or_after_a_cancel_under_chaos() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SOAK),
+            "--aggregates",
+            "300",
+            "--duration",
+            "45",
+            "--kills",
+            "2",
+            "--settle",
+            "8",
+            "--seed",
+            "11",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-5000:]
+    report = json.loads(lines[-1])
+    summary = {
+        name: report[name]
+        for name in (
+            "lost",
+            "early",
+            "decided_twice",
+            "wrongly_delivered",
+            "parked_wrongly",
+            "cron_gaps",
+            "cron_stalled",
+            "still_running",
+        )
+    }
+    assert summary == dict.fromkeys(summary, 0), (summary, report["problems"])
+    assert report["expected"] > 100
+    assert report["decided_once"] == report["expected"]
+    assert report["parked"] == report["parked_expected"] == report["delivered_after_retry"] > 0
+    assert [what for what, _, _ in report["chaos"]].count("worker") == 2
+    assert [what for what, _, _ in report["chaos"]].count("server") == 1
+    assert report["ok"] is True
+    assert done.returncode == 0
