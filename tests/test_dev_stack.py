@@ -1,5 +1,6 @@
 """`wow-temporal dev` as a user runs it: the whole stack starts, a commit handed to the control
-API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind."""
+API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind; a second
+one on the same data directory is refused and changes nothing."""
 
 from __future__ import annotations
 
@@ -104,3 +105,61 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
+    """`wow-temporal dev` with the control API on `api_port`."""
+    env = {**os.environ, "WOW_API_PORT": str(api_port), "WOW_HOST_URL": "", "WOW_CONFIG": ""}
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "wow-temporal"),
+            "dev",
+            "--data-dir",
+            str(data_dir),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_a_second_dev_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "dev"
+    api_port = free_port()
+    first = _dev(data_dir, api_port)
+    lines: list[str] = []
+    try:
+        _read_until(first, READY_LINE, lines, timeout=90)
+        fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+        server_pid = int((data_dir / "temporal.pid").read_text())
+        assert server_pid in _descendants(first.pid)
+
+        second = _dev(data_dir, free_port(), "--headless")
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 1, out + err
+        assert out == ""
+        assert err == (
+            f"error: another wow-temporal dev (pid {first.pid}) is using {data_dir}: "
+            f"Temporal {fields['Temporal gRPC']}, Web UI {fields['Temporal Web UI']}; "
+            "stop it or use --data-dir\n"
+        )
+        # The first stack is untouched: same server, control API still answering.
+        assert _alive(server_pid)
+        assert int((data_dir / "temporal.pid").read_text()) == server_pid
+        with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/health", timeout=10) as reply:
+            assert reply.status == 200
+
+        children = _descendants(first.pid)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()

@@ -1,9 +1,12 @@
-"""The embedded servers: pydantic payloads on both, time skipping, search attributes, restarts."""
+"""The embedded servers: pydantic payloads on both, time skipping, search attributes, restarts,
+one owner per data directory."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import json
 import os
 import signal
 import sys
@@ -17,12 +20,14 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import Worker
 
 from wow_temporal.embedded import (
     SEARCH_ATTRIBUTES,
+    DataDirInUseError,
     EmbeddedTemporal,
     EmbeddedTemporalError,
     TemporalBinaryNotFoundError,
@@ -293,14 +298,23 @@ async def test_dev_server_timers_fire_on_time(dev_client: Client) -> None:
 
 
 _ORPHAN_SCRIPT = """
-import asyncio, os, sys
+import asyncio, os, signal, sys
 from wow_temporal.embedded import EmbeddedTemporal
 
 server = EmbeddedTemporal(sys.argv[1], headless=True)
 asyncio.run(server.start())
 print(server.pid, flush=True)
-os._exit(0)  # die without stop() or atexit: the server is orphaned
+os.kill(os.getpid(), signal.SIGKILL)  # die without stop() or atexit: the server is orphaned
 """
+
+
+def _open_files(pid: int) -> set[str]:
+    """The paths `pid` has open, per /proc."""
+    found: set[str] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            found.add(os.readlink(fd))
+    return found
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -309,9 +323,12 @@ async def test_start_kills_a_server_orphaned_on_the_same_database(tmp_path: Path
         sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path), stdout=asyncio.subprocess.PIPE
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -signal.SIGKILL
     orphan = int(out.decode().split()[-1])
     try:
         assert _alive(orphan)
+        # The server never inherited its owner's lock, so the owner's death freed it.
+        assert str(tmp_path / "temporal.lock") not in _open_files(orphan)
         server = EmbeddedTemporal(tmp_path, headless=True)
         async with server:
             assert not _alive(orphan)
@@ -327,3 +344,61 @@ async def test_start_failure_reports_server_output(tmp_path: Path) -> None:
     with pytest.raises(EmbeddedTemporalError, match="no-such-flag"):
         await server.start()
     assert not server.running
+    _assert_unlocked(server)
+
+
+def _assert_unlocked(server: EmbeddedTemporal) -> None:
+    """Nobody holds the data directory's lock (`stop()` or a failed start released it)."""
+    fd = os.open(server.lock_path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError if held
+    finally:
+        os.close(fd)
+
+
+def _owner_state(server: EmbeddedTemporal) -> tuple[bytes, bytes, int, list[str]]:
+    """What a second instance could change: the lock record, the pid file, the servers
+    spawned (one log header each), the files (the running server writes its database)."""
+    spawned = server.log_path.read_text().count("\n==== ")
+    files = sorted(p.name for p in server.data_dir.iterdir())
+    return server.lock_path.read_bytes(), server.pid_path.read_bytes(), spawned, files
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_a_second_server_on_the_same_data_dir_refuses_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    first = EmbeddedTemporal(tmp_path, headless=True)
+    await first.start()
+    try:
+        assert first.pid is not None
+        assert str(first.lock_path) not in _open_files(first.pid)
+        assert json.loads(first.lock_path.read_text()) == {
+            "owner_pid": os.getpid(),
+            "server_pid": first.pid,
+            "address": first.address,
+            "ui_url": None,
+        }
+        before = _owner_state(first)
+        second = EmbeddedTemporal(tmp_path, headless=True)
+        expected = (
+            f"another wow-temporal dev (pid {os.getpid()}) is using {tmp_path}: "
+            f"Temporal {first.address}, no Web UI; stop it or use --data-dir"
+        )
+        with pytest.raises(DataDirInUseError) as refused:
+            await second.start()
+        assert str(refused.value) == expected
+        assert refused.value.owner_pid == os.getpid()
+        await second.stop()  # as run_dev's cleanup does: must not touch the owner's files
+        assert not second.running
+        assert _owner_state(first) == before
+        assert first.running
+        client = await first.connect()
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=first.namespace)
+        )
+    finally:
+        await first.stop()
+    _assert_unlocked(first)
+    async with second:  # free again once the owner stopped
+        assert second.running

@@ -1,5 +1,10 @@
 """The `wow-temporal` command line: run the worker, the control API and the embedded dev stack,
-check cron expressions, hand over commits and operate timers."""
+check cron expressions, hand over commits and operate timers.
+
+Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
+(arguments, settings, commits), exit 1 when the world is not as needed (the dev data directory
+in use).
+"""
 
 from __future__ import annotations
 
@@ -203,7 +208,11 @@ def dev(
     worker, the control API and a domain host, until Ctrl-C."""
     from wow_temporal.dev import dev_main
     from wow_temporal.dev_services import default_services
-    from wow_temporal.embedded import port_is_free
+    from wow_temporal.embedded import (
+        EmbeddedTemporalError,
+        TemporalBinaryNotFoundError,
+        port_is_free,
+    )
 
     settings = _settings()
     _configure_logging()
@@ -211,9 +220,16 @@ def dev(
         port = 7233
     if ui_port is None and not headless and port_is_free(8233):
         ui_port = 8233
-    dev_main(
-        data_dir, port=port, ui_port=ui_port, headless=headless, services=default_services(settings)
-    )
+    try:
+        dev_main(
+            data_dir,
+            port=port,
+            ui_port=ui_port,
+            headless=headless,
+            services=default_services(settings),
+        )
+    except (EmbeddedTemporalError, TemporalBinaryNotFoundError) as error:
+        raise _fail(str(error), 1) from None
 
 
 def _configure_logging() -> None:
