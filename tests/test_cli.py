@@ -1,16 +1,18 @@
-"""The command line: bad input exits 2 with a message and changes nothing; the commands that
-talk to Temporal run against the session's dev server."""
+"""The command line: bad input exits 2 with a message and changes nothing; a port in use exits 1
+with one line; the commands that talk to Temporal run against the session's dev server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -19,8 +21,11 @@ from typer.testing import CliRunner
 from tests.recording_host import RecordingHost
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal
+from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.worker import timer_worker
+
+WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
+"""The console script as installed, as a user runs it."""
 
 runner = CliRunner()
 
@@ -177,3 +182,89 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     missing = _cli("timers", "show", "wow-timer:nope:t:1:k", env=env)
     assert missing.returncode == 2
     assert "no timer" in missing.stderr
+
+
+def _console(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `wow-temporal` console script."""
+    return subprocess.run(
+        [str(WOW_TEMPORAL), *args],
+        env={**os.environ, "WOW_CONFIG": "", **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _assert_one_error_line(result: subprocess.CompletedProcess[str], line: str) -> None:
+    """Exit 1, nothing on stdout, exactly `line` on stderr: no traceback, no colour codes."""
+    assert "Traceback" not in result.stderr
+    assert "\x1b[" not in result.stderr
+    assert result.stderr == line + "\n", result.stderr
+    assert result.stdout == ""
+    assert result.returncode == 1
+
+
+def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_dev_main(data_dir: Path, **kwargs: Any) -> None:
+        seen.update(kwargs, data_dir=data_dir)
+
+    monkeypatch.setattr("wow_temporal.dev.dev_main", fake_dev_main)
+    monkeypatch.setattr("wow_temporal.embedded.port_is_free", lambda *a, **k: False)
+    result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    # Passed on as asked: EmbeddedTemporal and the API use them or refuse, never swap them.
+    assert (seen["port"], seen["ui_port"]) == (7233, 8233)
+    assert [getattr(s, "port", None) for s in seen["services"]][-1] == 8088
+    assert seen["data_dir"] == Path(".wow-temporal")
+
+
+@pytest.mark.parametrize(
+    ("args", "api", "message"),
+    [
+        (
+            ["--port", "{taken}", "--headless"],
+            "{free}",
+            "Temporal gRPC port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --port (0: any free port)",
+        ),
+        (
+            ["--port", "0", "--ui-port", "{taken}"],
+            "{free}",
+            "Temporal Web UI port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --ui-port (0: any free port) or --headless",
+        ),
+        (
+            ["--port", "0", "--headless"],
+            "{taken}",
+            "control API port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with WOW_API_PORT",
+        ),
+    ],
+    ids=["grpc", "web-ui", "control-api"],
+)
+def test_dev_refuses_a_port_in_use_and_starts_nothing(
+    tmp_path: Path, args: list[str], api: str, message: str
+) -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as listener:
+        ports = {"taken": str(listener.getsockname()[1]), "free": str(free_port())}
+        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(**ports) for a in args)]
+        result = _console(*argv, env={"WOW_API_PORT": api.format(**ports), "WOW_HOST_URL": ""})
+    _assert_one_error_line(result, "error: " + message.format(**ports))
+    assert not (tmp_path / "temporal.log").exists()  # no server was spawned
+
+
+def test_api_refuses_a_port_in_use_before_connecting() -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as listener:
+        port = listener.getsockname()[1]
+        result = _console("api", "--port", str(port), env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    _assert_one_error_line(
+        result,
+        f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
+        "another with --port or WOW_API_PORT",
+    )

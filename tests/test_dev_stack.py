@@ -47,6 +47,8 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
             "wow_temporal.cli",
             "dev",
             "--headless",
+            "--port",
+            "0",  # 7233 may be another stack's
             "--data-dir",
             str(tmp_path / "dev"),
         ],
@@ -108,12 +110,16 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
 
 
 def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
-    """`wow-temporal dev` with the control API on `api_port`."""
+    """`wow-temporal dev` on any free Temporal ports, the control API on `api_port`."""
     env = {**os.environ, "WOW_API_PORT": str(api_port), "WOW_HOST_URL": "", "WOW_CONFIG": ""}
     return subprocess.Popen(
         [
             str(Path(sys.executable).parent / "wow-temporal"),
             "dev",
+            "--port",
+            "0",
+            "--ui-port",
+            "0",
             "--data-dir",
             str(data_dir),
             *extra,

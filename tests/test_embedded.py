@@ -1,5 +1,5 @@
 """The embedded servers: pydantic payloads on both, time skipping, search attributes, restarts,
-one owner per data directory."""
+one owner per data directory, ports used as asked or refused."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import sys
 import time
 import uuid
@@ -30,10 +31,13 @@ from wow_temporal.embedded import (
     DataDirInUseError,
     EmbeddedTemporal,
     EmbeddedTemporalError,
+    PortInUseError,
     TemporalBinaryNotFoundError,
     _alive,
     find_temporal_cli,
     find_test_server,
+    free_port,
+    port_is_free,
     register_search_attributes,
 )
 
@@ -402,3 +406,57 @@ async def test_a_second_server_on_the_same_data_dir_refuses_and_changes_nothing(
     _assert_unlocked(first)
     async with second:  # free again once the owner stopped
         assert second.running
+
+
+def _time_wait_port() -> int:
+    """A port whose server side is in TIME_WAIT, as after a quick restart of a server that
+    had closed a client's connection."""
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the server closes first: its end of the connection waits out TIME_WAIT
+        assert client.recv(1) == b""
+        client.close()
+    time.sleep(0.05)
+    with socket.socket() as plain, pytest.raises(OSError):  # the setup: a plain bind() fails
+        plain.bind(("127.0.0.1", port))
+    return port
+
+
+async def test_a_port_in_time_wait_is_free_as_servers_bind() -> None:
+    port = _time_wait_port()
+    assert port_is_free(port)
+    # As uvicorn and the Go server do (SO_REUSEADDR), a server can listen on it at once.
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", port)
+    server.close()
+    await server.wait_closed()
+
+
+def test_a_listening_port_is_not_free() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        assert not port_is_free(listener.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("option", "what", "hint"),
+    [
+        ("port", "Temporal gRPC", "--port (0: any free port)"),
+        ("ui_port", "Temporal Web UI", "--ui-port (0: any free port) or --headless"),
+    ],
+)
+async def test_a_port_in_use_is_refused_not_swapped(
+    tmp_path: Path, option: str, what: str, hint: str
+) -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as taken:
+        port = taken.getsockname()[1]
+        server = EmbeddedTemporal(tmp_path, **{option: port})
+        with pytest.raises(PortInUseError) as refused:
+            await server.start()
+    assert str(refused.value) == (
+        f"{what} port {port} on 127.0.0.1 is already in use; free it or choose another with {hint}"
+    )
+    assert not server.running
+    assert getattr(server, option) == port  # not swapped for another
+    assert not server.log_path.exists()  # no server was spawned
+    _assert_unlocked(server)

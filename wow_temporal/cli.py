@@ -2,8 +2,8 @@
 check cron expressions, hand over commits and operate timers.
 
 Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
-(arguments, settings, commits), exit 1 when the world is not as needed (the dev data directory
-in use).
+(arguments, settings, commits), exit 1 when the world is not as needed (a port or the dev data
+directory in use).
 """
 
 from __future__ import annotations
@@ -164,9 +164,14 @@ def api(
 ) -> None:
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
+    from wow_temporal.embedded import PortInUseError, port_is_free
     from wow_temporal.worker import connect, delivery_settings
 
     settings = _settings()
+    listen = port or settings.api_port
+    if not port_is_free(listen, host):
+        error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
+        raise _fail(str(error), 1)
     _configure_logging()
 
     async def work() -> None:
@@ -174,7 +179,7 @@ def api(
 
         client = await connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
-        await serve(settings, timers, host=host, port=port or settings.api_port)
+        await serve(settings, timers, host=host, port=listen)
 
     _run(work)
 
@@ -200,35 +205,37 @@ def dev(
     data_dir: Annotated[Path, typer.Option(help="Where the dev server keeps its database.")] = Path(
         ".wow-temporal"
     ),
-    port: Annotated[int | None, typer.Option(help="Temporal gRPC port (7233 if free).")] = None,
-    ui_port: Annotated[int | None, typer.Option(help="Web UI port (8233 if free).")] = None,
+    port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Temporal gRPC port, used or refused; 0: any free."),
+    ] = 7233,
+    ui_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Web UI port, used or refused; 0: any free."),
+    ] = 8233,
     headless: Annotated[bool, typer.Option(help="No Web UI.")] = False,
 ) -> None:
     """Run everything on the embedded default: Temporal dev server and Web UI, the timer
-    worker, the control API and a domain host, until Ctrl-C."""
+    worker, the control API (WOW_API_PORT, 8088) and a domain host, until Ctrl-C.
+
+    A port in use is refused, never swapped; so is a data directory another dev runs on."""
     from wow_temporal.dev import dev_main
     from wow_temporal.dev_services import default_services
-    from wow_temporal.embedded import (
-        EmbeddedTemporalError,
-        TemporalBinaryNotFoundError,
-        port_is_free,
-    )
+    from wow_temporal.embedded import EmbeddedTemporalError, TemporalBinaryNotFoundError
 
     settings = _settings()
     _configure_logging()
-    if port is None and port_is_free(7233):
-        port = 7233
-    if ui_port is None and not headless and port_is_free(8233):
-        ui_port = 8233
     try:
         dev_main(
             data_dir,
-            port=port,
-            ui_port=ui_port,
+            port=port or None,
+            ui_port=ui_port or None,
             headless=headless,
             services=default_services(settings),
         )
     except (EmbeddedTemporalError, TemporalBinaryNotFoundError) as error:
+        raise _fail(str(error), 1) from None
+    except OSError as error:  # a service lost its port to another program since the check
         raise _fail(str(error), 1) from None
 
 

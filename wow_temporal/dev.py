@@ -1,7 +1,8 @@
 """Engine of `wow-temporal dev`: the embedded Temporal server plus the project's services.
 
-Starts the server (Web UI on), then each `DevService` in order, prints where everything is,
-waits for SIGINT/SIGTERM and stops the services in reverse order and then the server.
+Claims the data directory, starts the server (Web UI on), then each `DevService` in order,
+prints where everything is, waits for SIGINT/SIGTERM and stops the services in reverse order
+and then the server.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO, runtime_checkable
@@ -38,7 +39,11 @@ class DevContext:
 
 @runtime_checkable
 class DevService(Protocol):
-    """A process-local service run by `wow-temporal dev` (worker, control API, example host)."""
+    """A process-local service run by `wow-temporal dev` (worker, control API, example host).
+
+    A service may also have a `check() -> None` method: called before the server starts, it
+    raises (`PortInUseError`, ...) to refuse the whole run before anything is started.
+    """
 
     @property
     def name(self) -> str:
@@ -74,7 +79,9 @@ async def run_dev(
     """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
 
     Services stop in reverse order, then the server; a failure while starting stops what was
-    already started and re-raises.
+    already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
+    (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
+    `check`).
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -91,6 +98,11 @@ async def run_dev(
     )
     started: list[DevService] = []
     try:
+        await server.claim()
+        for service in services:
+            check: Callable[[], None] | None = getattr(service, "check", None)
+            if check is not None:
+                check()
         await server.start()
         _print(out, "wow-temporal dev")
         _print(out, f"  Temporal gRPC:   {server.address}")

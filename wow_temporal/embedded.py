@@ -42,6 +42,7 @@ __all__ = [
     "DataDirInUseError",
     "EmbeddedTemporal",
     "EmbeddedTemporalError",
+    "PortInUseError",
     "TemporalBinaryNotFoundError",
     "find_temporal_cli",
     "find_test_server",
@@ -122,6 +123,28 @@ class DataDirInUseError(EmbeddedTemporalError):
         )
 
 
+class PortInUseError(EmbeddedTemporalError):
+    """A port that was asked for (or is the documented default) is in use by another program.
+
+    Such a port is refused, never swapped for another: the user would look for it where the
+    README or their option says it is.
+    """
+
+    def __init__(self, what: str, port: int, host: str, choose: str) -> None:
+        """`what` names the port's use, `choose` how to pick another (an option, a variable)."""
+        self.what = what
+        self.port = port
+        self.host = host
+        super().__init__(
+            f"{what} port {port} on {host} is already in use; free it or choose another with "
+            f"{choose}"
+        )
+
+
+_CHOOSE_PORT = "--port (0: any free port)"
+_CHOOSE_UI_PORT = "--ui-port (0: any free port) or --headless"
+
+
 def _find_binary(name: str, package: str) -> Path:
     """Look next to the running interpreter (the venv's bin dir) first, then on PATH."""
     exe = name + (".exe" if os.name == "nt" else "")
@@ -174,8 +197,14 @@ def _ephemeral_low() -> int:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether `port` can be bound on `host` right now."""
+    """Whether a server could listen on `port` on `host` right now.
+
+    Binds with SO_REUSEADDR as the servers do (uvicorn, the Go Temporal server), so a port
+    left in TIME_WAIT by a quick restart counts as free, and one another socket listens on
+    does not.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -277,7 +306,11 @@ class EmbeddedTemporal:
         startup_timeout: float = 60.0,
         stop_timeout: float = 10.0,
     ) -> None:
-        """Configure (not start) the server; ports left as None are picked free on start."""
+        """Configure (not start) the server.
+
+        Ports left as None (or 0) are picked free on start; a port given is used or refused
+        with `PortInUseError`, never swapped.
+        """
         self._data_dir_shown = str(data_dir)
         self.data_dir = Path(data_dir).resolve()
         self.db_path = Path(db_path).resolve() if db_path else self.data_dir / "temporal.db"
@@ -285,8 +318,8 @@ class EmbeddedTemporal:
         self.pid_path = self.data_dir / "temporal.pid"
         self.lock_path = self.data_dir / "temporal.lock"
         self.host = host
-        self.port = port
-        self.ui_port = ui_port
+        self.port = port or None
+        self.ui_port = ui_port or None
         self.headless = headless
         self.namespace = namespace
         self.search_attributes = dict(search_attributes)
@@ -359,10 +392,10 @@ class EmbeddedTemporal:
 
     async def claim(self) -> None:
         """Take the data directory before starting: lock it, end a dead owner's orphaned
-        server; idempotent.
+        server, check the ports asked for; idempotent.
 
-        Raises `DataDirInUseError` (another live owner), having changed nothing; `start()`
-        claims by itself, call this first to check more before it.
+        Raises `DataDirInUseError` (another live owner) or `PortInUseError`, having changed
+        nothing; `start()` claims by itself, call this first to check more before it.
         """
         if self._lock_fd is not None:
             return
@@ -370,6 +403,14 @@ class EmbeddedTemporal:
         self._lock()
         try:
             await self._kill_orphan()  # safe now: its owner is dead, or we'd have no lock
+            if self.port is not None and not port_is_free(self.port, self.host):
+                raise PortInUseError("Temporal gRPC", self.port, self.host, _CHOOSE_PORT)
+            if (
+                not self.headless
+                and self.ui_port is not None
+                and not port_is_free(self.ui_port, self.host)
+            ):
+                raise PortInUseError("Temporal Web UI", self.ui_port, self.host, _CHOOSE_UI_PORT)
         except BaseException:
             self._unlock()
             raise
@@ -418,8 +459,8 @@ class EmbeddedTemporal:
     async def start(self) -> None:
         """Launch the server and wait until it answers on the namespace; no-op if running.
 
-        Raises `DataDirInUseError` (see `claim`) without changing anything, or
-        `EmbeddedTemporalError` if the server does not come up.
+        Raises `DataDirInUseError` or `PortInUseError` (see `claim`) without changing
+        anything, or `EmbeddedTemporalError` if the server does not come up.
         """
         if self.running:
             return
