@@ -1,6 +1,6 @@
 """`wow-temporal dev` as a user runs it: the whole stack starts, a commit handed to the control
 API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind; a second
-one on the same data directory is refused and changes nothing."""
+one on the same data directory is refused; the stack stops when its server dies."""
 
 from __future__ import annotations
 
@@ -132,7 +132,9 @@ def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-def test_a_second_dev_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "dev"
     api_port = free_port()
     first = _dev(data_dir, api_port)
@@ -159,8 +161,16 @@ def test_a_second_dev_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
             assert reply.status == 200
 
         children = _descendants(first.pid)
-        first.send_signal(signal.SIGTERM)
-        assert first.wait(timeout=30) == 0
+        os.kill(server_pid, signal.SIGKILL)  # the server dies under the running stack
+        assert first.wait(timeout=30) == 1
+        rest = first.stdout.read() if first.stdout else ""
+        assert rest.splitlines()[-1] == (
+            f"wow-temporal dev: the Temporal server (pid {server_pid}) was killed by SIGKILL "
+            "while wow-temporal dev was running; stopping everything (server log: "
+            f"{data_dir / 'temporal.log'})"
+        ), rest
+        stderr = first.stderr.read() if first.stderr else ""
+        assert "Traceback" not in stderr, stderr
         deadline = time.monotonic() + 10
         while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -3,7 +3,7 @@ check cron expressions, hand over commits and operate timers.
 
 Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
 (arguments, settings, commits), exit 1 when the world is not as needed (a port or the dev data
-directory in use).
+directory in use, the dev server gone).
 """
 
 from __future__ import annotations
@@ -221,7 +221,11 @@ def dev(
     A port in use is refused, never swapped; so is a data directory another dev runs on."""
     from wow_temporal.dev import dev_main
     from wow_temporal.dev_services import default_services
-    from wow_temporal.embedded import EmbeddedTemporalError, TemporalBinaryNotFoundError
+    from wow_temporal.embedded import (
+        EmbeddedTemporalError,
+        TemporalBinaryNotFoundError,
+        TemporalServerExitedError,
+    )
 
     settings = _settings()
     _configure_logging()
@@ -233,6 +237,8 @@ def dev(
             headless=headless,
             services=default_services(settings),
         )
+    except TemporalServerExitedError:
+        raise typer.Exit(1) from None  # run_dev has said so, in one line
     except (EmbeddedTemporalError, TemporalBinaryNotFoundError) as error:
         raise _fail(str(error), 1) from None
     except OSError as error:  # a service lost its port to another program since the check

@@ -1,8 +1,8 @@
 """Engine of `wow-temporal dev`: the embedded Temporal server plus the project's services.
 
 Claims the data directory, starts the server (Web UI on), then each `DevService` in order,
-prints where everything is, waits for SIGINT/SIGTERM and stops the services in reverse order
-and then the server.
+prints where everything is, waits for SIGINT/SIGTERM (or the server's death) and stops the
+services in reverse order and then the server.
 """
 
 from __future__ import annotations
@@ -18,7 +18,11 @@ from typing import Protocol, TextIO, runtime_checkable
 
 from temporalio.client import Client
 
-from wow_temporal.embedded import DEFAULT_DATA_DIR, EmbeddedTemporal
+from wow_temporal.embedded import (
+    DEFAULT_DATA_DIR,
+    EmbeddedTemporal,
+    TemporalServerExitedError,
+)
 
 __all__ = ["READY_LINE", "DevContext", "DevService", "dev_main", "run_dev"]
 
@@ -81,7 +85,8 @@ async def run_dev(
     Services stop in reverse order, then the server; a failure while starting stops what was
     already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
     (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
-    `check`).
+    `check`). If the server exits while running, one line says so, everything stops and
+    `TemporalServerExitedError` is raised.
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -124,7 +129,7 @@ async def run_dev(
             started.append(service)
             _print(out, f"  {service.name + ':':<16} {description}")
         _print(out, READY_LINE)
-        await stop.wait()
+        await _until_stop_or_exit(stop, server, out)
         _print(out, "wow-temporal dev: stopping")
     finally:
         try:
@@ -138,6 +143,38 @@ async def run_dev(
             for sig in handled:
                 loop.remove_signal_handler(sig)
     _print(out, "wow-temporal dev: stopped")
+
+
+async def _until_stop_or_exit(stop: asyncio.Event, server: EmbeddedTemporal, out: TextIO) -> None:
+    """Wait for `stop`; if the server exits first, say so in one line and raise."""
+    pid = server.pid
+    stopping = asyncio.ensure_future(stop.wait())
+    exiting = asyncio.ensure_future(server.wait())
+    try:
+        await asyncio.wait({stopping, exiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (stopping, exiting):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if stop.is_set() or not exiting.done() or exiting.cancelled():
+        return
+    code = exiting.result()
+    how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+    message = (
+        f"the Temporal server (pid {pid}) {how} while wow-temporal dev was running; "
+        f"stopping everything (server log: {server.log_path})"
+    )
+    _print(out, f"wow-temporal dev: {message}")
+    raise TemporalServerExitedError(message)
+
+
+def _signal_name(number: int) -> str:
+    """SIGKILL for 9; the number itself for a signal Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def dev_main(

@@ -44,6 +44,7 @@ __all__ = [
     "EmbeddedTemporalError",
     "PortInUseError",
     "TemporalBinaryNotFoundError",
+    "TemporalServerExitedError",
     "find_temporal_cli",
     "find_test_server",
     "free_port",
@@ -143,6 +144,10 @@ class PortInUseError(EmbeddedTemporalError):
 
 _CHOOSE_PORT = "--port (0: any free port)"
 _CHOOSE_UI_PORT = "--ui-port (0: any free port) or --headless"
+
+
+class TemporalServerExitedError(EmbeddedTemporalError):
+    """The server process exited while it was meant to be running."""
 
 
 def _find_binary(name: str, package: str) -> Path:
@@ -567,6 +572,18 @@ class EmbeddedTemporal:
             f"{self.startup_timeout:.0f}s (last error: {last_error}); "
             f"log {self.log_path}:\n{_tail(self.log_path)}"
         )
+
+    async def wait(self) -> int:
+        """Wait until the server process exits by itself (or is killed); its exit code,
+        negative for a signal. Raises `EmbeddedTemporalError` when it is not started."""
+        proc = self._proc
+        if proc is None:
+            raise EmbeddedTemporalError("the server has not been started")
+        while True:  # a child's exit has no awaitable here: poll, cheaply
+            code = proc.poll()
+            if code is not None:
+                return code
+            await asyncio.sleep(0.2)
 
     async def connect(self) -> Client:
         """A client on this server's namespace using the pydantic data converter."""
