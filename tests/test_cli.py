@@ -1,5 +1,6 @@
-"""The command line: bad input exits 2 with a message and changes nothing; a port in use exits 1
-with one line; the commands that talk to Temporal run against the session's dev server."""
+"""The command line: bad input exits 2 with a message and changes nothing; an unreachable
+Temporal or a port in use exits 1 with one line; the commands that talk to Temporal run against
+the session's dev server."""
 
 from __future__ import annotations
 
@@ -204,6 +205,44 @@ def _assert_one_error_line(result: subprocess.CompletedProcess[str], line: str) 
     assert result.stderr == line + "\n", result.stderr
     assert result.stdout == ""
     assert result.returncode == 1
+
+
+_COMMIT = {
+    "id": "c-unreachable",
+    "contextName": "eshop-order",
+    "aggregateName": "order",
+    "tenantId": "t1",
+    "aggregateId": "1",
+    "version": 1,
+    "createTime": 0,
+    "body": [{"id": "e", "name": "wow.ScheduleCancelled", "body": {"key": "k"}}],
+}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["worker"],
+        ["api", "--port", "{port}"],
+        ["setup"],
+        ["apply", "{commit}"],
+        ["timers", "list"],
+        ["timers", "show", "wow-timer:a.b:t:1:k"],
+        ["timers", "retry", "wow-timer:a.b:t:1:k"],
+        ["timers", "cancel", "wow-timer:a.b:t:1:k"],
+    ],
+    ids=lambda args: " ".join(a for a in args if not a.startswith(("{", "wow-timer"))),
+)
+def test_an_unreachable_temporal_is_one_line_and_exit_1(args: list[str], tmp_path: Path) -> None:
+    commit = tmp_path / "commit.json"
+    commit.write_text(json.dumps(_COMMIT))
+    argv = [a.format(port=free_port(), commit=commit) for a in args]
+    env = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "WOW_HOST_URL": "http://127.0.0.1:9"}
+    result = _console(*argv, env=env)
+    _assert_one_error_line(
+        result,
+        "error: cannot reach Temporal at 127.0.0.1:1 (namespace default): Connection refused",
+    )
 
 
 def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(

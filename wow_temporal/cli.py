@@ -2,20 +2,22 @@
 check cron expressions, hand over commits and operate timers.
 
 Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
-(arguments, settings, commits), exit 1 when the world is not as needed (a port or the dev data
-directory in use, the dev server gone).
+(arguments, settings, commits), exit 1 when the world is not as needed (Temporal unreachable,
+a port or the dev data directory in use, the dev server gone).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import typer
@@ -29,6 +31,9 @@ from wow_temporal.schedule import (
     validate_zone,
 )
 from wow_temporal.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 app = typer.Typer(
     name="wow-temporal",
@@ -65,6 +70,53 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+class _CommandError(Exception):
+    """Raised inside a command's coroutine: `_run` prints `error: message`, exits `code`."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def _connect(settings: Settings) -> Client:
+    """Connect as `worker.connect` does; a `_CommandError` (exit 1) naming the address when
+    Temporal does not answer."""
+    from wow_temporal.worker import connect
+
+    try:
+        return await connect(settings)
+    except SettingsError:
+        raise
+    except (RuntimeError, ValueError) as error:
+        config = settings.temporal_connect_config()
+        where = f"{config['target_host']} (namespace {config['namespace']})"
+        text = str(error)
+        if isinstance(error, ValueError):  # the SDK refuses the address itself
+            raise _CommandError(f"invalid Temporal address {where}: {text}", 2) from None
+        if not text.startswith("Failed client connect"):
+            raise
+        raise _CommandError(
+            f"cannot reach Temporal at {where}: {_connect_reason(text)}", 1
+        ) from None
+
+
+_REASONS = (
+    re.compile(r'message: "([^"]+)" \}'),  # an OS error: Connection refused, ...
+    re.compile(r'error: "([^"]+)"'),  # a custom one: failed to lookup address information ...
+    re.compile(r'Status \{ code: (\w+), message: "([^"]*)"'),  # the server answered, oddly
+)
+
+
+def _connect_reason(text: str) -> str:
+    """The readable part of the SDK's `Failed client connect: <Rust debug output>`."""
+    for pattern in _REASONS:
+        found = pattern.search(text)
+        if found:
+            return ": ".join(part for part in found.groups() if part)
+    rest = " ".join(text.removeprefix("Failed client connect:").split())
+    return rest if len(rest) <= 200 else rest[:199] + "…"
+
+
 def _settings() -> Settings:
     try:
         return load_settings()
@@ -73,7 +125,8 @@ def _settings() -> Settings:
 
 
 def _run(work: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command, turning the errors a user can fix into a message and exit 2."""
+    """Run an async command, turning the errors a user can fix into one line and exit 2 (bad
+    input) or 1 (Temporal unreachable)."""
     from temporalio.service import RPCError
 
     from wow_temporal.timers.client import TimerError
@@ -82,6 +135,8 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     _bridge_used = True
     try:
         return asyncio.run(work())  # type: ignore[arg-type]
+    except _CommandError as error:
+        raise _fail(str(error), error.code) from None
     except (TimerError, SettingsError, InvalidCommitError, InvalidScheduleError) as error:
         raise _fail(str(error)) from None
     except RPCError as error:
@@ -153,8 +208,14 @@ def worker(
     if app_ref is not None:
         raise _fail("--app: recurring jobs and App are not available in this version yet")
     settings = _settings()
+    if settings.host_url is None:  # before connecting: the fix is here, not in Temporal
+        raise _fail("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
     _configure_logging()
-    _run(lambda: run_worker(settings))
+
+    async def work() -> None:
+        await run_worker(settings, client=await _connect(settings))
+
+    _run(work)
 
 
 @app.command()
@@ -165,7 +226,7 @@ def api(
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
     from wow_temporal.embedded import PortInUseError, port_is_free
-    from wow_temporal.worker import connect, delivery_settings
+    from wow_temporal.worker import delivery_settings
 
     settings = _settings()
     listen = port or settings.api_port
@@ -177,7 +238,7 @@ def api(
     async def work() -> None:
         from wow_temporal.timers.client import TimerClient
 
-        client = await connect(settings)
+        client = await _connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
         await serve(settings, timers, host=host, port=listen)
 
@@ -188,12 +249,11 @@ def api(
 def setup() -> None:
     """Register the search attributes on TEMPORAL_NAMESPACE (idempotent)."""
     from wow_temporal.embedded import register_search_attributes
-    from wow_temporal.worker import connect
 
     settings = _settings()
 
     async def work() -> list[str]:
-        client = await connect(settings)
+        client = await _connect(settings)
         return await register_search_attributes(client, client.namespace)
 
     added = _run(work)
@@ -246,8 +306,6 @@ def dev(
 
 
 def _configure_logging() -> None:
-    import logging
-
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -268,7 +326,7 @@ def apply_commits(
     """Hand commits' schedule events to the timers (as a host's relay would)."""
     from wow_temporal.schedule import Commit
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect, delivery_settings
+    from wow_temporal.worker import delivery_settings
 
     commits: list[Commit] = []
     for path in files:
@@ -285,7 +343,7 @@ def apply_commits(
     settings = _settings()
 
     async def work() -> None:
-        client = await connect(settings)
+        client = await _connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
         for commit in commits:
             for applied in await timers.apply(commit):
@@ -312,7 +370,6 @@ def timers_list(
 ) -> None:
     """List timers matching the filters (the same query works in the Web UI)."""
     from wow_temporal.timers.client import TimerClient, TimerFilter
-    from wow_temporal.worker import connect
 
     settings = _settings()
     try:
@@ -328,7 +385,7 @@ def timers_list(
         raise _fail(explain(error)) from None
 
     async def work() -> None:
-        client = await connect(settings)
+        client = await _connect(settings)
         found = await TimerClient(client).list(where, limit=limit)
         if as_json:
             _echo_json([info.model_dump(mode="json") for info in found])
@@ -345,12 +402,11 @@ def timers_list(
 def timers_show(workflow_id: str) -> None:
     """Show one timer with its full state."""
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect
 
     settings = _settings()
 
     async def work() -> None:
-        client = await connect(settings)
+        client = await _connect(settings)
         _echo_json(await TimerClient(client).show(workflow_id))
 
     _run(work)
@@ -370,12 +426,11 @@ def timers_cancel(workflow_id: str) -> None:
 
 def _operate(workflow_id: str, operation: str) -> None:
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect
 
     settings = _settings()
 
     async def work() -> None:
-        timers = TimerClient(await connect(settings))
+        timers = TimerClient(await _connect(settings))
         state = await getattr(timers, operation)(workflow_id)
         typer.echo(f"{workflow_id}: {state.status.value}")
 
