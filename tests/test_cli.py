@@ -1,15 +1,19 @@
 """The command line: bad input exits 2 with a message and changes nothing; an unreachable
 Temporal or a port in use exits 1 with one line; the commands that talk to Temporal run against
-the session's dev server."""
+the session's dev server; logs are plain, one line per record."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +27,7 @@ from tests.recording_host import RecordingHost
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
 from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.logs import LOG_FORMAT, OneLineFormatter
 from wow_temporal.worker import timer_worker
 
 WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
@@ -255,6 +260,8 @@ def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
 
     monkeypatch.setattr("wow_temporal.dev.dev_main", fake_dev_main)
     monkeypatch.setattr("wow_temporal.embedded.port_is_free", lambda *a, **k: False)
+    # In process: leave the pytest process's default Temporal runtime as it is.
+    monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
     result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})
     assert result.exit_code == 0, result.output
     # Passed on as asked: EmbeddedTemporal and the API use them or refuse, never swap them.
@@ -307,3 +314,79 @@ def test_api_refuses_a_port_in_use_before_connecting() -> None:
         f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
         "another with --port or WOW_API_PORT",
     )
+
+
+def test_log_records_are_one_plain_line() -> None:
+    formatter = OneLineFormatter(LOG_FORMAT)
+    try:
+        raise ValueError("bad\nvalue")
+    except ValueError:
+        record = logging.LogRecord(
+            "temporalio.core",
+            logging.WARNING,
+            "x",
+            1,
+            "\x1b[33mretried\x1b[0m\nagain",
+            (),
+            sys.exc_info(),
+        )
+    line = formatter.format(record)
+    assert "\n" not in line
+    assert "\x1b" not in line
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING temporalio\.core: retried \| again \| "
+        r"Traceback \(most recent call last\):.* \| ValueError: bad \| value",
+        line,
+    ), line
+
+
+_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) [\w.]+: .+")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
+    # The SDK's Rust core warns about retried gRPC calls; unconfigured, it prints them in ANSI
+    # colours (on stdout). A worker whose server dies retries its polls: watch its output.
+    server = EmbeddedTemporal(tmp_path / "temporal", headless=True)
+    await server.start()
+    out_path, err_path = tmp_path / "worker.out", tmp_path / "worker.err"
+
+    def output() -> str:
+        return out_path.read_text() + err_path.read_text()
+
+    with out_path.open("w") as stdout, err_path.open("w") as stderr:
+        worker = await asyncio.create_subprocess_exec(
+            str(WOW_TEMPORAL),
+            "worker",
+            env={
+                **os.environ,
+                "WOW_CONFIG": "",
+                "TEMPORAL_ADDRESS": server.address,
+                "WOW_HOST_URL": "http://127.0.0.1:9",
+            },
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "timer worker on task queue" not in output():
+            assert worker.returncode is None, output()
+            assert time.monotonic() < deadline, output()
+            await asyncio.sleep(0.1)
+        await server.kill()
+        while "retried" not in output():
+            assert worker.returncode is None, output()
+            assert time.monotonic() < deadline + 60, output()
+            await asyncio.sleep(0.2)
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(worker.wait(), 30)
+        await server.stop()
+    assert "\x1b[" not in output()
+    assert "Traceback" not in output()
+    assert out_path.read_text() == ""  # logs go to stderr, one record per line
+    lines = err_path.read_text().splitlines()
+    assert lines and all(_RECORD.fullmatch(line) for line in lines), lines
+    retried = [line for line in lines if "retried" in line]
+    assert retried[0].split(": ", 1)[0].endswith(" WARNING temporalio.core"), retried[0]

@@ -79,10 +79,12 @@ class _CommandError(Exception):
 
 
 async def _connect(settings: Settings) -> Client:
-    """Connect as `worker.connect` does; a `_CommandError` (exit 1) naming the address when
-    Temporal does not answer."""
+    """Connect as `worker.connect` does, Temporal's core logging through Python's; a
+    `_CommandError` (exit 1) naming the address when Temporal does not answer."""
+    from wow_temporal.logs import configure_temporal_runtime
     from wow_temporal.worker import connect
 
+    configure_temporal_runtime()
     try:
         return await connect(settings)
     except SettingsError:
@@ -251,6 +253,7 @@ def setup() -> None:
     from wow_temporal.embedded import register_search_attributes
 
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> list[str]:
         client = await _connect(settings)
@@ -305,13 +308,11 @@ def dev(
         raise _fail(str(error), 1) from None
 
 
-def _configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+def _configure_logging(level: int = logging.INFO) -> None:
+    """Plain one-line log records on stderr; the Temporal core's among them (no ANSI)."""
+    from wow_temporal.logs import configure_logging
+
+    configure_logging(level)
 
 
 # --- commits ----------------------------------------------------------------------------------
@@ -341,6 +342,7 @@ def apply_commits(
             except InvalidCommitError as error:
                 raise _fail(f"{path}: {error}") from None
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
@@ -383,6 +385,7 @@ def timers_list(
         )
     except ValidationError as error:
         raise _fail(explain(error)) from None
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
@@ -404,6 +407,7 @@ def timers_show(workflow_id: str) -> None:
     from wow_temporal.timers.client import TimerClient
 
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
@@ -428,6 +432,7 @@ def _operate(workflow_id: str, operation: str) -> None:
     from wow_temporal.timers.client import TimerClient
 
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
         timers = TimerClient(await _connect(settings))
