@@ -1,16 +1,23 @@
-"""The command line: bad input exits 2 with a message and changes nothing; the commands that
-talk to Temporal run against the session's dev server."""
+"""The command line: bad input exits 2 with a message and changes nothing; an unreachable
+Temporal or a port in use exits 1 with one line; the commands that talk to Temporal run against
+the session's dev server; logs are plain, one line per record."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -19,8 +26,12 @@ from typer.testing import CliRunner
 from tests.recording_host import RecordingHost
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal
+from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.logs import LOG_FORMAT, OneLineFormatter
 from wow_temporal.worker import timer_worker
+
+WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
+"""The console script as installed, as a user runs it."""
 
 runner = CliRunner()
 
@@ -180,3 +191,205 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     malformed = _cli("timers", "show", "wow-timer:nope:t:1:k", env=env)
     assert malformed.returncode == 2
     assert "not a timer id" in malformed.stderr
+
+
+def _console(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `wow-temporal` console script."""
+    return subprocess.run(
+        [str(WOW_TEMPORAL), *args],
+        env={**os.environ, "WOW_CONFIG": "", **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _assert_one_error_line(result: subprocess.CompletedProcess[str], line: str) -> None:
+    """Exit 1, nothing on stdout, exactly `line` on stderr: no traceback, no colour codes."""
+    assert "Traceback" not in result.stderr
+    assert "\x1b[" not in result.stderr
+    assert result.stderr == line + "\n", result.stderr
+    assert result.stdout == ""
+    assert result.returncode == 1
+
+
+_COMMIT = {
+    "id": "c-unreachable",
+    "contextName": "eshop-order",
+    "aggregateName": "order",
+    "tenantId": "t1",
+    "aggregateId": "1",
+    "version": 1,
+    "createTime": 0,
+    "body": [{"id": "e", "name": "wow.ScheduleCancelled", "body": {"key": "k"}}],
+}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["worker"],
+        ["api", "--port", "{port}"],
+        ["setup"],
+        ["apply", "{commit}"],
+        ["timers", "list"],
+        ["timers", "show", "wow-timer:a.b:t:1:k"],
+        ["timers", "retry", "wow-timer:a.b:t:1:k"],
+        ["timers", "cancel", "wow-timer:a.b:t:1:k"],
+    ],
+    ids=lambda args: " ".join(a for a in args if not a.startswith(("{", "wow-timer"))),
+)
+def test_an_unreachable_temporal_is_one_line_and_exit_1(args: list[str], tmp_path: Path) -> None:
+    commit = tmp_path / "commit.json"
+    commit.write_text(json.dumps(_COMMIT))
+    argv = [a.format(port=free_port(), commit=commit) for a in args]
+    env = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "WOW_HOST_URL": "http://127.0.0.1:9"}
+    result = _console(*argv, env=env)
+    _assert_one_error_line(
+        result,
+        "error: cannot reach Temporal at 127.0.0.1:1 (namespace default): Connection refused",
+    )
+
+
+def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_dev_main(data_dir: Path, **kwargs: Any) -> None:
+        seen.update(kwargs, data_dir=data_dir)
+
+    monkeypatch.setattr("wow_temporal.dev.dev_main", fake_dev_main)
+    monkeypatch.setattr("wow_temporal.embedded.port_is_free", lambda *a, **k: False)
+    # In process: leave the pytest process's default Temporal runtime as it is.
+    monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
+    result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    # Passed on as asked: EmbeddedTemporal and the API use them or refuse, never swap them.
+    assert (seen["port"], seen["ui_port"]) == (7233, 8233)
+    assert [getattr(s, "port", None) for s in seen["services"]][-1] == 8088
+    assert seen["data_dir"] == Path(".wow-temporal")
+
+
+@pytest.mark.parametrize(
+    ("args", "api", "message"),
+    [
+        (
+            ["--port", "{taken}", "--headless"],
+            "{free}",
+            "Temporal gRPC port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --port (0: any free port)",
+        ),
+        (
+            ["--port", "0", "--ui-port", "{taken}"],
+            "{free}",
+            "Temporal Web UI port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --ui-port (0: any free port) or --headless",
+        ),
+        (
+            ["--port", "0", "--headless"],
+            "{taken}",
+            "control API port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with WOW_API_PORT",
+        ),
+    ],
+    ids=["grpc", "web-ui", "control-api"],
+)
+def test_dev_refuses_a_port_in_use_and_starts_nothing(
+    tmp_path: Path, args: list[str], api: str, message: str
+) -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as listener:
+        ports = {"taken": str(listener.getsockname()[1]), "free": str(free_port())}
+        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(**ports) for a in args)]
+        result = _console(*argv, env={"WOW_API_PORT": api.format(**ports), "WOW_HOST_URL": ""})
+    _assert_one_error_line(result, "error: " + message.format(**ports))
+    assert not (tmp_path / "temporal.log").exists()  # no server was spawned
+
+
+def test_api_refuses_a_port_in_use_before_connecting() -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as listener:
+        port = listener.getsockname()[1]
+        result = _console("api", "--port", str(port), env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    _assert_one_error_line(
+        result,
+        f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
+        "another with --port or WOW_API_PORT",
+    )
+
+
+def test_log_records_are_one_plain_line() -> None:
+    formatter = OneLineFormatter(LOG_FORMAT)
+    try:
+        raise ValueError("bad\nvalue")
+    except ValueError:
+        record = logging.LogRecord(
+            "temporalio.core",
+            logging.WARNING,
+            "x",
+            1,
+            "\x1b[33mretried\x1b[0m\nagain",
+            (),
+            sys.exc_info(),
+        )
+    line = formatter.format(record)
+    assert "\n" not in line
+    assert "\x1b" not in line
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING temporalio\.core: retried \| again \| "
+        r"Traceback \(most recent call last\):.* \| ValueError: bad \| value",
+        line,
+    ), line
+
+
+_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) [\w.]+: .+")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
+    # The SDK's Rust core warns about retried gRPC calls; unconfigured, it prints them in ANSI
+    # colours (on stdout). A worker whose server dies retries its polls: watch its output.
+    server = EmbeddedTemporal(tmp_path / "temporal", headless=True)
+    await server.start()
+    out_path, err_path = tmp_path / "worker.out", tmp_path / "worker.err"
+
+    def output() -> str:
+        return out_path.read_text() + err_path.read_text()
+
+    with out_path.open("w") as stdout, err_path.open("w") as stderr:
+        worker = await asyncio.create_subprocess_exec(
+            str(WOW_TEMPORAL),
+            "worker",
+            env={
+                **os.environ,
+                "WOW_CONFIG": "",
+                "TEMPORAL_ADDRESS": server.address,
+                "WOW_HOST_URL": "http://127.0.0.1:9",
+            },
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "timer worker on task queue" not in output():
+            assert worker.returncode is None, output()
+            assert time.monotonic() < deadline, output()
+            await asyncio.sleep(0.1)
+        await server.kill()
+        while "retried" not in output():
+            assert worker.returncode is None, output()
+            assert time.monotonic() < deadline + 60, output()
+            await asyncio.sleep(0.2)
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(worker.wait(), 30)
+        await server.stop()
+    assert "\x1b[" not in output()
+    assert "Traceback" not in output()
+    assert out_path.read_text() == ""  # logs go to stderr, one record per line
+    lines = err_path.read_text().splitlines()
+    assert lines and all(_RECORD.fullmatch(line) for line in lines), lines
+    retried = [line for line in lines if "retried" in line]
+    assert retried[0].split(": ", 1)[0].endswith(" WARNING temporalio.core"), retried[0]

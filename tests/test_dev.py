@@ -1,4 +1,5 @@
-"""`wow-temporal dev`'s engine: services start and stop in order; signals stop everything."""
+"""`wow-temporal dev`'s engine: services start and stop in order; signals stop everything, and
+so does the server's death; the control API's port is used or refused, never swapped."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import io
 import os
 import signal
+import socket
 import sys
 import textwrap
 import urllib.request
@@ -15,7 +17,11 @@ import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 
+from tests.test_embedded import _time_wait_port
 from wow_temporal.dev import READY_LINE, DevContext, run_dev
+from wow_temporal.dev_services import ApiService
+from wow_temporal.embedded import PortInUseError, TemporalServerExitedError, free_port
+from wow_temporal.settings import load_settings
 
 # A dev run with one trivial service: a TCP server that answers with the namespace.
 _DEV_SCRIPT = textwrap.dedent(
@@ -115,6 +121,66 @@ async def test_run_dev_failed_service_stops_what_started(tmp_path: Path) -> None
             60,
         )
     assert journal == ["start ok", "fail broken", "stop ok"]
+
+
+async def _wait_ready(out: io.StringIO, task: asyncio.Task[None]) -> None:
+    for _ in range(600):
+        if READY_LINE in out.getvalue() or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert READY_LINE in out.getvalue(), out.getvalue()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_run_dev_stops_everything_when_the_server_dies(tmp_path: Path) -> None:
+    journal: list[str] = []
+    services = [RecordingService("first", journal), RecordingService("second", journal)]
+    out = io.StringIO()
+    task = asyncio.create_task(
+        run_dev(tmp_path, headless=True, services=services, stop_event=asyncio.Event(), out=out)
+    )
+    await _wait_ready(out, task)
+    server_pid = int((tmp_path / "temporal.pid").read_text())
+    os.killpg(server_pid, signal.SIGKILL)  # the server dies under a running stack
+    with pytest.raises(TemporalServerExitedError):
+        await asyncio.wait_for(task, 30)
+    line = (
+        f"wow-temporal dev: the Temporal server (pid {server_pid}) was killed by SIGKILL while "
+        f"wow-temporal dev was running; stopping everything (server log: "
+        f"{tmp_path / 'temporal.log'})"
+    )
+    assert out.getvalue().splitlines()[-1] == line
+    assert journal == ["start first", "start second", "stop second", "stop first"]
+    assert not (tmp_path / "temporal.pid").exists()
+
+
+def test_the_control_api_keeps_its_port_after_a_quick_restart() -> None:
+    port = _time_wait_port()
+    api = ApiService(load_settings(environ={"WOW_API_PORT": str(port)}))
+    assert api.port == port
+    api.check()  # uvicorn can listen there: no refusal
+
+
+async def test_the_control_api_port_in_use_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    journal: list[str] = []
+    with socket.create_server(("127.0.0.1", free_port())) as taken:
+        port = taken.getsockname()[1]
+        api = ApiService(load_settings(environ={"WOW_API_PORT": str(port)}))
+        assert api.port == port  # not swapped for a free one
+        out = io.StringIO()
+        with pytest.raises(PortInUseError) as refused:
+            await run_dev(
+                tmp_path, headless=True, services=[RecordingService("x", journal), api], out=out
+            )
+    assert str(refused.value) == (
+        f"control API port {port} on 127.0.0.1 is already in use; free it or choose another "
+        "with WOW_API_PORT"
+    )
+    assert out.getvalue() == ""
+    assert journal == []
+    assert not (tmp_path / "temporal.log").exists()  # the server was never spawned
 
 
 def _children() -> dict[int, list[int]]:

@@ -1,5 +1,6 @@
 """`wow-temporal dev` as a user runs it: the whole stack starts, a commit handed to the control
-API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind."""
+API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind; a second
+one on the same data directory is refused; the stack stops when its server dies."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
             "wow_temporal.cli",
             "dev",
             "--headless",
+            "--port",
+            "0",  # 7233 may be another stack's
             "--data-dir",
             str(tmp_path / "dev"),
         ],
@@ -104,3 +107,75 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
+    """`wow-temporal dev` on any free Temporal ports, the control API on `api_port`."""
+    env = {**os.environ, "WOW_API_PORT": str(api_port), "WOW_HOST_URL": "", "WOW_CONFIG": ""}
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "wow-temporal"),
+            "dev",
+            "--port",
+            "0",
+            "--ui-port",
+            "0",
+            "--data-dir",
+            str(data_dir),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "dev"
+    api_port = free_port()
+    first = _dev(data_dir, api_port)
+    lines: list[str] = []
+    try:
+        _read_until(first, READY_LINE, lines, timeout=90)
+        fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+        server_pid = int((data_dir / "temporal.pid").read_text())
+        assert server_pid in _descendants(first.pid)
+
+        second = _dev(data_dir, free_port(), "--headless")
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 1, out + err
+        assert out == ""
+        assert err == (
+            f"error: another wow-temporal dev (pid {first.pid}) is using {data_dir}: "
+            f"Temporal {fields['Temporal gRPC']}, Web UI {fields['Temporal Web UI']}; "
+            "stop it or use --data-dir\n"
+        )
+        # The first stack is untouched: same server, control API still answering.
+        assert _alive(server_pid)
+        assert int((data_dir / "temporal.pid").read_text()) == server_pid
+        with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/health", timeout=10) as reply:
+            assert reply.status == 200
+
+        children = _descendants(first.pid)
+        os.kill(server_pid, signal.SIGKILL)  # the server dies under the running stack
+        assert first.wait(timeout=30) == 1
+        rest = first.stdout.read() if first.stdout else ""
+        assert rest.splitlines()[-1] == (
+            f"wow-temporal dev: the Temporal server (pid {server_pid}) was killed by SIGKILL "
+            "while wow-temporal dev was running; stopping everything (server log: "
+            f"{data_dir / 'temporal.log'})"
+        ), rest
+        stderr = first.stderr.read() if first.stderr else ""
+        assert "Traceback" not in stderr, stderr
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()

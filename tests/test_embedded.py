@@ -1,11 +1,15 @@
-"""The embedded servers: pydantic payloads on both, time skipping, search attributes, restarts."""
+"""The embedded servers: pydantic payloads on both, time skipping, search attributes, restarts,
+one owner per data directory, ports used as asked or refused."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import json
 import os
 import signal
+import socket
 import sys
 import time
 import uuid
@@ -17,18 +21,23 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import Worker
 
 from wow_temporal.embedded import (
     SEARCH_ATTRIBUTES,
+    DataDirInUseError,
     EmbeddedTemporal,
     EmbeddedTemporalError,
+    PortInUseError,
     TemporalBinaryNotFoundError,
     _alive,
     find_temporal_cli,
     find_test_server,
+    free_port,
+    port_is_free,
     register_search_attributes,
 )
 
@@ -293,14 +302,23 @@ async def test_dev_server_timers_fire_on_time(dev_client: Client) -> None:
 
 
 _ORPHAN_SCRIPT = """
-import asyncio, os, sys
+import asyncio, os, signal, sys
 from wow_temporal.embedded import EmbeddedTemporal
 
 server = EmbeddedTemporal(sys.argv[1], headless=True)
 asyncio.run(server.start())
 print(server.pid, flush=True)
-os._exit(0)  # die without stop() or atexit: the server is orphaned
+os.kill(os.getpid(), signal.SIGKILL)  # die without stop() or atexit: the server is orphaned
 """
+
+
+def _open_files(pid: int) -> set[str]:
+    """The paths `pid` has open, per /proc."""
+    found: set[str] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            found.add(os.readlink(fd))
+    return found
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -309,9 +327,12 @@ async def test_start_kills_a_server_orphaned_on_the_same_database(tmp_path: Path
         sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path), stdout=asyncio.subprocess.PIPE
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -signal.SIGKILL
     orphan = int(out.decode().split()[-1])
     try:
         assert _alive(orphan)
+        # The server never inherited its owner's lock, so the owner's death freed it.
+        assert str(tmp_path / "temporal.lock") not in _open_files(orphan)
         server = EmbeddedTemporal(tmp_path, headless=True)
         async with server:
             assert not _alive(orphan)
@@ -327,3 +348,115 @@ async def test_start_failure_reports_server_output(tmp_path: Path) -> None:
     with pytest.raises(EmbeddedTemporalError, match="no-such-flag"):
         await server.start()
     assert not server.running
+    _assert_unlocked(server)
+
+
+def _assert_unlocked(server: EmbeddedTemporal) -> None:
+    """Nobody holds the data directory's lock (`stop()` or a failed start released it)."""
+    fd = os.open(server.lock_path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError if held
+    finally:
+        os.close(fd)
+
+
+def _owner_state(server: EmbeddedTemporal) -> tuple[bytes, bytes, int, list[str]]:
+    """What a second instance could change: the lock record, the pid file, the servers
+    spawned (one log header each), the files (the running server writes its database)."""
+    spawned = server.log_path.read_text().count("\n==== ")
+    files = sorted(p.name for p in server.data_dir.iterdir())
+    return server.lock_path.read_bytes(), server.pid_path.read_bytes(), spawned, files
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_a_second_server_on_the_same_data_dir_refuses_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    first = EmbeddedTemporal(tmp_path, headless=True)
+    await first.start()
+    try:
+        assert first.pid is not None
+        assert str(first.lock_path) not in _open_files(first.pid)
+        assert json.loads(first.lock_path.read_text()) == {
+            "owner_pid": os.getpid(),
+            "server_pid": first.pid,
+            "address": first.address,
+            "ui_url": None,
+        }
+        before = _owner_state(first)
+        second = EmbeddedTemporal(tmp_path, headless=True)
+        expected = (
+            f"another wow-temporal dev (pid {os.getpid()}) is using {tmp_path}: "
+            f"Temporal {first.address}, no Web UI; stop it or use --data-dir"
+        )
+        with pytest.raises(DataDirInUseError) as refused:
+            await second.start()
+        assert str(refused.value) == expected
+        assert refused.value.owner_pid == os.getpid()
+        await second.stop()  # as run_dev's cleanup does: must not touch the owner's files
+        assert not second.running
+        assert _owner_state(first) == before
+        assert first.running
+        client = await first.connect()
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=first.namespace)
+        )
+    finally:
+        await first.stop()
+    _assert_unlocked(first)
+    async with second:  # free again once the owner stopped
+        assert second.running
+
+
+def _time_wait_port() -> int:
+    """A port whose server side is in TIME_WAIT, as after a quick restart of a server that
+    had closed a client's connection."""
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the server closes first: its end of the connection waits out TIME_WAIT
+        assert client.recv(1) == b""
+        client.close()
+    time.sleep(0.05)
+    with socket.socket() as plain, pytest.raises(OSError):  # the setup: a plain bind() fails
+        plain.bind(("127.0.0.1", port))
+    return port
+
+
+async def test_a_port_in_time_wait_is_free_as_servers_bind() -> None:
+    port = _time_wait_port()
+    assert port_is_free(port)
+    # As uvicorn and the Go server do (SO_REUSEADDR), a server can listen on it at once.
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", port)
+    server.close()
+    await server.wait_closed()
+
+
+def test_a_listening_port_is_not_free() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        assert not port_is_free(listener.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("option", "what", "hint"),
+    [
+        ("port", "Temporal gRPC", "--port (0: any free port)"),
+        ("ui_port", "Temporal Web UI", "--ui-port (0: any free port) or --headless"),
+    ],
+)
+async def test_a_port_in_use_is_refused_not_swapped(
+    tmp_path: Path, option: str, what: str, hint: str
+) -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as taken:
+        port = taken.getsockname()[1]
+        server = EmbeddedTemporal(tmp_path, **{option: port})
+        with pytest.raises(PortInUseError) as refused:
+            await server.start()
+    assert str(refused.value) == (
+        f"{what} port {port} on 127.0.0.1 is already in use; free it or choose another with {hint}"
+    )
+    assert not server.running
+    assert getattr(server, option) == port  # not swapped for another
+    assert not server.log_path.exists()  # no server was spawned
+    _assert_unlocked(server)

@@ -1,16 +1,23 @@
 """The `wow-temporal` command line: run the worker, the control API and the embedded dev stack,
-check cron expressions, hand over commits and operate timers."""
+check cron expressions, hand over commits and operate timers.
+
+Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
+(arguments, settings, commits), exit 1 when the world is not as needed (Temporal unreachable,
+a port or the dev data directory in use, the dev server gone).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import typer
@@ -24,6 +31,9 @@ from wow_temporal.schedule import (
     validate_zone,
 )
 from wow_temporal.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 app = typer.Typer(
     name="wow-temporal",
@@ -60,6 +70,55 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+class _CommandError(Exception):
+    """Raised inside a command's coroutine: `_run` prints `error: message`, exits `code`."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def _connect(settings: Settings) -> Client:
+    """Connect as `worker.connect` does, Temporal's core logging through Python's; a
+    `_CommandError` (exit 1) naming the address when Temporal does not answer."""
+    from wow_temporal.logs import configure_temporal_runtime
+    from wow_temporal.worker import connect
+
+    configure_temporal_runtime()
+    try:
+        return await connect(settings)
+    except SettingsError:
+        raise
+    except (RuntimeError, ValueError) as error:
+        config = settings.temporal_connect_config()
+        where = f"{config['target_host']} (namespace {config['namespace']})"
+        text = str(error)
+        if isinstance(error, ValueError):  # the SDK refuses the address itself
+            raise _CommandError(f"invalid Temporal address {where}: {text}", 2) from None
+        if not text.startswith("Failed client connect"):
+            raise
+        raise _CommandError(
+            f"cannot reach Temporal at {where}: {_connect_reason(text)}", 1
+        ) from None
+
+
+_REASONS = (
+    re.compile(r'message: "([^"]+)" \}'),  # an OS error: Connection refused, ...
+    re.compile(r'error: "([^"]+)"'),  # a custom one: failed to lookup address information ...
+    re.compile(r'Status \{ code: (\w+), message: "([^"]*)"'),  # the server answered, oddly
+)
+
+
+def _connect_reason(text: str) -> str:
+    """The readable part of the SDK's `Failed client connect: <Rust debug output>`."""
+    for pattern in _REASONS:
+        found = pattern.search(text)
+        if found:
+            return ": ".join(part for part in found.groups() if part)
+    rest = " ".join(text.removeprefix("Failed client connect:").split())
+    return rest if len(rest) <= 200 else rest[:199] + "…"
+
+
 def _settings() -> Settings:
     try:
         return load_settings()
@@ -68,7 +127,8 @@ def _settings() -> Settings:
 
 
 def _run(work: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command, turning the errors a user can fix into a message and exit 2."""
+    """Run an async command, turning the errors a user can fix into one line and exit 2 (bad
+    input) or 1 (Temporal unreachable)."""
     from temporalio.service import RPCError
 
     from wow_temporal.timers.client import TimerError
@@ -77,6 +137,8 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     _bridge_used = True
     try:
         return asyncio.run(work())  # type: ignore[arg-type]
+    except _CommandError as error:
+        raise _fail(str(error), error.code) from None
     except (TimerError, SettingsError, InvalidCommitError, InvalidScheduleError) as error:
         raise _fail(str(error)) from None
     except RPCError as error:
@@ -148,8 +210,14 @@ def worker(
     if app_ref is not None:
         raise _fail("--app: recurring jobs and App are not available in this version yet")
     settings = _settings()
+    if settings.host_url is None:  # before connecting: the fix is here, not in Temporal
+        raise _fail("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
     _configure_logging()
-    _run(lambda: run_worker(settings))
+
+    async def work() -> None:
+        await run_worker(settings, client=await _connect(settings))
+
+    _run(work)
 
 
 @app.command()
@@ -159,17 +227,22 @@ def api(
 ) -> None:
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
-    from wow_temporal.worker import connect, delivery_settings
+    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.worker import delivery_settings
 
     settings = _settings()
+    listen = port or settings.api_port
+    if not port_is_free(listen, host):
+        error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
+        raise _fail(str(error), 1)
     _configure_logging()
 
     async def work() -> None:
         from wow_temporal.timers.client import TimerClient
 
-        client = await connect(settings)
+        client = await _connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
-        await serve(settings, timers, host=host, port=port or settings.api_port)
+        await serve(settings, timers, host=host, port=listen)
 
     _run(work)
 
@@ -178,12 +251,12 @@ def api(
 def setup() -> None:
     """Register the search attributes on TEMPORAL_NAMESPACE (idempotent)."""
     from wow_temporal.embedded import register_search_attributes
-    from wow_temporal.worker import connect
 
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> list[str]:
-        client = await connect(settings)
+        client = await _connect(settings)
         return await register_search_attributes(client, client.namespace)
 
     added = _run(work)
@@ -195,36 +268,51 @@ def dev(
     data_dir: Annotated[Path, typer.Option(help="Where the dev server keeps its database.")] = Path(
         ".wow-temporal"
     ),
-    port: Annotated[int | None, typer.Option(help="Temporal gRPC port (7233 if free).")] = None,
-    ui_port: Annotated[int | None, typer.Option(help="Web UI port (8233 if free).")] = None,
+    port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Temporal gRPC port, used or refused; 0: any free."),
+    ] = 7233,
+    ui_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Web UI port, used or refused; 0: any free."),
+    ] = 8233,
     headless: Annotated[bool, typer.Option(help="No Web UI.")] = False,
 ) -> None:
     """Run everything on the embedded default: Temporal dev server and Web UI, the timer
-    worker, the control API and a domain host, until Ctrl-C."""
+    worker, the control API (WOW_API_PORT, 8088) and a domain host, until Ctrl-C.
+
+    A port in use is refused, never swapped; so is a data directory another dev runs on."""
     from wow_temporal.dev import dev_main
     from wow_temporal.dev_services import default_services
-    from wow_temporal.embedded import port_is_free
+    from wow_temporal.embedded import (
+        EmbeddedTemporalError,
+        TemporalBinaryNotFoundError,
+        TemporalServerExitedError,
+    )
 
     settings = _settings()
     _configure_logging()
-    if port is None and port_is_free(7233):
-        port = 7233
-    if ui_port is None and not headless and port_is_free(8233):
-        ui_port = 8233
-    dev_main(
-        data_dir, port=port, ui_port=ui_port, headless=headless, services=default_services(settings)
-    )
+    try:
+        dev_main(
+            data_dir,
+            port=port or None,
+            ui_port=ui_port or None,
+            headless=headless,
+            services=default_services(settings),
+        )
+    except TemporalServerExitedError:
+        raise typer.Exit(1) from None  # run_dev has said so, in one line
+    except (EmbeddedTemporalError, TemporalBinaryNotFoundError) as error:
+        raise _fail(str(error), 1) from None
+    except OSError as error:  # a service lost its port to another program since the check
+        raise _fail(str(error), 1) from None
 
 
-def _configure_logging() -> None:
-    import logging
+def _configure_logging(level: int = logging.INFO) -> None:
+    """Plain one-line log records on stderr; the Temporal core's among them (no ANSI)."""
+    from wow_temporal.logs import configure_logging
 
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_logging(level)
 
 
 # --- commits ----------------------------------------------------------------------------------
@@ -239,7 +327,7 @@ def apply_commits(
     """Hand commits' schedule events to the timers (as a host's relay would)."""
     from wow_temporal.schedule import Commit
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect, delivery_settings
+    from wow_temporal.worker import delivery_settings
 
     commits: list[Commit] = []
     for path in files:
@@ -254,9 +342,10 @@ def apply_commits(
             except InvalidCommitError as error:
                 raise _fail(f"{path}: {error}") from None
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
-        client = await connect(settings)
+        client = await _connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
         for commit in commits:
             for applied in await timers.apply(commit):
@@ -283,7 +372,6 @@ def timers_list(
 ) -> None:
     """List timers matching the filters (the same query works in the Web UI)."""
     from wow_temporal.timers.client import TimerClient, TimerFilter
-    from wow_temporal.worker import connect
 
     settings = _settings()
     try:
@@ -297,9 +385,10 @@ def timers_list(
         )
     except ValidationError as error:
         raise _fail(explain(error)) from None
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
-        client = await connect(settings)
+        client = await _connect(settings)
         found = await TimerClient(client).list(where, limit=limit)
         if as_json:
             _echo_json([info.model_dump(mode="json") for info in found])
@@ -316,12 +405,12 @@ def timers_list(
 def timers_show(workflow_id: str) -> None:
     """Show one timer with its full state."""
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect
 
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
-        client = await connect(settings)
+        client = await _connect(settings)
         _echo_json(await TimerClient(client).show(workflow_id))
 
     _run(work)
@@ -341,12 +430,12 @@ def timers_cancel(workflow_id: str) -> None:
 
 def _operate(workflow_id: str, operation: str) -> None:
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect
 
     settings = _settings()
+    _configure_logging(logging.WARNING)
 
     async def work() -> None:
-        timers = TimerClient(await connect(settings))
+        timers = TimerClient(await _connect(settings))
         state = await getattr(timers, operation)(workflow_id)
         typer.echo(f"{workflow_id}: {state.status.value}")
 

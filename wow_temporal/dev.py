@@ -1,7 +1,8 @@
 """Engine of `wow-temporal dev`: the embedded Temporal server plus the project's services.
 
-Starts the server (Web UI on), then each `DevService` in order, prints where everything is,
-waits for SIGINT/SIGTERM and stops the services in reverse order and then the server.
+Claims the data directory, starts the server (Web UI on), then each `DevService` in order,
+prints where everything is, waits for SIGINT/SIGTERM (or the server's death) and stops the
+services in reverse order and then the server.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO, runtime_checkable
 
 from temporalio.client import Client
 
-from wow_temporal.embedded import DEFAULT_DATA_DIR, EmbeddedTemporal
+from wow_temporal.embedded import (
+    DEFAULT_DATA_DIR,
+    EmbeddedTemporal,
+    TemporalServerExitedError,
+)
 
 __all__ = ["READY_LINE", "DevContext", "DevService", "dev_main", "run_dev"]
 
@@ -38,7 +43,11 @@ class DevContext:
 
 @runtime_checkable
 class DevService(Protocol):
-    """A process-local service run by `wow-temporal dev` (worker, control API, example host)."""
+    """A process-local service run by `wow-temporal dev` (worker, control API, example host).
+
+    A service may also have a `check() -> None` method: called before the server starts, it
+    raises (`PortInUseError`, ...) to refuse the whole run before anything is started.
+    """
 
     @property
     def name(self) -> str:
@@ -74,7 +83,10 @@ async def run_dev(
     """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
 
     Services stop in reverse order, then the server; a failure while starting stops what was
-    already started and re-raises.
+    already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
+    (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
+    `check`). If the server exits while running, one line says so, everything stops and
+    `TemporalServerExitedError` is raised.
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -91,6 +103,11 @@ async def run_dev(
     )
     started: list[DevService] = []
     try:
+        await server.claim()
+        for service in services:
+            check: Callable[[], None] | None = getattr(service, "check", None)
+            if check is not None:
+                check()
         await server.start()
         _print(out, "wow-temporal dev")
         _print(out, f"  Temporal gRPC:   {server.address}")
@@ -112,7 +129,7 @@ async def run_dev(
             started.append(service)
             _print(out, f"  {service.name + ':':<16} {description}")
         _print(out, READY_LINE)
-        await stop.wait()
+        await _until_stop_or_exit(stop, server, out)
         _print(out, "wow-temporal dev: stopping")
     finally:
         try:
@@ -126,6 +143,38 @@ async def run_dev(
             for sig in handled:
                 loop.remove_signal_handler(sig)
     _print(out, "wow-temporal dev: stopped")
+
+
+async def _until_stop_or_exit(stop: asyncio.Event, server: EmbeddedTemporal, out: TextIO) -> None:
+    """Wait for `stop`; if the server exits first, say so in one line and raise."""
+    pid = server.pid
+    stopping = asyncio.ensure_future(stop.wait())
+    exiting = asyncio.ensure_future(server.wait())
+    try:
+        await asyncio.wait({stopping, exiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (stopping, exiting):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if stop.is_set() or not exiting.done() or exiting.cancelled():
+        return
+    code = exiting.result()
+    how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+    message = (
+        f"the Temporal server (pid {pid}) {how} while wow-temporal dev was running; "
+        f"stopping everything (server log: {server.log_path})"
+    )
+    _print(out, f"wow-temporal dev: {message}")
+    raise TemporalServerExitedError(message)
+
+
+def _signal_name(number: int) -> str:
+    """SIGKILL for 9; the number itself for a signal Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def dev_main(

@@ -11,7 +11,7 @@ from temporalio.worker import Worker
 
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev import DevContext, DevService
-from wow_temporal.embedded import free_port, port_is_free
+from wow_temporal.embedded import PortInUseError, free_port, port_is_free
 from wow_temporal.host.echo import create_echo_host
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
@@ -90,16 +90,23 @@ class TimerWorkerService:
 
 
 class ApiService:
-    """The HTTP control API."""
+    """The HTTP control API, on `WOW_API_PORT` (8088) or refused: never moved to another port,
+    or the README's `curl localhost:8088` would reach nothing or another program."""
 
     name = "control API"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, port: int | None = None) -> None:
+        """Serve on `port` if given, else on the settings' port; 0 picks a free one."""
         self.settings = settings
-        port = settings.api_port
-        self.port = port if port_is_free(port) else free_port()
+        wanted = settings.api_port if port is None else port
+        self.port = wanted or free_port()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    def check(self) -> None:
+        """Refuse the dev run, before anything starts, if the port is in use."""
+        if not port_is_free(self.port):
+            raise PortInUseError("control API", self.port, "127.0.0.1", "WOW_API_PORT")
 
     async def start(self, ctx: DevContext) -> str:
         from wow_temporal.api import serve

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
+import json
 import os
 import random
 import shutil
@@ -20,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, Any, Self
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -37,9 +39,12 @@ __all__ = [
     "DEFAULT_DATA_DIR",
     "DEV_DYNAMIC_CONFIG",
     "SEARCH_ATTRIBUTES",
+    "DataDirInUseError",
     "EmbeddedTemporal",
     "EmbeddedTemporalError",
+    "PortInUseError",
     "TemporalBinaryNotFoundError",
+    "TemporalServerExitedError",
     "find_temporal_cli",
     "find_test_server",
     "free_port",
@@ -98,6 +103,53 @@ class EmbeddedTemporalError(RuntimeError):
     """The embedded server failed to start or to answer in time."""
 
 
+class DataDirInUseError(EmbeddedTemporalError):
+    """Another live process runs a server on this data directory (it holds the lock file).
+
+    Two servers on one SQLite database would corrupt each other, and killing the other one's
+    server would leave that stack running without Temporal: refuse and change nothing.
+    """
+
+    def __init__(self, data_dir: str, owner: Mapping[str, Any]) -> None:
+        """`owner` is what the owner recorded in the lock file (possibly incomplete)."""
+        self.owner_pid: int | None = owner.get("owner_pid")
+        self.address: str | None = owner.get("address")
+        self.ui_url: str | None = owner.get("ui_url")
+        pid = f"pid {self.owner_pid}" if self.owner_pid else "pid unknown"
+        temporal = f"Temporal {self.address}" if self.address else "Temporal starting"
+        ui = f"Web UI {self.ui_url}" if self.ui_url else "no Web UI"
+        super().__init__(
+            f"another wow-temporal dev ({pid}) is using {data_dir}: {temporal}, {ui}; "
+            "stop it or use --data-dir"
+        )
+
+
+class PortInUseError(EmbeddedTemporalError):
+    """A port that was asked for (or is the documented default) is in use by another program.
+
+    Such a port is refused, never swapped for another: the user would look for it where the
+    README or their option says it is.
+    """
+
+    def __init__(self, what: str, port: int, host: str, choose: str) -> None:
+        """`what` names the port's use, `choose` how to pick another (an option, a variable)."""
+        self.what = what
+        self.port = port
+        self.host = host
+        super().__init__(
+            f"{what} port {port} on {host} is already in use; free it or choose another with "
+            f"{choose}"
+        )
+
+
+_CHOOSE_PORT = "--port (0: any free port)"
+_CHOOSE_UI_PORT = "--ui-port (0: any free port) or --headless"
+
+
+class TemporalServerExitedError(EmbeddedTemporalError):
+    """The server process exited while it was meant to be running."""
+
+
 def _find_binary(name: str, package: str) -> Path:
     """Look next to the running interpreter (the venv's bin dir) first, then on PATH."""
     exe = name + (".exe" if os.name == "nt" else "")
@@ -150,8 +202,14 @@ def _ephemeral_low() -> int:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether `port` can be bound on `host` right now."""
+    """Whether a server could listen on `port` on `host` right now.
+
+    Binds with SO_REUSEADDR as the servers do (uvicorn, the Go Temporal server), so a port
+    left in TIME_WAIT by a quick restart counts as free, and one another socket listens on
+    does not.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -232,7 +290,8 @@ class EmbeddedTemporal:
 
     Use as `async with EmbeddedTemporal(data_dir) as server:` or call `start()` / `stop()`.
     `start()` after `stop()` restarts on the same database file and ports, so workflows and
-    pending timers survive.
+    pending timers survive. While started, the instance holds an exclusive lock on
+    `data_dir/temporal.lock`: a second one on the same directory refuses to start.
     """
 
     def __init__(
@@ -252,14 +311,20 @@ class EmbeddedTemporal:
         startup_timeout: float = 60.0,
         stop_timeout: float = 10.0,
     ) -> None:
-        """Configure (not start) the server; ports left as None are picked free on start."""
+        """Configure (not start) the server.
+
+        Ports left as None (or 0) are picked free on start; a port given is used or refused
+        with `PortInUseError`, never swapped.
+        """
+        self._data_dir_shown = str(data_dir)
         self.data_dir = Path(data_dir).resolve()
         self.db_path = Path(db_path).resolve() if db_path else self.data_dir / "temporal.db"
         self.log_path = self.data_dir / "temporal.log"
         self.pid_path = self.data_dir / "temporal.pid"
+        self.lock_path = self.data_dir / "temporal.lock"
         self.host = host
-        self.port = port
-        self.ui_port = ui_port
+        self.port = port or None
+        self.ui_port = ui_port or None
         self.headless = headless
         self.namespace = namespace
         self.search_attributes = dict(search_attributes)
@@ -271,6 +336,7 @@ class EmbeddedTemporal:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._log_start = 0
+        self._lock_fd: int | None = None
 
     @property
     def address(self) -> str:
@@ -329,33 +395,103 @@ class EmbeddedTemporal:
             cmd += ["--dynamic-config-value", f"{key}={value}"]
         return cmd + self.extra_args
 
-    async def start(self) -> None:
-        """Launch the server and wait until it answers on the namespace; no-op if running."""
-        if self.running:
+    async def claim(self) -> None:
+        """Take the data directory before starting: lock it, end a dead owner's orphaned
+        server, check the ports asked for; idempotent.
+
+        Raises `DataDirInUseError` (another live owner) or `PortInUseError`, having changed
+        nothing; `start()` claims by itself, call this first to check more before it.
+        """
+        if self._lock_fd is not None:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        try:
+            await self._kill_orphan()  # safe now: its owner is dead, or we'd have no lock
+            if self.port is not None and not port_is_free(self.port, self.host):
+                raise PortInUseError("Temporal gRPC", self.port, self.host, _CHOOSE_PORT)
+            if (
+                not self.headless
+                and self.ui_port is not None
+                and not port_is_free(self.ui_port, self.host)
+            ):
+                raise PortInUseError("Temporal Web UI", self.ui_port, self.host, _CHOOSE_UI_PORT)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self) -> None:
+        """Lock `lock_path` for this process (flock, released when the fd closes, also by a
+        crash) and record who holds it; `DataDirInUseError` naming the holder otherwise."""
+        # os.open's fds are not inherited (O_CLOEXEC), so the server never holds the lock
+        # and it is free again the moment its owner dies, even if the server runs on.
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _read_owner(fd)
+            os.close(fd)
+            raise DataDirInUseError(self._data_dir_shown, owner) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+        self._record_owner()
+
+    def _record_owner(self) -> None:
+        """Write the owner's pid, the server's pid and where it listens into the lock file."""
+        if self._lock_fd is None:
+            return
+        record = {
+            "owner_pid": os.getpid(),
+            "server_pid": self.pid,
+            "address": self.address if self.port is not None else None,
+            "ui_url": self.ui_url,
+        }
+        data = (json.dumps(record) + "\n").encode()
+        # Overwrite then cut: a reader sees the old or the new record first (see _read_owner).
+        os.pwrite(self._lock_fd, data, 0)
+        os.ftruncate(self._lock_fd, len(data))
+
+    def _unlock(self) -> None:
+        """Release the lock (the file stays: removing it could let two owners lock two files)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)
+
+    async def start(self) -> None:
+        """Launch the server and wait until it answers on the namespace; no-op if running.
+
+        Raises `DataDirInUseError` or `PortInUseError` (see `claim`) without changing
+        anything, or `EmbeddedTemporalError` if the server does not come up.
+        """
+        if self.running:
+            return
         pick_port, pick_ui = self.port is None, not self.headless and self.ui_port is None
-        await self._kill_orphan()
-        for attempt in range(3):
-            if pick_port:
-                self.port = free_port(self.host)
-            if pick_ui:
-                self.ui_port = free_port(self.host)
-            self._spawn(self.command())
-            try:
-                await self._wait_ready()
-                return
-            except EmbeddedTemporalError:
-                await self.stop()
-                lost_race = (
-                    pick_port or pick_ui
-                ) and "address already in use" in self._this_run_log()
-                if not lost_race or attempt == 2:
-                    raise
-            except BaseException:
-                await self.stop()
-                raise
+        await self.claim()
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            for attempt in range(3):
+                if pick_port:
+                    self.port = free_port(self.host)
+                if pick_ui:
+                    self.ui_port = free_port(self.host)
+                self._spawn(self.command())
+                try:
+                    await self._wait_ready()
+                    return
+                except EmbeddedTemporalError:
+                    await self._terminate()  # keeps the lock for the next attempt
+                    lost_race = (
+                        pick_port or pick_ui
+                    ) and "address already in use" in self._this_run_log()
+                    if not lost_race or attempt == 2:
+                        raise
+        except BaseException:
+            await self.stop()
+            raise
 
     def _this_run_log(self) -> str:
         """What the server logged since it was last spawned."""
@@ -382,6 +518,7 @@ class EmbeddedTemporal:
         )
         _LIVE.add(self)
         self.pid_path.write_text(f"{self._proc.pid}\n")
+        self._record_owner()
 
     def _orphan_pid(self) -> int | None:
         """The pid in the pid file if it is a live server whose command line names our db."""
@@ -396,8 +533,10 @@ class EmbeddedTemporal:
         """Kill a server left on our database by a process that died without `stop()`.
 
         Two servers on one SQLite file would corrupt each other's state, so a server whose
-        pid is recorded in the pid file and whose command line names our database goes.
+        pid is recorded in the pid file and whose command line names our database goes. Only
+        called holding the lock, so the process that started that server is gone.
         """
+        assert self._lock_fd is not None, "an orphan is only known to be one under the lock"
         pid = self._orphan_pid()
         if pid is None:
             return
@@ -434,6 +573,18 @@ class EmbeddedTemporal:
             f"log {self.log_path}:\n{_tail(self.log_path)}"
         )
 
+    async def wait(self) -> int:
+        """Wait until the server process exits by itself (or is killed); its exit code,
+        negative for a signal. Raises `EmbeddedTemporalError` when it is not started."""
+        proc = self._proc
+        if proc is None:
+            raise EmbeddedTemporalError("the server has not been started")
+        while True:  # a child's exit has no awaitable here: poll, cheaply
+            code = proc.poll()
+            if code is not None:
+                return code
+            await asyncio.sleep(0.2)
+
     async def connect(self) -> Client:
         """A client on this server's namespace using the pydantic data converter."""
         return await Client.connect(
@@ -441,7 +592,13 @@ class EmbeddedTemporal:
         )
 
     async def stop(self) -> None:
-        """SIGTERM the server's process group, SIGKILL after `stop_timeout`; idempotent."""
+        """SIGTERM the server's process group, SIGKILL after `stop_timeout`, release the data
+        directory; idempotent."""
+        await self._terminate()
+        self._close()
+
+    async def _terminate(self) -> None:
+        """End the server process (see `stop`) and close its log; the lock stays held."""
         proc = self._proc
         if proc is not None:
             _signal_group(proc, signal.SIGTERM)
@@ -451,7 +608,9 @@ class EmbeddedTemporal:
             _signal_group(proc, signal.SIGKILL)
             await asyncio.to_thread(proc.wait)
             self._proc = None
-        self._close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     async def kill(self) -> None:
         """SIGKILL the server's process group without a graceful shutdown (simulates a crash).
@@ -476,12 +635,15 @@ class EmbeddedTemporal:
         self._close()
 
     def _close(self) -> None:
-        """Close the log file handle and forget this instance in the exit safety net."""
-        with contextlib.suppress(OSError):
-            self.pid_path.unlink()
+        """Remove our pid file, close the log, release the lock, forget this instance in the
+        exit safety net; files of another owner (we hold no lock) are left alone."""
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                self.pid_path.unlink()
         if self._log is not None:
             self._log.close()
             self._log = None
+        self._unlock()
         _LIVE.discard(self)
 
     async def __aenter__(self) -> Self:
@@ -495,6 +657,23 @@ class EmbeddedTemporal:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+def _read_owner(fd: int) -> dict[str, Any]:
+    """The record the lock's holder wrote (empty if it has not written one yet).
+
+    The holder overwrites its record in place, so the first JSON value is read and any
+    leftover of a longer previous record after it is ignored; a torn read is retried.
+    """
+    for _ in range(5):
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        try:
+            record, _end = json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            time.sleep(0.01)
+            continue
+        return record if isinstance(record, dict) else {}
+    return {}
 
 
 def _alive(pid: int) -> bool:

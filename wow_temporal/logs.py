@@ -1,0 +1,83 @@
+"""Logging for the command line and the Temporal runtime: one plain line per record.
+
+Unless told otherwise, the Temporal SDK's Rust core writes its own warnings (gRPC calls
+retried, polls failing while the server is away) straight to stderr, coloured with ANSI codes
+that end up in log files. `configure_temporal_runtime` routes them through Python logging
+instead; `configure_logging` gives every record one plain line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+from typing import TextIO
+
+__all__ = [
+    "CORE_LOGGER",
+    "LOG_FORMAT",
+    "OneLineFormatter",
+    "configure_logging",
+    "configure_temporal_runtime",
+]
+
+CORE_LOGGER = "temporalio.core"
+"""The Python logger that receives the Temporal core's log records (WARN and up)."""
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""The CLI's record layout: time, level, logger, message."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_configured = False
+_configuring = threading.Lock()
+
+
+def configure_temporal_runtime() -> None:
+    """Make the default Temporal runtime forward core logs to the `temporalio.core` logger.
+
+    Once per process, and before any client connects: clients keep the runtime they were
+    created on. Core logs WARN and up, the other crates ERROR, as the SDK's default does.
+    """
+    global _configured
+    with _configuring:
+        if _configured:
+            return
+        from temporalio.runtime import (
+            LogForwardingConfig,
+            LoggingConfig,
+            Runtime,
+            TelemetryConfig,
+            TelemetryFilter,
+        )
+
+        forwarding = LogForwardingConfig(
+            logger=logging.getLogger(CORE_LOGGER),
+            append_target_to_name=False,  # the target is already in the message
+        )
+        logging_config = LoggingConfig(
+            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+            forwarding=forwarding,
+        )
+        runtime = Runtime(telemetry=TelemetryConfig(logging=logging_config))
+        Runtime.set_default(runtime, error_if_already_set=False)
+        _configured = True
+
+
+class OneLineFormatter(logging.Formatter):
+    """`LOG_FORMAT` on one line: newlines and tracebacks folded in with ` | `, ANSI codes
+    removed, so a log file holds one record per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = _ANSI.sub("", super().format(record))
+        return " | ".join(line.rstrip() for line in text.splitlines() if line.strip())
+
+
+def configure_logging(level: int = logging.INFO, stream: TextIO | None = None) -> None:
+    """One plain line per record on `stream` (stderr) at `level`, httpx's per-request lines
+    quieted, and the Temporal core's logs among them; leaves an existing setup alone."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(OneLineFormatter(LOG_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_temporal_runtime()
