@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import random
 import signal
@@ -53,6 +54,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.ids import timer_workflow_id
+from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
 from wow_temporal.schedule import AggregateRef, ScheduleRule
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
@@ -892,6 +894,9 @@ def main() -> None:
     if args.serve_host:
         serve_host(args.serve_host)
         return
+    configure_temporal_runtime()  # the core's retry warnings while the server is down: quiet
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)
     report = asyncio.run(soak(args))
     if args.json:
         print(json.dumps({**report.__dict__, "ok": report.ok}, default=str))

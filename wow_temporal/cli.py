@@ -347,9 +347,12 @@ def apply_commits(
     async def work() -> None:
         client = await _connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
-        for commit in commits:
-            for applied in await timers.apply(commit):
-                typer.echo(f"{applied.outcome:<9} {applied.kind:<6} {applied.workflow_id}")
+        for answers in await timers.apply_many(commits):
+            for applied in answers:
+                typer.echo(
+                    f"{applied.outcome:<9} {applied.kind:<6} {applied.workflow_id}  "
+                    f"{applied.reason}".rstrip()
+                )
 
     _run(work)
 

@@ -56,7 +56,10 @@ class EchoHostService(_Uvicorn):
 
     async def start(self, ctx: DevContext) -> str:
         await self.serve(create_echo_host(), self.port)
-        return f"{self.url}  (echo host: accepts and prints every command)"
+        return (
+            f"{self.url}  (echo host: prints every command; aggregate ids reject-…, fail-…, "
+            "flaky-… are refused, fail or fail 3 times)"
+        )
 
     async def stop(self) -> None:
         await self.shutdown()
