@@ -277,7 +277,7 @@ def plan(count: int, duration: float, rng: random.Random, run: str) -> list[Aggr
         cron = rng.random() < 0.05
         if cron:
             misfire = rng.choice(["COALESCE", "CATCH_UP"])
-            every = rng.choice([3, 5, 10])
+            every = rng.choice([5, 10, 15])
             first.append(Event("set", "tick", {"cron": f"*/{every} * * * * *", "misfire": misfire}))
         commits = [Planned(1, start, first, [start])]
         at = start
@@ -881,7 +881,7 @@ def print_report(report: Report) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aggregates", type=int, default=3000)
-    parser.add_argument("--duration", type=float, default=180.0, help="seconds of commits")
+    parser.add_argument("--duration", type=float, default=300.0, help="seconds of commits")
     parser.add_argument("--kills", type=int, default=3, help="worker SIGKILLs")
     parser.add_argument("--no-server-restart", action="store_true")
     parser.add_argument("--concurrency", type=int, default=50, help="applies in flight")

@@ -52,13 +52,13 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender
 from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
-from wow_temporal.worker import timer_worker
+from wow_temporal.worker import STICKY_TIMEOUT, timer_worker
 
 WOW_QUEUE = "bench-wow"
 BARE_QUEUE = "bench-bare"
@@ -688,9 +688,9 @@ async def run(args: argparse.Namespace) -> int:
                     activities=[noop, bare_http.post],
                     max_concurrent_activities=MAX_ACTIVITIES,
                     # The same pollers as the timer worker: compare the designs, not the tuning.
-                    max_concurrent_workflow_task_polls=20,
-                    nonsticky_to_sticky_poll_ratio=4.0,
-                    max_concurrent_activity_task_polls=20,
+                    workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+                    activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+                    sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
                 ),
             ):
                 print(

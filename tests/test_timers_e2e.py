@@ -23,7 +23,7 @@ from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal.delivery import CommandSender
 from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
 from wow_temporal.timers.core import Status, TimerState
-from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.timers.workflow import SA_STATUS, DeliverySettings
 from wow_temporal.worker import timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -711,3 +711,52 @@ async def test_a_deletion_and_a_completion_together_keep_the_delivery(rig: Rig) 
     decided = [r for r in rig.host.requests if r.behaviour in ("ok", "hang")]
     assert state.delivered == len(decided), "every slot the host decided is counted"
     assert state.status is Status.CANCELLED
+
+
+# --- one status vocabulary ----------------------------------------------------------------
+
+
+async def test_a_temporal_cancel_request_is_an_operators_cancel(rig: Rig) -> None:
+    """`temporal workflow cancel` (or the Web UI's Request Cancellation) ends it Cancelled."""
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+        await rig.handle("grace").cancel()
+        state = await rig.result("grace", within=5)
+        description = await rig.handle("grace").describe()
+    assert state.status is Status.CANCELLED
+    assert state.last_outcome == "cancelled by a Temporal cancel request"
+    assert description.status is not None and description.status.name == "COMPLETED"
+    assert (await rig.timers.show(rig.workflow_id("grace"))).status == "Cancelled"
+    for spelling in ("Cancelled", "Canceled", "cancelled"):
+        await rig.listed(lambda found: len(found) == 1, status=spelling)
+    assert rig.host.requests == []
+
+
+async def test_a_terminated_timer_is_listed_and_found_as_terminated(rig: Rig) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+        await rig.handle("grace").terminate("by hand")
+    assert (await rig.timers.show(rig.workflow_id("grace"))).status == "Terminated"
+    (found,) = await rig.listed(lambda found: len(found) == 1, status="terminated")
+    assert found.status == "Terminated" and not found.running
+    await rig.listed(lambda found: found == [], status="Scheduled")
+
+
+async def test_pending_timers_show_scheduled_then_delivering_and_never_a_stale_status(
+    rig: Rig,
+) -> None:
+    """No `WowStatus` is written on the way: a delivered timer is Completed with none."""
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT1S"}))
+    rig.host.behave("hang", request_id=request_id(commit), delay=2)
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        (scheduled,) = await rig.listed(lambda found: len(found) == 1, status="Scheduled")
+        assert scheduled.status == "Scheduled"
+        await rig.host.wait_for(lambda host: host.requests, timeout=10)
+        assert (await rig.timers.show(rig.workflow_id("grace"))).status == "Delivering"
+        await rig.listed(lambda found: len(found) == 1, status="Delivering")
+        await rig.result("grace", within=10)
+    description = await rig.handle("grace").describe()
+    assert description.typed_search_attributes.get(SA_STATUS) is None
+    (delivered,) = await rig.listed(lambda found: len(found) == 1, status="Delivered")
+    assert delivered.status == "Delivered"
