@@ -21,9 +21,10 @@ from temporalio.worker import Worker
 
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal.delivery import CommandSender
+from wow_temporal.timers.attributes import SA_STATUS
 from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
 from wow_temporal.timers.core import Status, TimerState
-from wow_temporal.timers.workflow import SA_STATUS, DeliverySettings
+from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -30,22 +30,20 @@ from wow_temporal.ids import TIMER_ID_PREFIX, InvalidIdError, parse_timer_workfl
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.schedule import AggregateRef, Commit
 from wow_temporal.timers import core
-from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
-from wow_temporal.timers.core import TimerChange, TimerState, Verdict
-from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
-from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
-from wow_temporal.timers.workflow import (
+from wow_temporal.timers.attributes import (
     SA_AGGREGATE,
     SA_AGGREGATE_ID,
     SA_DUE,
     SA_KEY,
     SA_STATUS,
     SA_TENANT,
-    DeliverySettings,
-    TimerInput,
-    TimerWorkflow,
     initial_search_attributes,
 )
+from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
+from wow_temporal.timers.core import TimerChange, TimerState, Verdict
+from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
+from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
+from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
 
 __all__ = [
     "TIMER_ID_PREFIX",

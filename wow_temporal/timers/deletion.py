@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import (
-    SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
@@ -26,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.ids import deletion_record_id
     from wow_temporal.schedule import AggregateRef
-    from wow_temporal.timers.workflow import SA_AGGREGATE, SA_AGGREGATE_ID, SA_TENANT
+    from wow_temporal.timers.attributes import aggregate_search_attributes
 
 __all__ = ["DeletionRecord", "DeletionRecords", "DeletionWorkflow"]
 
@@ -101,7 +100,6 @@ class DeletionRecords:
     async def record(self, record: DeletionRecord) -> DeletionRecord:
         """Keep `record` unless a later deletion is kept already; the record now in force."""
         workflow_id = deletion_record_id(record.aggregate)
-        aggregate = record.aggregate
         try:
             await self.client.start_workflow(
                 DeletionWorkflow.run,
@@ -111,15 +109,7 @@ class DeletionRecords:
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 memo={_MEMO: record.model_dump(mode="json")},
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(
-                            SA_AGGREGATE, f"{aggregate.context_name}.{aggregate.aggregate_name}"
-                        ),
-                        SearchAttributePair(SA_AGGREGATE_ID, aggregate.aggregate_id),
-                        SearchAttributePair(SA_TENANT, aggregate.tenant_id),
-                    ]
-                ),
+                search_attributes=TypedSearchAttributes(aggregate_search_attributes(record.aggregate)),
                 static_summary=f"{record.describe()}: its timers are cancelled",
                 static_details=(
                     "A deletion record. Schedules of this aggregate set at an older version "

@@ -16,13 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
-from temporalio.common import (
-    RetryPolicy,
-    SearchAttributeKey,
-    SearchAttributePair,
-    SearchAttributeUpdate,
-    TypedSearchAttributes,
-)
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -32,29 +26,11 @@ with workflow.unsafe.imports_passed_through():
         DeliveryRequest,
         ScheduleDetails,
     )
-    from wow_temporal.schedule import AggregateRef
     from wow_temporal.timers import core
+    from wow_temporal.timers.attributes import SA_DUE, SA_STATUS
     from wow_temporal.timers.core import Status, TimerChange, TimerState, Verdict
 
-__all__ = [
-    "SA_AGGREGATE",
-    "SA_AGGREGATE_ID",
-    "SA_DUE",
-    "SA_KEY",
-    "SA_STATUS",
-    "SA_TENANT",
-    "DeliverySettings",
-    "TimerInput",
-    "TimerWorkflow",
-    "initial_search_attributes",
-]
-
-SA_AGGREGATE = SearchAttributeKey.for_keyword("WowAggregate")
-SA_AGGREGATE_ID = SearchAttributeKey.for_keyword("WowAggregateId")
-SA_TENANT = SearchAttributeKey.for_keyword("WowTenant")
-SA_KEY = SearchAttributeKey.for_keyword("WowKey")
-SA_STATUS = SearchAttributeKey.for_keyword("WowStatus")
-SA_DUE = SearchAttributeKey.for_datetime("WowDue")
+__all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow"]
 
 CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 """A long-lived cron timer starts afresh before its history grows past this many events."""
@@ -88,21 +64,6 @@ class TimerInput(BaseModel):
     delivery: DeliverySettings = DeliverySettings()
     continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
     """History length past which the timer continues as new (tests lower it)."""
-
-
-def initial_search_attributes(
-    owner: AggregateRef, key: str, state: TimerState
-) -> TypedSearchAttributes:
-    """The search attributes a timer starts with (free at start, unlike later upserts)."""
-    pairs: list[SearchAttributePair[Any]] = [
-        SearchAttributePair(SA_AGGREGATE, f"{owner.context_name}.{owner.aggregate_name}"),
-        SearchAttributePair(SA_AGGREGATE_ID, owner.aggregate_id),
-        SearchAttributePair(SA_TENANT, owner.tenant_id),
-        SearchAttributePair(SA_KEY, key),
-    ]
-    if state.next_due is not None:
-        pairs.append(SearchAttributePair(SA_DUE, state.next_due))
-    return TypedSearchAttributes(pairs)
 
 
 class _Flight:
