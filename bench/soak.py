@@ -278,7 +278,8 @@ def plan(count: int, duration: float, rng: random.Random, run: str) -> list[Aggr
         if cron:
             misfire = rng.choice(["COALESCE", "CATCH_UP"])
             every = rng.choice([5, 10, 15])
-            first.append(Event("set", "tick", {"cron": f"*/{every} * * * * *", "misfire": misfire}))
+            expression = f"{rng.randrange(every)}/{every} * * * * *"  # of varied seconds
+            first.append(Event("set", "tick", {"cron": expression, "misfire": misfire}))
         commits = [Planned(1, start, first, [start])]
         at = start
         for version in (2, 3):

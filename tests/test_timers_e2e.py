@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal.delivery import CommandSender
 from wow_temporal.timers.attributes import SA_STATUS
-from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
+from wow_temporal.timers.client import TimerClient, TimerError, TimerFilter, TimerInfo
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
@@ -761,3 +761,43 @@ async def test_pending_timers_show_scheduled_then_delivering_and_never_a_stale_s
     assert description.typed_search_attributes.get(SA_STATUS) is None
     (delivered,) = await rig.listed(lambda found: len(found) == 1, status="Delivered")
     assert delivered.status == "Delivered"
+
+
+async def test_with_no_worker_running_a_change_is_signalled_and_applied_once_one_runs(
+    rig: Rig,
+) -> None:
+    """Ingest never hangs on a missing worker: the change goes as a signal after a while."""
+    timers = TimerClient(
+        rig.client,
+        task_queue=rig.task_queue,
+        delivery=rig.timers.delivery,
+        answer_timeout=timedelta(seconds=1),
+    )
+    first = rig.commit(1, schedule_set("grace", {"after": "PT1H"}))
+    second = rig.commit(2, schedule_set("grace", {"after": "PT1S"}))
+    await timers.apply(first)
+    started = time.monotonic()
+    (answer,) = await timers.apply(second)
+    assert answer.outcome == "signalled"
+    assert answer.reason.startswith("no worker answered within 1s: sent as a signal")
+    assert time.monotonic() - started < 5
+    async with rig.worker():
+        state = await rig.result("grace", within=15)
+    assert state.status is Status.DELIVERED
+    assert [r.request_id for r in rig.host.requests] == [request_id(second)]
+
+
+async def test_with_no_worker_running_an_operators_cancel_says_so_and_still_happens(
+    rig: Rig,
+) -> None:
+    timers = TimerClient(
+        rig.client, task_queue=rig.task_queue, answer_timeout=timedelta(seconds=1)
+    )
+    await timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT2S"})))
+    with pytest.raises(TimerError, match=r"no worker answered within 1s .*cancellation requested"):
+        await timers.cancel(rig.workflow_id("grace"))
+    await asyncio.sleep(2)
+    async with rig.worker():
+        state = await rig.result("grace", within=15)
+    assert state.status is Status.CANCELLED
+    assert rig.host.requests == []

@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -60,7 +61,10 @@ TIMER_TASK_QUEUE = "wow-timers"
 APPLY_CONCURRENCY = 32
 """Aggregates whose commits `apply_many` hands over at once."""
 
-Outcome = Literal["started", "replaced", "cancelled", "ignored"]
+Outcome = Literal["started", "replaced", "cancelled", "ignored", "signalled"]
+
+ANSWER_TIMEOUT = timedelta(seconds=10)
+"""How long a change waits for a worker to take it before it is sent as a signal instead."""
 
 _EXECUTION_STATUS = {
     WorkflowExecutionStatus.RUNNING: "Running",
@@ -90,7 +94,8 @@ class Applied(BaseModel):
     workflow_id: str
     kind: Literal["set", "cancel", "delete"]
     outcome: Outcome
-    """`started` a timer, `replaced` or `cancelled` the one running, or `ignored` the event."""
+    """`started` a timer, `replaced` or `cancelled` the one running, `ignored` the event, or
+    `signalled` it when no worker answered in time (applied once one runs the timer)."""
     reason: str = ""
     """Why, in words: `due 2026-12-01T10:30Z`, `stale: version 1 ≤ applied 1`, …"""
 
@@ -172,13 +177,16 @@ class TimerClient:
         task_queue: str = TIMER_TASK_QUEUE,
         delivery: DeliverySettings | None = None,
         start_delay: bool = True,
+        answer_timeout: timedelta = ANSWER_TIMEOUT,
     ) -> None:
         """`start_delay=False` starts timers at once to sleep in the workflow instead (one
-        more action each); the time-skipping test server does not skip start delays."""
+        more action each); the time-skipping test server does not skip start delays.
+        `answer_timeout`: how long a change waits for a worker's answer (none may run)."""
         self.client = client
         self.task_queue = task_queue
         self.delivery = delivery or DeliverySettings()
         self.start_delay = start_delay
+        self.answer_timeout = answer_timeout
         self.deletions = DeletionRecords(client, task_queue=task_queue)
 
     async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
@@ -256,7 +264,7 @@ class TimerClient:
                     )
                 except WorkflowAlreadyStartedError:
                     pass
-            answer = await self._update(workflow_id, change)
+            answer = await self._update(owner, key, change)
             if answer is not None:
                 return answer
             if change.kind == "delete":
@@ -314,15 +322,21 @@ class TimerClient:
         when = "never due" if due is None else f"due {core.short_instant(due)}"
         return Verdict(outcome="started", reason=f"{when}{ended}")
 
-    async def _update(self, workflow_id: str, change: TimerChange) -> Verdict | None:
+    async def _update(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict | None:
         """Hand `change` to the running timer and return its answer; None if none runs.
 
         An update, not a signal: it is answered (with why, when it changes nothing), and it
-        ends a start delay at once.
+        ends a start delay at once. It needs a worker to answer: with no answer within
+        `answer_timeout` the change goes as a signal too, which the server keeps for the timer
+        (applied once: if the update got through after all, the signal is stale).
         """
-        handle = self.client.get_workflow_handle(workflow_id)
+        handle = self.client.get_workflow_handle(_timer_id(owner, key))
         try:
-            answer: Verdict = await handle.execute_update("apply", change, result_type=Verdict)
+            answer: Verdict = await handle.execute_update(
+                "apply", change, result_type=Verdict, rpc_timeout=self.answer_timeout
+            )
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            return await self._signal(owner, key, change)
         except WorkflowUpdateFailedError as error:
             cause = error.cause
             if isinstance(cause, ApplicationError) and cause.type == "Stale":
@@ -333,6 +347,35 @@ class TimerClient:
                 return None  # no run, or it has ended
             raise
         return answer
+
+    async def _signal(
+        self, owner: AggregateRef, key: str, change: TimerChange
+    ) -> Verdict | None:
+        """Send `change` as a signal (with start, which ends a start delay; a timer that has
+        ended is left alone): for when no worker answers."""
+        state = core.apply(TimerState(), change)
+        try:
+            await self.client.start_workflow(
+                TimerWorkflow.run,
+                TimerInput(state=state, delivery=self.delivery),
+                id=_timer_id(owner, key),
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                start_signal="apply",
+                start_signal_args=[change],
+                search_attributes=initial_search_attributes(owner, key, state),
+                static_summary=core.static_summary(owner, key),
+                static_details=core.static_details(owner, key),
+            )
+        except WorkflowAlreadyStartedError:
+            return None  # it has just ended
+        seconds = self.answer_timeout.total_seconds()
+        return Verdict(
+            outcome="signalled",
+            reason=f"no worker answered within {seconds:g}s: sent as a signal, applied once "
+            "when a worker runs the timer, unless it has applied a newer event",
+        )
 
     async def _closed_state(self, workflow_id: str) -> TimerState | None:
         """The final state of the latest closed run, if it completed."""
@@ -413,12 +456,12 @@ class TimerClient:
 
     async def _running_state(
         self, handle: WorkflowHandle[Any, TimerState], description: WorkflowExecutionDescription
-    ) -> TimerState:
+    ) -> TimerState | None:
         """The running timer's state: queried, or while it waits out its start delay (when it
-        cannot answer a query), the state it started with."""
+        cannot answer a query), the state it started with; None if no worker answers."""
         start = description.execution_time
         if start is None or start <= datetime.now(UTC):
-            return await handle.query(TimerWorkflow.state)
+            return await self._query(handle)
         initial: TimerState | None = None
         async for event in handle.fetch_history_events():
             if event.HasField("workflow_execution_started_event_attributes"):
@@ -427,10 +470,19 @@ class TimerClient:
                 initial = cast(TimerInput, decoded).state
             elif event.HasField("workflow_task_completed_event_attributes"):
                 # A change ended the delay early: the workflow runs and answers queries.
-                return await handle.query(TimerWorkflow.state)
+                return await self._query(handle)
         if initial is None:
             raise TimerNotFoundError(f"no history for timer {handle.id!r}")
         return initial
+
+    async def _query(self, handle: WorkflowHandle[Any, TimerState]) -> TimerState | None:
+        """The running timer's state, or None when no worker answers in time."""
+        try:
+            return await handle.query(TimerWorkflow.state, rpc_timeout=self.answer_timeout)
+        except RPCError as error:
+            if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                return None
+            raise
 
     async def retry(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Retry a parked timer's slot now, with the same request id."""
@@ -439,17 +491,33 @@ class TimerClient:
             raise TimerError(
                 f"only a parked timer can be retried; {workflow_id!r} is {info.status}"
             )
-        handle = self.client.get_workflow_handle(workflow_id)
         try:
-            return await handle.execute_update(TimerWorkflow.retry)
+            return await self._operate(workflow_id, "retry")
         except WorkflowUpdateFailedError as error:
             raise TimerError(str(error.cause or error)) from None
 
     async def cancel(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Cancel a pending or parked timer; a command already sent is not recalled."""
         await self._running(workflow_id, tenant)
+        return await self._operate(workflow_id, "cancel")
+
+    async def _operate(self, workflow_id: str, update: str) -> TimerState:
+        """Run an operator's update; a clear error when no worker takes it in time."""
         handle = self.client.get_workflow_handle(workflow_id)
-        state: TimerState = await handle.execute_update("cancel", result_type=TimerState)
+        try:
+            state: TimerState = await handle.execute_update(
+                update, result_type=TimerState, rpc_timeout=self.answer_timeout
+            )
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            waited = f"no worker answered within {self.answer_timeout.total_seconds():g}s (is "
+            waited += f"`wow-temporal worker` running on task queue {self.task_queue}?)"
+            if update == "cancel":  # a cancel request is kept by Temporal: it will happen
+                await handle.cancel()
+                raise TimerError(
+                    f"{waited}; cancellation requested: the timer ends Cancelled when a "
+                    "worker runs it"
+                ) from None
+            raise TimerError(f"{waited}; the retry is applied if one takes it soon") from None
         return state
 
     async def _running(self, workflow_id: str, tenant: str | None) -> TimerInfo:

@@ -145,7 +145,7 @@ class TimerState(_Frozen):
 class Verdict(_Frozen):
     """What applying one schedule event did to one timer, and why."""
 
-    outcome: Literal["started", "replaced", "cancelled", "ignored"]
+    outcome: Literal["started", "replaced", "cancelled", "ignored", "signalled"]
     reason: str
 
 

@@ -131,6 +131,12 @@ class TimerWorkflow:
             )
         return answer
 
+    @workflow.signal(name="apply")
+    def apply_signal(self, change: TimerChange) -> None:
+        """The same change sent as a signal, when no worker answered the update in time (a
+        signal is kept by the server until a worker runs the timer; a stale one is ignored)."""
+        self._update(core.apply(self._state, change))
+
     @apply.validator
     def _not_stale(self, change: TimerChange) -> None:
         stale = core.stale_reason(self._state, change)
