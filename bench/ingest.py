@@ -89,7 +89,8 @@ async def timed(
         while queue:
             job = queue.pop()
             began = time.perf_counter()
-            done += await job()
+            handed = await job()  # (not `done += await ...`: that reads `done` first)
+            done += handed
             latencies.append((time.perf_counter() - began) * 1000)
 
     began = time.perf_counter()
