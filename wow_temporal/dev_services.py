@@ -57,8 +57,8 @@ class EchoHostService(_Uvicorn):
     async def start(self, ctx: DevContext) -> str:
         await self.serve(create_echo_host(), self.port)
         return (
-            f"{self.url}  (echo host: prints every command; aggregate ids reject-…, fail-…, "
-            "flaky-… are refused, fail or fail 3 times)"
+            f"{self.url}  (echo host: prints every command; refuses aggregate ids reject-…, "
+            "fails fail-…, fails flaky-… 3 times first)"
         )
 
     async def stop(self) -> None:

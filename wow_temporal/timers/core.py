@@ -482,7 +482,7 @@ def details(state: TimerState) -> str:
             f"parked: {state.parked_error} — retry with `wow-temporal timers retry` "
             "or `POST /timers/{id}/retry`"
         )
-    if state.last_outcome:
+    if state.last_outcome and not (state.parked_error and state.status is Status.PARKED):
         lines.append(f"last: {state.last_outcome}")
     return "\n\n".join(lines)
 

@@ -59,6 +59,7 @@ class DeletionWorkflow:
 
     @workflow.run
     async def run(self, record: DeletionRecord) -> DeletionRecord:
+        workflow.set_current_details(self._record.describe())
         await workflow.wait_condition(lambda: False)
         return self._record  # pragma: no cover - a record is kept for good
 
@@ -68,6 +69,7 @@ class DeletionWorkflow:
         if record.order > self._record.order:
             self._record = record
             workflow.upsert_memo({_MEMO: record.model_dump(mode="json")})
+            workflow.set_current_details(record.describe())
         return self._record
 
 
@@ -110,12 +112,13 @@ class DeletionRecords:
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 memo={_MEMO: record.model_dump(mode="json")},
                 search_attributes=TypedSearchAttributes(aggregate_search_attributes(record.aggregate)),
-                static_summary=f"{record.describe()}: its timers are cancelled",
+                static_summary=f"deletion record of {record.aggregate}: its timers are cancelled",
                 static_details=(
-                    "A deletion record. Schedules of this aggregate set at an older version "
+                    "Schedules of this aggregate set at a version older than its deletion "
                     "are ignored when they arrive, and a timer that started anyway ends "
-                    "cancelled instead of delivering. The memo holds the version; a later "
-                    "deletion (after the aggregate was recovered) raises it."
+                    "cancelled instead of delivering. Current Details and the memo hold the "
+                    "deletion's version; a later deletion (after the aggregate was recovered) "
+                    "raises it."
                 ),
             )
             return record
