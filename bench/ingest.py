@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -203,6 +204,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20, help="requests in flight")
     parser.add_argument("--batch", type=int, default=100, help="commits per batched request")
     parser.add_argument("--rounds", type=int, default=2)
+    # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     asyncio.run(run(parser.parse_args()))
 
 

@@ -908,6 +908,8 @@ def main() -> None:
     if args.serve_host:
         serve_host(args.serve_host)
         return
+    # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     configure_temporal_runtime()  # the core's retry warnings while the server is down: quiet
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)
