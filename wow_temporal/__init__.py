@@ -4,6 +4,7 @@ The public API is re-exported here; see the README for a tour.
 """
 
 from wow_temporal.cron import CronExpression, CronSyntaxError
+from wow_temporal.domain import App, Command, SagaContext, on_schedule
 from wow_temporal.schedule import (
     AggregateDeleted,
     AggregateRef,
@@ -33,6 +34,8 @@ from wow_temporal.worker import connect, run_worker
 __all__ = [
     "AggregateDeleted",
     "AggregateRef",
+    "App",
+    "Command",
     "Commit",
     "CronExpression",
     "CronSyntaxError",
@@ -41,6 +44,7 @@ __all__ = [
     "JobScope",
     "Misfire",
     "NamedAggregate",
+    "SagaContext",
     "ScheduleCancelled",
     "ScheduleRule",
     "ScheduleSet",
@@ -56,5 +60,6 @@ __all__ = [
     "TimerNotFoundError",
     "connect",
     "load_settings",
+    "on_schedule",
     "run_worker",
 ]

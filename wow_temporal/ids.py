@@ -13,17 +13,23 @@ from wow_temporal.schedule import AggregateRef
 
 __all__ = [
     "DELETION_ID_PREFIX",
+    "JOB_ID_PREFIX",
     "TIMER_ID_PREFIX",
     "InvalidIdError",
     "decode_part",
     "deletion_record_id",
     "encode_part",
+    "job_workflow_id",
+    "parse_job_workflow_id",
     "parse_timer_workflow_id",
     "timer_workflow_id",
 ]
 
 TIMER_ID_PREFIX = "wow-timer:"
 """Every timer workflow id starts with this."""
+
+JOB_ID_PREFIX = "wow-job:"
+"""Every job instance's workflow id starts with this."""
 
 DELETION_ID_PREFIX = "wow-deleted:"
 """Every deletion record's workflow id starts with this (see `timers.deletion`)."""
@@ -93,3 +99,34 @@ def parse_timer_workflow_id(workflow_id: str) -> tuple[AggregateRef, str]:
     except ValueError as error:
         raise InvalidIdError(f"not a timer id: {workflow_id!r} ({error})") from None
     return owner, decode_part(key)
+
+
+def job_workflow_id(
+    context: str, name: str, *, tenant: str | None = None, partition: int | None = None
+) -> str:
+    """A job instance: `wow-job:{context}:{name}` (SYSTEM), `…:{name}:tenant:{tenant}` (a
+    TENANT job's instance), `…:{name}:partition:{n}` (a sharded one's)."""
+    base = f"{JOB_ID_PREFIX}{encode_part(context)}:{encode_part(name)}"
+    if tenant is not None:
+        return f"{base}:tenant:{encode_part(tenant)}"
+    if partition is not None:
+        return f"{base}:partition:{partition}"
+    return base
+
+
+def parse_job_workflow_id(workflow_id: str) -> tuple[str, str, str | None, int | None]:
+    """(context, name, tenant, partition) of a job instance id; `InvalidIdError` if not one."""
+    shape = (
+        f"expected {JOB_ID_PREFIX}{{context}}:{{name}}, optionally followed by "
+        ":tenant:{tenant} or :partition:{n}"
+    )
+    if not workflow_id.startswith(JOB_ID_PREFIX):
+        raise InvalidIdError(f"not a job instance id: {workflow_id!r} ({shape})")
+    parts = workflow_id[len(JOB_ID_PREFIX) :].split(":")
+    if len(parts) == 2:
+        return decode_part(parts[0]), decode_part(parts[1]), None, None
+    if len(parts) == 4 and parts[2] == "tenant":
+        return decode_part(parts[0]), decode_part(parts[1]), decode_part(parts[3]), None
+    if len(parts) == 4 and parts[2] == "partition" and parts[3].isascii() and parts[3].isdigit():
+        return decode_part(parts[0]), decode_part(parts[1]), None, int(parts[3])
+    raise InvalidIdError(f"not a job instance id: {workflow_id!r} ({shape})")

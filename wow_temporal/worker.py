@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 STICKY_TIMEOUT = timedelta(seconds=3)
 """How long a workflow task waits for the worker that ran its workflow before others take it."""
 
-_RUNNER = SandboxedWorkflowRunner(
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     # The model and the pure cores are deterministic: share them with the sandbox, do not
     # re-import them for every workflow run.
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
@@ -62,7 +62,7 @@ def timer_worker(
         task_queue=task_queue,
         workflows=[TimerWorkflow, DeletionWorkflow],
         activities=list(activities),
-        workflow_runner=_RUNNER,
+        workflow_runner=WORKFLOW_RUNNER,
         max_concurrent_activities=max_concurrent_activities,
         # Pollers scale with the backlog the server reports, on the sticky queue (the
         # workflow tasks that follow a delivery) and the normal one (a timer's first task,

@@ -1,0 +1,99 @@
+"""`App`: one bounded context's domain code, with the recurring jobs its sagas declare."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from wow_temporal.domain.jobs import JOB_ATTRIBUTE, JobDefinition, check_handler
+
+__all__ = ["App", "Job"]
+
+_CONTEXT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A recurring job of an app: its definition and the saga method that handles its ticks."""
+
+    definition: JobDefinition
+    handler: Callable[..., Any]
+    processor: str
+    """The subscription, `<processor>.<function>` (e.g. `InventorySaga.on_schedule`)."""
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
+
+
+class App:
+    """A bounded context's domain: `App("eshop-inventory", sagas=[InventorySaga(deliveries)])`.
+
+    Sagas are instances of plain classes (their services injected by the user); each method
+    decorated with `@on_schedule` is a job. A duplicate or bad job raises `ValueError` naming it.
+    """
+
+    def __init__(
+        self,
+        context: str,
+        sagas: Iterable[object] = (),
+        aggregates: Iterable[object] = (),
+        services: Iterable[object] = (),
+    ) -> None:
+        if not isinstance(context, str) or not _CONTEXT.fullmatch(context):
+            raise ValueError(
+                f"invalid context name {context!r}: use letters, digits, '_', '-' and '.'"
+            )
+        self.context = context
+        self.sagas = tuple(sagas)
+        self.aggregates = tuple(aggregates)
+        self.services = tuple(services)
+        jobs: dict[str, Job] = {}
+        for saga in self.sagas:
+            for job in _jobs_of(saga):
+                if job.name in jobs:
+                    raise ValueError(
+                        f"job {job.name}: declared twice in context {context} "
+                        f"({jobs[job.name].processor} and {job.processor})"
+                    )
+                jobs[job.name] = job
+        self.jobs: Mapping[str, Job] = MappingProxyType(jobs)
+
+    def job(self, name: str) -> Job:
+        """The job of that name; `KeyError` naming the known ones."""
+        try:
+            return self.jobs[name]
+        except KeyError:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            raise KeyError(f"no job {name} in context {self.context} (jobs: {known})") from None
+
+    def __repr__(self) -> str:
+        return f"App({self.context!r}, jobs={sorted(self.jobs)})"
+
+
+def _jobs_of(saga: object) -> list[Job]:
+    if isinstance(saga, type):
+        raise ValueError(
+            f"sagas are instances: pass {saga.__name__}(...), not the class {saga.__name__}"
+        )
+    found = []
+    cls = type(saga)
+    for attribute in dir(cls):
+        function = inspect.getattr_static(cls, attribute, None)
+        if isinstance(function, (staticmethod, classmethod)):
+            function = function.__func__
+        definition = getattr(function, JOB_ATTRIBUTE, None)
+        if not isinstance(definition, JobDefinition):
+            continue
+        handler = getattr(saga, attribute)
+        check_handler(handler, definition.name, bound=True)
+        found.append(Job(definition, handler, f"{cls.__name__}.{attribute}"))
+    return found

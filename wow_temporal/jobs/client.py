@@ -1,0 +1,444 @@
+"""Operate recurring job instances: enable, disable, reschedule, retry, show and list them.
+
+`JobClient` is the one code path behind the Python API, the control API's job routes, the CLI
+and the worker (which brings every SYSTEM instance to its settings at start). Changes are
+Temporal updates on the instance's workflow id (strongly consistent, validated, answered); an
+instance that does not exist yet is started first, if the client knows the job's code.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from wow_temporal.domain.app import App, Job
+from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
+from wow_temporal.jobs import core
+from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
+from wow_temporal.jobs.core import JobRule, JobState, RuleLayer, TickRecord
+from wow_temporal.jobs.workflow import (
+    DISABLE,
+    ENABLE,
+    HOST,
+    RESCHEDULE,
+    RETRY,
+    HostRule,
+    JobInput,
+    JobWorkflow,
+)
+from wow_temporal.schedule import JobScope, Misfire, validate_key
+from wow_temporal.timers.workflow import DeliverySettings
+
+__all__ = [
+    "JOB_TASK_QUEUE",
+    "JobClient",
+    "JobError",
+    "JobInfo",
+    "UnknownJobError",
+    "static_summary",
+]
+
+JOB_TASK_QUEUE = "wow-timers"
+"""Job instances run on the timers' task queue, by the same workers."""
+
+ANSWER_TIMEOUT = timedelta(seconds=10)
+"""How long a change waits for a worker before it is sent as a signal instead."""
+
+Source = Literal["code", "host", "tenant", "operator"]
+
+
+class JobError(ValueError):
+    """A job operation refused (bad input, or not possible in the instance's state)."""
+
+
+class UnknownJobError(JobError, LookupError):
+    """No such job, or no instance of it (for that tenant)."""
+
+
+class JobInfo(BaseModel):
+    """A job instance as operators see it (CLI, control API)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    context: str
+    name: str
+    tenant: str | None = None
+    """The instance's tenant (`(0)` for a SYSTEM job's)."""
+    partition: int | None = None
+    status: str
+    """`Enabled`, `Disabled` or `Parked`; a closed run's execution status (e.g. `Terminated`)."""
+    expression: str | None = None
+    zone: str | None = None
+    misfire: Misfire | None = None
+    sources: dict[str, Source] = {}
+    """Where each field of the rule in force comes from: code, host, tenant (or operator)."""
+    processor: str | None = None
+    next_slot: int | None = None
+    next_due: list[datetime] = []
+    """The next due times (up to 5)."""
+    parked: str | None = None
+    """Why the pending tick is parked (retry it), if it is."""
+    recent: list[TickRecord] = []
+    """The last ticks, oldest first."""
+    notices: list[str] = []
+    note: str | None = None
+    """Something the caller should know of this answer (e.g. sent as a signal)."""
+
+
+def static_summary(state: JobState) -> str:
+    """The run's fixed summary: which job of which context, for which tenant or partition."""
+    return f"job {state.label} of {state.context}"
+
+
+def _info(workflow_id: str, state: JobState, now: datetime, note: str | None = None) -> JobInfo:
+    rule = state.rule
+    pending = state.pending
+    return JobInfo(
+        workflow_id=workflow_id,
+        context=state.context,
+        name=state.job,
+        tenant=state.tenant,
+        partition=state.partition,
+        status=state.status.value,
+        expression=rule.expression,
+        zone=rule.zone,
+        misfire=rule.misfire,
+        sources={field: state.source(field) for field in ("expression", "zone", "misfire")},
+        processor=state.processor or None,
+        next_slot=state.next_slot,
+        next_due=core.upcoming(state, now),
+        parked=pending.reason if pending is not None and pending.parked else None,
+        recent=list(state.recent),
+        notices=list(state.notices),
+        note=note,
+    )
+
+
+class JobClient:
+    """Job instances on one Temporal namespace, for the jobs of `apps` (which may be none:
+    existing instances are still enabled, disabled and rescheduled by id)."""
+
+    def __init__(
+        self,
+        client: Client,
+        apps: App | Iterable[App] = (),
+        *,
+        host_rules: dict[str, HostRule] | None = None,
+        task_queue: str = JOB_TASK_QUEUE,
+        delivery: DeliverySettings | None = None,
+        clock_offset_ms: int = 0,
+        answer_timeout: timedelta = ANSWER_TIMEOUT,
+    ) -> None:
+        """`host_rules` maps a job name to the host's override (`wow.schedules.<name>`),
+        given to instances this client starts; `clock_offset_ms` is `schedule_spec`'s."""
+        self.client = client
+        self.apps = {app.context: app for app in ([apps] if isinstance(apps, App) else apps)}
+        self.host_rules = host_rules or {}
+        self.task_queue = task_queue
+        self.delivery = delivery or DeliverySettings()
+        self.clock_offset_ms = clock_offset_ms
+        self.answer_timeout = answer_timeout
+
+    # --- the operations -------------------------------------------------------------------
+
+    async def enable(
+        self, context: str, name: str, *, tenant: str | None = None, partition: int | None = None
+    ) -> JobInfo:
+        """Enable the instance (starting it first if it does not exist and the job is known)."""
+        return await self._change(context, name, tenant, partition, ENABLE, None, create=True)
+
+    async def disable(
+        self, context: str, name: str, *, tenant: str | None = None, partition: int | None = None
+    ) -> JobInfo:
+        """Disable it: in force when this returns (a tick running is stopped first)."""
+        return await self._change(context, name, tenant, partition, DISABLE, None)
+
+    async def reschedule(
+        self,
+        context: str,
+        name: str,
+        rule: RuleLayer | dict[str, Any] | BaseModel,
+        *,
+        tenant: str | None = None,
+        partition: int | None = None,
+    ) -> JobInfo:
+        """Give the instance its own rule: any of expression, zone, misfire."""
+        layer = _layer(rule)
+        error = core.reschedule_error(layer) if not layer.empty else (
+            "give at least one of 'expression', 'zone' or 'misfire'"
+        )
+        if error is not None:
+            raise JobError(error)
+        return await self._change(context, name, tenant, partition, RESCHEDULE, layer)
+
+    async def retry(
+        self, context: str, name: str, *, tenant: str | None = None, partition: int | None = None
+    ) -> JobInfo:
+        """Retry the parked tick (same request ids); later slots follow, by the policy."""
+        return await self._change(context, name, tenant, partition, RETRY, None)
+
+    async def show(
+        self, context: str, name: str, *, tenant: str | None = None, partition: int | None = None
+    ) -> JobInfo:
+        """The instance's whole state (queried: needs a worker)."""
+        workflow_id = self._id(context, name, tenant, partition)
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            description = await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
+            raise
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            status = description.status.name.title() if description.status else "Unknown"
+            return JobInfo(
+                workflow_id=workflow_id, context=context, name=name,
+                tenant=tenant, partition=partition, status=status,
+            )
+        try:
+            state: JobState = await handle.query(
+                "state", result_type=JobState, rpc_timeout=self.answer_timeout
+            )
+        except RPCError as error:
+            if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                raw = description.typed_search_attributes.get(SA_STATUS) or "Unknown"
+                return JobInfo(
+                    workflow_id=workflow_id, context=context, name=name, tenant=tenant,
+                    partition=partition, status=raw,
+                    note="no worker answered the query: only the status is known",
+                )
+            raise
+        return _info(workflow_id, state, self._now())
+
+    async def list(
+        self,
+        *,
+        context: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+    ) -> list[JobInfo]:
+        """Running instances matching the filters, as visibility lists them (for display:
+        it may lag a change by a second)."""
+        clauses = ["WorkflowType = 'wow.Job'", "ExecutionStatus = 'Running'"]
+        if context is not None:
+            clauses.append(f"WorkflowId STARTS_WITH {_quote(job_workflow_id(context, '')[:-1])}")
+        if name is not None:
+            clauses.append(f"{SA_JOB.name} = {_quote(name)}")
+        if tenant is not None:
+            clauses.append(f"{SA_TENANT.name} = {_quote(tenant)}")
+        if status is not None:
+            wanted = {s.value.lower(): s.value for s in core.JobStatus}.get(status.lower())
+            if wanted is None:
+                known = ", ".join(s.value for s in core.JobStatus)
+                raise JobError(f"unknown status {status!r}: use one of {known}")
+            clauses.append(f"{SA_STATUS.name} = {_quote(wanted)}")
+        found = []
+        async for execution in self.client.list_workflows(" AND ".join(clauses), limit=limit):
+            try:
+                ctx, job, inst_tenant, partition = parse_job_workflow_id(execution.id)
+            except InvalidIdError:
+                continue
+            attributes = execution.typed_search_attributes
+            found.append(
+                JobInfo(
+                    workflow_id=execution.id, context=ctx, name=job,
+                    tenant=attributes.get(SA_TENANT) or inst_tenant, partition=partition,
+                    status=attributes.get(SA_STATUS) or "Unknown",
+                )
+            )
+        return found
+
+    async def bring_to_settings(self, app: App) -> builtins.list[JobInfo]:
+        """What a worker does at start: every SYSTEM instance of `app` (each partition's, for
+        a sharded job) gets the host's override, and is enabled unless the host says
+        `enabled: false`. An instance already enabled is never reset."""
+        answers = []
+        for job in app.jobs.values():
+            if job.definition.scope is not JobScope.SYSTEM:
+                continue
+            rule = self.host_rules.get(job.name, HostRule())
+            for partition in self._partitions(job):
+                answers.append(
+                    await self._change(
+                        app.context, job.name, None, partition, HOST, rule, create=True
+                    )
+                )
+        return answers
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def partitions_of(self, job: Job) -> int:
+        """How many partitions a sharded job has (`wow.schedules.<name>.partitions`)."""
+        return max(1, getattr(self.host_rules.get(job.name), "partitions", 1) or 1)
+
+    def _partitions(self, job: Job) -> Sequence[int | None]:
+        if not job.definition.sharded:
+            return [None]
+        return list(range(self.partitions_of(job)))
+
+    def _now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(milliseconds=self.clock_offset_ms)
+
+    def _id(self, context: str, name: str, tenant: str | None, partition: int | None) -> str:
+        validate_key(name, "job name")
+        job = self._job(context, name)
+        if job is not None:
+            scope = job.definition.scope
+            if scope is JobScope.TENANT and tenant is None:
+                raise JobError(f"job {name} is a TENANT job: say which tenant's instance")
+            if scope is JobScope.SYSTEM and tenant is not None and tenant != "(0)":
+                raise JobError(f"job {name} is a SYSTEM job: it has no instance for a tenant")
+            if job.definition.sharded and partition is None:
+                partition = 0 if self.partitions_of(job) == 1 else None
+                if partition is None:
+                    raise JobError(f"job {name} is sharded: say which partition")
+            if not job.definition.sharded and partition is not None:
+                raise JobError(f"job {name} is not sharded: it has no partitions")
+            if scope is JobScope.SYSTEM:
+                tenant = None
+        elif tenant == "(0)":
+            tenant = None
+        return job_workflow_id(context, name, tenant=tenant, partition=partition)
+
+    def _job(self, context: str, name: str) -> Job | None:
+        app = self.apps.get(context)
+        return None if app is None else app.jobs.get(name)
+
+    def _no_instance(
+        self, context: str, name: str, tenant: str | None, partition: int | None
+    ) -> str:
+        which = f" for tenant {tenant}" if tenant is not None else ""
+        which += f" partition {partition}" if partition is not None else ""
+        if context in self.apps:
+            if name not in self.apps[context].jobs:
+                known = ", ".join(sorted(self.apps[context].jobs)) or "none"
+                return f"no job {name} in context {context} (its jobs: {known})"
+            return f"no instance of job {name}{which} in context {context} yet: enable it"
+        return (
+            f"no instance of job {name}{which} in context {context} (this server knows the "
+            f"jobs of: {', '.join(sorted(self.apps)) or 'no app'}; run it with --app to create "
+            "instances)"
+        )
+
+    async def _change(
+        self,
+        context: str,
+        name: str,
+        tenant: str | None,
+        partition: int | None,
+        update: str,
+        argument: Any,
+        *,
+        create: bool = False,
+    ) -> JobInfo:
+        workflow_id = self._id(context, name, tenant, partition)
+        handle = self.client.get_workflow_handle(workflow_id)
+        args: builtins.list[Any] = [] if argument is None else [argument]
+        try:
+            state = await self._update(handle, update, args)
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:
+                raise
+            job = self._job(context, name)
+            if not create or job is None:
+                raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
+            await self._start(workflow_id, context, job, tenant, partition)
+            state = await self._update(handle, update, args)
+        if isinstance(state, str):
+            return JobInfo(
+                workflow_id=workflow_id, context=context, name=name, tenant=tenant,
+                partition=partition, status="Unknown", note=state,
+            )
+        return _info(workflow_id, state, self._now())
+
+    async def _update(
+        self, handle: Any, update: str, args: builtins.list[Any]
+    ) -> JobState | str:
+        """Run `update`; with no worker answering in time, send the signal of the same name
+        (kept by the server, applied before anything else when a worker runs the instance)."""
+        try:
+            state: JobState = await handle.execute_update(
+                update, args=args, result_type=JobState, rpc_timeout=self.answer_timeout
+            )
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            if update not in (ENABLE, DISABLE, RESCHEDULE):
+                raise JobError(
+                    f"no worker answered within {self.answer_timeout.total_seconds():g}s: "
+                    "start one (wow-temporal worker --app …) and try again"
+                ) from None
+            await handle.signal(update, *(a.model_dump(mode="json") for a in args))
+            return (
+                f"no worker answered within {self.answer_timeout.total_seconds():g}s: sent "
+                f"as the {update} signal, applied before anything else when a worker runs it"
+            )
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError):
+                raise JobError(cause.message) from None
+            raise
+        return state
+
+    async def _start(
+        self, workflow_id: str, context: str, job: Job, tenant: str | None, partition: int | None
+    ) -> None:
+        """Start the instance, disabled, with the code's rule and the host's override."""
+        definition = job.definition
+        host = self.host_rules.get(job.name, HostRule())
+        state = core.initial(
+            context,
+            job.name,
+            JobRule(expression=definition.cron, zone=definition.zone, misfire=definition.misfire),
+            scope=definition.scope,
+            tenant=tenant if tenant is not None else "(0)",
+            partition=partition,
+            processor=job.processor,
+            host=host.layer,
+        )
+        await self.client.start_workflow(
+            JobWorkflow.run,
+            JobInput(state=state, delivery=self.delivery, clock_offset_ms=self.clock_offset_ms),
+            id=workflow_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=initial_search_attributes(
+                job.name, state.tenant, core.JobStatus.DISABLED.value
+            ),
+            static_summary=static_summary(state),
+            static_details=(
+                f"Recurring job **{job.name}** of {context}, handled by {job.processor}. The "
+                "rule in force, the next due times and the last ticks are in **Current "
+                f"Details**. Send the signals {ENABLE}, {DISABLE} or {RESCHEDULE} "
+                '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
+            ),
+        )
+
+
+def _layer(rule: RuleLayer | dict[str, Any] | BaseModel) -> RuleLayer:
+    if isinstance(rule, RuleLayer):
+        return rule
+    if isinstance(rule, BaseModel):
+        rule = rule.model_dump(exclude_none=True)
+    try:
+        return RuleLayer.model_validate(rule)
+    except ValueError as error:
+        raise JobError(str(error)) from None
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,471 @@
+"""The pure core of a recurring job instance: its rule, slots, misfire policy and parking.
+
+Given the state, the time and an input (enable, disable, reschedule, a host override, a wake-up,
+a tick's outcome, an operator's retry) it returns the new state and what to do next. No Temporal,
+no I/O: `jobs.workflow` is the thin shell that runs these decisions durably.
+
+Slots number the rule's due times from the first enable on (1, 2, …), handled or skipped, for
+the instance's whole life; due times that pass while it is disabled take no number. A due time
+found already past when the instance looks (no worker ran it, or a tick ran long) is a misfire:
+COALESCE runs only the latest of those and counts the others in `skipped`, CATCH_UP runs each.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from functools import lru_cache
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wow_temporal.cron import CronExpression
+from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_zone
+
+__all__ = [
+    "MAX_MISSED_COUNTED",
+    "RECENT_TICKS",
+    "AwaitOperator",
+    "Handle",
+    "JobRule",
+    "JobState",
+    "JobStatus",
+    "PendingTick",
+    "RuleLayer",
+    "Sleep",
+    "Step",
+    "TickOutcome",
+    "TickRecord",
+    "details",
+    "disable",
+    "enable",
+    "initial",
+    "notice",
+    "on_failed",
+    "on_handled",
+    "on_interrupted",
+    "reschedule",
+    "reschedule_error",
+    "retry",
+    "set_host",
+    "step",
+    "summary",
+    "upcoming",
+]
+
+MAX_MISSED_COUNTED = 1_000_000
+"""A misfire counts at most this many missed due times (a one-second rule after eleven days
+down); older ones are dropped from the count. Nothing is ever run early."""
+
+RECENT_TICKS = 10
+"""How many finished ticks the state (and the Web UI's current details) keeps."""
+
+_NOTICES = 5
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class JobStatus(StrEnum):
+    """What `WowStatus` says of a job instance."""
+
+    ENABLED = "Enabled"
+    DISABLED = "Disabled"
+    PARKED = "Parked"
+
+
+RuleSource = Literal["code", "host", "tenant", "operator"]
+
+
+class JobRule(_Frozen):
+    """A complete rule: a six-field Spring cron expression, its zone and misfire policy."""
+
+    expression: str
+    zone: str = "UTC"
+    misfire: Misfire = Misfire.COALESCE
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        """The first due time strictly after `instant`, in UTC; None if it never matches."""
+        found = _cron(self.expression).next(instant.astimezone(_zone(self.zone)))
+        return None if found is None else found.astimezone(UTC)
+
+    def describe(self) -> str:
+        return f"{self.expression} {self.zone}"
+
+
+class RuleLayer(_Frozen):
+    """One layer of overrides (host's or the instance's own); None keeps the layer below."""
+
+    expression: str | None = None
+    zone: str | None = None
+    misfire: Misfire | None = None
+
+    def over(self, below: RuleLayer) -> RuleLayer:
+        """This layer laid over `below`, field by field."""
+        return RuleLayer(
+            expression=self.expression if self.expression is not None else below.expression,
+            zone=self.zone if self.zone is not None else below.zone,
+            misfire=self.misfire if self.misfire is not None else below.misfire,
+        )
+
+    @property
+    def empty(self) -> bool:
+        return self.expression is None and self.zone is None and self.misfire is None
+
+
+class PendingTick(_Frozen):
+    """The tick being handled, or parked after its handling kept failing."""
+
+    slot: int = Field(ge=1)
+    due: datetime
+    skipped: int = Field(default=0, ge=0)
+    parked: bool = False
+    reason: str = ""
+    """Why it was parked (the last failure)."""
+    retries: int = 0
+    """How many times an operator retried it."""
+
+
+TickOutcome = Literal["handled", "parked", "interrupted"]
+
+
+class TickRecord(_Frozen):
+    """A finished tick, for the current details and `show`."""
+
+    slot: int
+    due: datetime
+    skipped: int
+    outcome: TickOutcome
+    commands: int = 0
+    delivered: int = 0
+    rejected: int = 0
+    detail: str = ""
+    at: datetime
+
+
+class JobState(_Frozen):
+    """Everything a job instance knows, carried across continue-as-new."""
+
+    context: str
+    job: str
+    scope: JobScope = JobScope.SYSTEM
+    tenant: str = "(0)"
+    partition: int | None = None
+    processor: str = ""
+    """The subscription that handles ticks: `<processor>.<function>`."""
+    code: JobRule
+    host: RuleLayer = RuleLayer()
+    own: RuleLayer = RuleLayer()
+    """The instance's own rule (a tenant's `reschedule`, or an operator's): above the host's."""
+    enabled: bool = False
+    next_slot: int = 1
+    cursor: datetime | None = None
+    """The latest due time passed (handled or skipped), or the instant of the last enable."""
+    pending: PendingTick | None = None
+    recent: tuple[TickRecord, ...] = ()
+    handled: int = 0
+    commands: int = 0
+    notices: tuple[str, ...] = ()
+    """The last refused signals and other things an operator should read."""
+
+    @property
+    def rule(self) -> JobRule:
+        """The rule in force: the instance's own over the host's over the code's."""
+        layered = self.own.over(self.host)
+        return JobRule(
+            expression=layered.expression or self.code.expression,
+            zone=layered.zone or self.code.zone,
+            misfire=layered.misfire or self.code.misfire,
+        )
+
+    def source(self, field: Literal["expression", "zone", "misfire"]) -> RuleSource:
+        """Where the field in force comes from."""
+        if getattr(self.own, field) is not None:
+            return "tenant" if self.scope is JobScope.TENANT else "operator"
+        if getattr(self.host, field) is not None:
+            return "host"
+        return "code"
+
+    @property
+    def status(self) -> JobStatus:
+        if self.pending is not None and self.pending.parked:
+            return JobStatus.PARKED
+        return JobStatus.ENABLED if self.enabled else JobStatus.DISABLED
+
+    @property
+    def label(self) -> str:
+        """`receive-deliveries (0)`, `… partition 2`: the instance as a person names it."""
+        where = f" partition {self.partition}" if self.partition is not None else ""
+        return f"{self.job} {self.tenant}{where}"
+
+
+class Sleep(_Frozen):
+    """Wait until `until` (None: until something changes)."""
+
+    until: datetime | None
+
+
+class Handle(_Frozen):
+    """Hand this tick to the handler."""
+
+    tick: PendingTick
+
+
+class AwaitOperator(_Frozen):
+    """The pending tick is parked: wait for an operator's retry (or a disable)."""
+
+
+Step = Sleep | Handle | AwaitOperator
+
+
+@lru_cache(maxsize=256)
+def _cron(expression: str) -> CronExpression:
+    return CronExpression.parse(expression)
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def initial(
+    context: str,
+    job: str,
+    code: JobRule,
+    *,
+    scope: JobScope = JobScope.SYSTEM,
+    tenant: str = "(0)",
+    partition: int | None = None,
+    processor: str = "",
+    host: RuleLayer | None = None,
+) -> JobState:
+    """A new, disabled instance."""
+    return JobState(
+        context=context, job=job, scope=scope, tenant=tenant, partition=partition,
+        processor=processor, code=code, host=host or RuleLayer(),
+    )
+
+
+def step(state: JobState, now: datetime) -> tuple[JobState, Step]:
+    """What the instance does now: handle a tick (taking its slot), sleep, or wait."""
+    pending = state.pending
+    if pending is not None:
+        if pending.parked:
+            return state, AwaitOperator()
+        return state, Handle(tick=pending) if state.enabled else Sleep(until=None)
+    if not state.enabled:
+        return state, Sleep(until=None)
+    rule = state.rule
+    cursor = state.cursor if state.cursor is not None else now
+    first = rule.next_after(cursor)
+    if first is None or first > now:
+        return state, Sleep(until=first)
+    if rule.misfire is Misfire.CATCH_UP:
+        tick = PendingTick(slot=state.next_slot, due=first)
+        taken = 1
+    else:
+        latest, taken = _latest_due(rule, first, now)
+        tick = PendingTick(slot=state.next_slot + taken - 1, due=latest, skipped=taken - 1)
+    state = state.model_copy(
+        update={"pending": tick, "cursor": tick.due, "next_slot": state.next_slot + taken}
+    )
+    return state, Handle(tick=tick)
+
+
+def _latest_due(rule: JobRule, first: datetime, now: datetime) -> tuple[datetime, int]:
+    """The latest due time not after `now`, from `first` on, and how many there are."""
+    latest, count = first, 1
+    while count < MAX_MISSED_COUNTED:
+        following = rule.next_after(latest)
+        if following is None or following > now:
+            break
+        latest, count = following, count + 1
+    else:
+        # Counted enough: jump to the latest due time without numbering the rest.
+        following = rule.next_after(latest)
+        while following is not None and following <= now:
+            latest, following = following, rule.next_after(following)
+    return latest, count
+
+
+def enable(state: JobState, now: datetime) -> JobState:
+    """Enable the instance; from the next due time after now. Enabled already: unchanged."""
+    if state.enabled:
+        return state
+    cursor = now if state.cursor is None else max(state.cursor, now)
+    return state.model_copy(update={"enabled": True, "cursor": cursor})
+
+
+def disable(state: JobState) -> JobState:
+    """Disable it: no tick starts until it is enabled again (a running one is interrupted by
+    the shell, `on_interrupted`); a parked tick stays parked, to be retried when enabled."""
+    return state.model_copy(update={"enabled": False})
+
+
+def reschedule_error(layer: RuleLayer) -> str | None:
+    """Why `layer` cannot be a rule (a bad expression or zone), or None."""
+    try:
+        if layer.expression is not None:
+            validate_cron(layer.expression)
+        if layer.zone is not None:
+            validate_zone(layer.zone)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def reschedule(state: JobState, layer: RuleLayer, now: datetime) -> JobState:
+    """The instance's own rule, field by field over what it had; the next due time is counted
+    from now, so a new rule never finds a past slot to run."""
+    own = layer.over(state.own)
+    return _new_rule(state.model_copy(update={"own": own}), state, now)
+
+
+def set_host(state: JobState, host: RuleLayer, now: datetime) -> JobState:
+    """The host's override as the worker now has it (replacing the one it had)."""
+    return _new_rule(state.model_copy(update={"host": host}), state, now)
+
+
+def _new_rule(changed: JobState, before: JobState, now: datetime) -> JobState:
+    if changed.rule == before.rule:
+        return changed
+    if changed.cursor is None or not changed.enabled:
+        return changed
+    return changed.model_copy(update={"cursor": max(changed.cursor, now)})
+
+
+def on_handled(
+    state: JobState, tick: PendingTick, now: datetime, *, commands: int, delivered: int,
+    rejected: int,
+) -> JobState:
+    """The handler ran and every command it derived was decided by its target."""
+    record = TickRecord(
+        slot=tick.slot, due=tick.due, skipped=tick.skipped, outcome="handled",
+        commands=commands, delivered=delivered, rejected=rejected, at=now,
+    )
+    return _finished(state, tick, record).model_copy(
+        update={"handled": state.handled + 1, "commands": state.commands + commands}
+    )
+
+
+def on_interrupted(state: JobState, tick: PendingTick, now: datetime, detail: str) -> JobState:
+    """The tick was stopped by a disable before it finished; its slot is spent."""
+    record = TickRecord(
+        slot=tick.slot, due=tick.due, skipped=tick.skipped, outcome="interrupted",
+        detail=detail, at=now,
+    )
+    return _finished(state, tick, record)
+
+
+def on_failed(state: JobState, tick: PendingTick, now: datetime, reason: str) -> JobState:
+    """The handler or a send kept failing: park the tick; later slots wait behind it."""
+    if state.pending is None or state.pending.slot != tick.slot:
+        return state
+    parked = tick.model_copy(update={"parked": True, "reason": reason})
+    record = TickRecord(
+        slot=tick.slot, due=tick.due, skipped=tick.skipped, outcome="parked",
+        detail=reason, at=now,
+    )
+    return state.model_copy(update={"pending": parked, "recent": _keep(state.recent, record)})
+
+
+def retry(state: JobState) -> JobState:
+    """An operator's retry of the parked tick: handled again, with the same request ids."""
+    pending = state.pending
+    if pending is None or not pending.parked:
+        return state
+    again = pending.model_copy(update={"parked": False, "retries": pending.retries + 1})
+    return state.model_copy(update={"pending": again})
+
+
+def notice(state: JobState, text: str) -> JobState:
+    """Keep `text` (a refused signal, say) for the current details."""
+    return state.model_copy(update={"notices": (*state.notices, text)[-_NOTICES:]})
+
+
+def _finished(state: JobState, tick: PendingTick, record: TickRecord) -> JobState:
+    if state.pending is None or state.pending.slot != tick.slot:
+        return state
+    return state.model_copy(update={"pending": None, "recent": _keep(state.recent, record)})
+
+
+def _keep(recent: tuple[TickRecord, ...], record: TickRecord) -> tuple[TickRecord, ...]:
+    return (*recent, record)[-RECENT_TICKS:]
+
+
+def upcoming(state: JobState, now: datetime, count: int = 5) -> list[datetime]:
+    """The next `count` due times of the rule in force (none while disabled)."""
+    if not state.enabled:
+        return []
+    times: list[datetime] = []
+    cursor = state.cursor if state.cursor is not None else now
+    if state.pending is not None:
+        cursor = max(cursor, state.pending.due)
+    while len(times) < count:
+        found = state.rule.next_after(cursor)
+        if found is None:
+            break
+        times.append(found)
+        cursor = found
+    return times
+
+
+def summary(state: JobState, now: datetime) -> str:
+    """The line a person reads in the Web UI: `receive-deliveries (0) → next 2026-10-21T06:00Z,
+    0 0 6 * * * UTC`."""
+    rule = state.rule.describe()
+    pending = state.pending
+    if pending is not None and pending.parked:
+        return f"{state.label} parked at slot {pending.slot}, {rule}"
+    if pending is not None:
+        return f"{state.label} → slot {pending.slot} due {_short(pending.due)}, {rule}"
+    if not state.enabled:
+        return f"{state.label} disabled, {rule}"
+    following = upcoming(state, now, 1)
+    when = f"next {_short(following[0])}" if following else "never due"
+    return f"{state.label} → {when}, {rule}"
+
+
+def details(state: JobState, now: datetime) -> str:
+    """The current details the Web UI shows (Markdown): rule and its sources, next due
+    times, the last ticks and anything an operator should read."""
+    rule = state.rule
+    lines = [f"**{state.status.value}** · {summary(state, now)}"]
+    lines.append(
+        f"rule `{rule.expression}` ({state.source('expression')}) · zone {rule.zone} "
+        f"({state.source('zone')}) · misfire {rule.misfire.value} ({state.source('misfire')})"
+    )
+    if state.processor:
+        lines.append(f"handled by {state.processor} · next slot {state.next_slot}")
+    pending = state.pending
+    if pending is not None and pending.parked:
+        lines.append(
+            f"parked: slot {pending.slot}: {pending.reason} — retry with "
+            "`wow-temporal schedule retry`"
+        )
+    nexts = upcoming(state, now)
+    if nexts:
+        lines.append("next: " + ", ".join(_short(t) for t in nexts))
+    if state.recent:
+        rows = ["| slot | due | skipped | outcome | commands |", "|---|---|---|---|---|"]
+        for record in reversed(state.recent):
+            outcome = record.outcome + (f": {record.detail}" if record.detail else "")
+            counts = f"{record.commands} ({record.delivered} ok, {record.rejected} rejected)"
+            rows.append(
+                f"| {record.slot} | {_short(record.due)} | {record.skipped} | {outcome} | "
+                f"{counts} |"
+            )
+        lines.append("\n".join(rows))
+    for text in state.notices:
+        lines.append(f"notice: {text}")
+    return "\n\n".join(lines)
+
+
+def _short(instant: datetime) -> str:
+    instant = instant.astimezone(UTC)
+    text = instant.strftime("%Y-%m-%dT%H:%M")
+    if instant.second:
+        text += instant.strftime(":%S")
+    return text + "Z"

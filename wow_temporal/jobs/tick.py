@@ -1,0 +1,262 @@
+"""The tick activity: run a job's handler for one slot and send the commands it derives.
+
+Commands go from here to the domain host (the timers' wire protocol, `delivery.py`), never
+through workflow history, so a tick may derive thousands. Progress is kept in the heartbeat
+details: an attempt after a lost worker resumes after the last command decided, and the
+technical failures of the handler or the host count towards parking the tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, NoReturn, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from wow_temporal.delivery import (
+    DeliveryFailure,
+    DeliveryOutcome,
+    DeliveryRequest,
+    ScheduleDetails,
+)
+from wow_temporal.domain.app import App, Job
+from wow_temporal.domain.commands import Command
+from wow_temporal.domain.saga import SagaContext
+from wow_temporal.schedule import ScheduleTick, Scope
+
+__all__ = [
+    "EARLY_TICK",
+    "TICK_FAILURE",
+    "TICK_PARKED",
+    "CommandSink",
+    "TickActivities",
+    "TickRequest",
+    "TickResult",
+    "request_id",
+]
+
+TICK_FAILURE = "TickFailure"
+"""A technical failure of the handler or of a send: retried."""
+TICK_PARKED = "TickParked"
+"""The handler or the host failed `max_failures` times: the tick is parked (final)."""
+EARLY_TICK = "EarlyTick"
+"""An attempt before the slot is due: retried when it is."""
+
+log = logging.getLogger(__name__)
+
+
+class CommandSink(Protocol):
+    """Where a tick's commands go: `delivery.CommandSender`, or a recorder in `testing`."""
+
+    async def send(self, request: DeliveryRequest) -> DeliveryOutcome: ...
+
+
+class TickRequest(BaseModel):
+    """One slot of one job instance, to handle."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    context: str
+    job: str
+    tenant: str
+    partition: int | None = None
+    slot: int = Field(ge=1)
+    due: int
+    """Epoch milliseconds (virtual time in `schedule_spec`)."""
+    skipped: int = 0
+    max_failures: int = Field(default=10, ge=1)
+    clock_offset_ms: int = 0
+    """Added to the worker's clock for the never-early check (`schedule_spec`'s virtual time)."""
+
+
+class TickResult(BaseModel):
+    """How a handled tick went: the commands it derived and how their targets decided."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commands: int = 0
+    delivered: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+
+
+class _Progress(BaseModel):
+    """What the heartbeat details carry from one attempt to the next."""
+
+    sent: int = 0
+    """Commands decided so far, in order: an attempt resumes after them."""
+    delivered: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    failures: int = 0
+
+
+def request_id(workflow_id: str, slot: int, index: int) -> str:
+    """A command's request id: `{workflow id}#{slot}:{index}`, the same each time the tick runs."""
+    return f"{workflow_id}#{slot}:{index}"
+
+
+class TickActivities:
+    """The `wow.tick` activity of one `App`, sending through `sink` (register the bound method)."""
+
+    def __init__(
+        self,
+        app: App,
+        sink: CommandSink,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_commands: Callable[[TickRequest, ScheduleTick, list[Command[Any]]], None]
+        | None = None,
+    ) -> None:
+        """`on_commands` sees what each attempt's handler derived (`schedule_spec` records it)."""
+        self.app = app
+        self.sink = sink
+        self.clock = clock
+        self.on_commands = on_commands
+
+    @activity.defn(name="wow.tick")
+    async def tick(self, request: TickRequest) -> TickResult:
+        """Handle one tick: call the handler, send each command it returns until decided."""
+        info = activity.info()
+        progress = _Progress()
+        if info.heartbeat_details:
+            progress = _Progress.model_validate(info.heartbeat_details[0])
+        early_ms = request.due - (self.clock() * 1000 + request.clock_offset_ms)
+        if early_ms > 0:
+            raise ApplicationError(
+                f"refusing to run slot {request.slot} of {request.workflow_id} early: "
+                f"due in {early_ms:.0f} ms",
+                type=EARLY_TICK,
+                next_retry_delay=timedelta(milliseconds=early_ms + 50),
+                category=ApplicationErrorCategory.BENIGN,
+            )
+        job = self.app.jobs.get(request.job)
+        if job is None:
+            raise ApplicationError(
+                f"this worker's app ({self.app.context}) has no job {request.job}: run a worker "
+                "with the app that declares it, then retry the tick",
+                type=TICK_PARKED,
+                non_retryable=True,
+            )
+        tick = ScheduleTick(
+            tenant_id=request.tenant,
+            slot=request.slot,
+            due=request.due,
+            skipped=request.skipped,
+            partition=request.partition,
+        )
+        try:
+            commands = await self._derive(job, tick, progress)
+        except (asyncio.CancelledError, ApplicationError):
+            raise
+        except Exception as error:  # the handler's own failure: retried, then parked
+            self._failed(request, progress, f"{job.processor} failed: {error!r}")
+        if self.on_commands is not None:
+            self.on_commands(request, tick, commands)
+        for index in range(progress.sent, len(commands)):
+            command = commands[index]
+            delivery = _delivery(request, job, command, index)
+            try:
+                outcome = await self.sink.send(delivery)
+            except DeliveryFailure as error:
+                self._failed(request, progress, f"command {index} of {len(commands)}: {error}")
+            progress.sent = index + 1
+            if outcome.status == "delivered":
+                progress.delivered += 1
+                progress.duplicates += outcome.duplicate
+            else:
+                progress.rejected += 1
+                log.info(
+                    "%s %s rejected by %s: %s %s",
+                    delivery.command.type, delivery.request_id, delivery.target,
+                    outcome.error_code, outcome.error_msg,
+                )
+            activity.heartbeat(progress.model_dump())
+        log.info(
+            "%s slot %d: %d commands (%d delivered, %d rejected)",
+            request.workflow_id, request.slot, len(commands), progress.delivered,
+            progress.rejected,
+        )
+        return TickResult(
+            commands=len(commands),
+            delivered=progress.delivered,
+            rejected=progress.rejected,
+            duplicates=progress.duplicates,
+        )
+
+    async def _derive(
+        self, job: Job, tick: ScheduleTick, progress: _Progress
+    ) -> list[Command[Any]]:
+        """Call the handler (a plain `def` in a thread, an `async def` here), heartbeating
+        while it runs so a long handler is not mistaken for a lost worker."""
+        context = SagaContext(self.app.context, job.name)
+        if job.is_async:
+            running = asyncio.ensure_future(job.handler(tick, context))
+        else:
+            running = asyncio.ensure_future(asyncio.to_thread(job.handler, tick, context))
+        timeout = activity.info().heartbeat_timeout
+        beat = timeout.total_seconds() / 3 if timeout else None
+        while True:
+            done, _ = await asyncio.wait({running}, timeout=beat)
+            if done:
+                break
+            activity.heartbeat(progress.model_dump())
+        returned = running.result()
+        if returned is None:
+            return []
+        commands = list(returned)
+        for position, item in enumerate(commands):
+            if not isinstance(item, Command):
+                raise TypeError(
+                    f"item {position} of what {job.processor} returned is "
+                    f"{type(item).__name__}, not a Command (use context.command(ref, body))"
+                )
+        return commands
+
+    def _failed(self, request: TickRequest, progress: _Progress, reason: str) -> NoReturn:
+        """Count a technical failure; raise it to be retried, or park the tick at the budget."""
+        progress.failures += 1
+        activity.heartbeat(progress.model_dump())
+        if progress.failures >= request.max_failures:
+            log.warning(
+                "parking %s slot %d after %d failures: %s",
+                request.workflow_id, request.slot, progress.failures, reason,
+            )
+            raise ApplicationError(
+                f"failed {progress.failures} times; last: {reason}",
+                type=TICK_PARKED,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
+            )
+        log.warning(
+            "%s slot %d failed (%d of %d before parking): %s",
+            request.workflow_id, request.slot, progress.failures, request.max_failures, reason,
+        )
+        raise ApplicationError(reason, type=TICK_FAILURE, category=ApplicationErrorCategory.BENIGN)
+
+
+def _delivery(request: TickRequest, job: Job, command: Command[Any], index: int) -> DeliveryRequest:
+    """The wire request of the tick's `index`-th command."""
+    return DeliveryRequest(
+        command=command.scheduled(),
+        target=command.ref,
+        scope=Scope(tenant_id=command.ref.tenant_id),
+        request_id=request_id(request.workflow_id, request.slot, index),
+        upstream_id=f"{request.workflow_id}#{request.slot}",
+        upstream_name=f"{request.context}.schedule",
+        schedule=ScheduleDetails(
+            timer=request.workflow_id,
+            key=job.name,
+            slot=request.slot,
+            due=request.due,
+            skipped=request.skipped,
+        ),
+        max_failures=request.max_failures,
+    )

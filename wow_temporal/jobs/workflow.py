@@ -1,0 +1,300 @@
+"""The job instance workflow: a thin, deterministic shell that runs `jobs.core` on Temporal.
+
+One long-lived workflow per instance (`wow-job:…`). It sleeps until the rule is next due, hands
+each slot to the `wow.tick` activity, and applies the outcome. Operators drive it with the
+updates `wow.schedule.enable|disable|reschedule` (validated, answered) and the signals of the
+same names (for the Web UI's "Send a Signal" and `temporal workflow signal`; a signal that
+cannot be applied is logged and shown in the current details, and changes nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from wow_temporal.jobs import core
+    from wow_temporal.jobs.attributes import SA_STATUS
+    from wow_temporal.jobs.core import JobState, PendingTick, RuleLayer
+    from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
+    from wow_temporal.timers.workflow import LOST_ATTEMPTS_ALLOWED, DeliverySettings
+
+__all__ = [
+    "DISABLE",
+    "ENABLE",
+    "HOST",
+    "RESCHEDULE",
+    "RETRY",
+    "HostRule",
+    "JobInput",
+    "JobWorkflow",
+]
+
+ENABLE = "wow.schedule.enable"
+DISABLE = "wow.schedule.disable"
+RESCHEDULE = "wow.schedule.reschedule"
+RETRY = "wow.schedule.retry"
+HOST = "wow.schedule.host"
+"""The worker's host override (`wow.schedules.<name>.*`), brought to the instance at start."""
+
+CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
+"""A job instance starts afresh (its state carried over) before its history grows past this."""
+
+
+class JobInput(BaseModel):
+    """The workflow's input, and what it carries across continue-as-new."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: JobState
+    delivery: DeliverySettings = DeliverySettings()
+    clock_offset_ms: int = 0
+    """Virtual time (`schedule_spec`): added to the workflow's clock; 0 in production."""
+    continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
+
+
+class HostRule(BaseModel):
+    """What the worker's settings say of a job: its override and whether it runs at all."""
+
+    model_config = ConfigDict(frozen=True)
+
+    layer: RuleLayer = RuleLayer()
+    enabled: bool | None = None
+    """False: keep the instance disabled; True/None: enable it unless it runs already."""
+
+
+@workflow.defn(name="wow.Job")
+class JobWorkflow:
+    """One job instance: ticks on its rule, applies the misfire policy, parks failing ticks."""
+
+    @workflow.init
+    def __init__(self, input: JobInput) -> None:
+        self._input = input
+        self._state = input.state
+        self._changes = 0
+        self._running: workflow.ActivityHandle[TickResult] | None = None
+        self._shown_status: str | None = workflow.info().typed_search_attributes.get(SA_STATUS)
+
+    @workflow.run
+    async def run(self, input: JobInput) -> JobState:
+        while True:
+            self._state, next_step = core.step(self._state, self._now())
+            self._show()
+            match next_step:
+                case core.Sleep(until=until):
+                    await self._wait(until)
+                case core.AwaitOperator():
+                    await self._wait(None)
+                case core.Handle(tick=tick):
+                    await self._handle(tick)
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
+
+    # --- control: updates (answered) and signals (fire and forget) ---------------------------
+
+    @workflow.update(name=ENABLE)
+    def enable(self) -> JobState:
+        """Enable the instance: ticks from the next due time after now."""
+        self._change(core.enable(self._state, self._now()))
+        return self._state
+
+    @workflow.update(name=DISABLE)
+    async def disable(self) -> JobState:
+        """Disable it; answered once no tick is running, so nothing is sent after the answer."""
+        self._change(core.disable(self._state))
+        await workflow.wait_condition(lambda: self._running is None)
+        return self._state
+
+    @workflow.update(name=RESCHEDULE)
+    def reschedule(self, rule: RuleLayer) -> JobState:
+        """Give the instance its own rule (fields left out keep theirs)."""
+        self._change(core.reschedule(self._state, rule, self._now()))
+        return self._state
+
+    @reschedule.validator
+    def _valid_rule(self, rule: RuleLayer) -> None:
+        error = _rule_error(rule)
+        if error is not None:
+            raise ApplicationError(error, type="InvalidRule", non_retryable=True)
+
+    @workflow.update(name=RETRY)
+    def retry(self) -> JobState:
+        """An operator's retry of the parked tick, with the same request ids."""
+        self._change(core.retry(self._state))
+        return self._state
+
+    @retry.validator
+    def _only_parked(self) -> None:
+        pending = self._state.pending
+        if pending is None or not pending.parked:
+            raise ApplicationError(
+                f"only a parked instance can be retried; {self._state.label} is "
+                f"{self._state.status.value}",
+                type="NotParked",
+                non_retryable=True,
+            )
+
+    @workflow.update(name=HOST)
+    def host(self, rule: HostRule) -> JobState:
+        """The worker's override of the job, and whether its settings enable it."""
+        state = core.set_host(self._state, rule.layer, self._now())
+        if rule.enabled is False:
+            state = core.disable(state)
+        elif self._state.cursor is None:
+            state = core.enable(state, self._now())  # a new instance: the host enables it
+        self._change(state)
+        return self._state
+
+    @workflow.signal(name=ENABLE)
+    def enable_signal(self, ignored: Any = None) -> None:
+        self._change(core.enable(self._state, self._now()))
+
+    @workflow.signal(name=DISABLE)
+    def disable_signal(self, ignored: Any = None) -> None:
+        self._change(core.disable(self._state))
+
+    @workflow.signal(name=RESCHEDULE)
+    def reschedule_signal(self, payload: Any = None) -> None:
+        """A reschedule sent as a signal: applied if valid, else logged and shown."""
+        try:
+            if not isinstance(payload, dict):
+                raise ValueError(
+                    'send one JSON object: {"expression": …, "zone": …, "misfire": …}'
+                )
+            rule = RuleLayer.model_validate(payload)
+        except (ValidationError, ValueError) as error:
+            self._refused(f"{RESCHEDULE} signal refused: {_first_line(error)}")
+            return
+        error_text = _rule_error(rule)
+        if error_text is not None:
+            self._refused(f"{RESCHEDULE} signal refused: {error_text}")
+            return
+        self._change(core.reschedule(self._state, rule, self._now()))
+
+    @workflow.query(name="state")
+    def state(self) -> JobState:
+        """The instance's whole state."""
+        return self._state
+
+    # --- the shell ---------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return workflow.now() + timedelta(milliseconds=self._input.clock_offset_ms)
+
+    def _change(self, state: JobState) -> None:
+        if state != self._state:
+            self._state = state
+            self._changes += 1
+            self._show()
+
+    def _refused(self, text: str) -> None:
+        workflow.logger.warning("%s: %s", workflow.info().workflow_id, text)
+        self._state = core.notice(self._state, text)
+        self._changes += 1
+        self._show()
+
+    async def _wait(self, until: datetime | None) -> None:
+        """Sleep until `until` (forever if None), or until something changes."""
+        seen = self._changes
+        timeout = None
+        if until is not None:
+            timeout = max(until - self._now(), timedelta(milliseconds=1))
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._changes != seen,
+                timeout=timeout,
+                timeout_summary=core.summary(self._state, self._now()),
+            )
+
+    async def _handle(self, tick: PendingTick) -> None:
+        """Run the tick activity until it ends, or until a disable interrupts it."""
+        settings = self._input.delivery
+        state = self._state
+        request = TickRequest(
+            workflow_id=workflow.info().workflow_id,
+            context=state.context,
+            job=state.job,
+            tenant=state.tenant,
+            partition=state.partition,
+            slot=tick.slot,
+            due=int(tick.due.timestamp() * 1000),
+            skipped=tick.skipped,
+            max_failures=settings.max_attempts,
+            clock_offset_ms=self._input.clock_offset_ms,
+        )
+        handle = workflow.start_activity(
+            "wow.tick",
+            request,
+            result_type=TickResult,
+            start_to_close_timeout=timedelta(hours=24),
+            heartbeat_timeout=settings.heartbeat_timeout,
+            retry_policy=RetryPolicy(
+                initial_interval=settings.initial_interval,
+                backoff_coefficient=settings.backoff,
+                maximum_interval=settings.max_interval,
+                maximum_attempts=settings.max_attempts * LOST_ATTEMPTS_ALLOWED,
+                non_retryable_error_types=[TICK_PARKED],
+            ),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"{state.label} slot {tick.slot}",
+        )
+        self._running = handle
+        try:
+            await workflow.wait_condition(lambda: handle.done() or not self._state.enabled)
+            if not handle.done():
+                handle.cancel()
+            try:
+                result = await handle
+            except ActivityError as error:
+                if isinstance(error.cause, CancelledError):
+                    self._state = core.on_interrupted(
+                        self._state, tick, self._now(), "interrupted by a disable"
+                    )
+                else:
+                    cause = error.cause
+                    reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                    self._state = core.on_failed(self._state, tick, self._now(), reason)
+            else:
+                self._state = core.on_handled(
+                    self._state, tick, self._now(), commands=result.commands,
+                    delivered=result.delivered, rejected=result.rejected,
+                )
+        finally:
+            self._running = None
+
+    def _show(self) -> None:
+        """The current details, and `WowStatus` when it changed (each upsert is billed)."""
+        workflow.set_current_details(core.details(self._state, self._now()))
+        status = self._state.status.value
+        if status != self._shown_status:
+            workflow.upsert_search_attributes([SA_STATUS.value_set(status)])
+            self._shown_status = status
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return self._running is None and (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self._input.continue_as_new_after
+        )
+
+
+def _rule_error(rule: RuleLayer) -> str | None:
+    if rule.empty:
+        return "give at least one of 'expression', 'zone' or 'misfire'"
+    return core.reschedule_error(rule)
+
+
+def _first_line(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "payload"
+        return f"{where}: {first['msg']}"
+    return str(error).splitlines()[0]
+

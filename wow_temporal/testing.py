@@ -1,0 +1,225 @@
+"""Test helpers for users' own suites: `schedule_spec`, the spec's way to test a recurring job.
+
+It runs the real job workflow on the time-skipping test server (`wow-temporal[testing]` installs
+it), with the handlers in the test's own process, so a test's fakes see the calls; the commands
+the handlers derive are recorded (and answered `Ok`) instead of sent to a host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from wow_temporal.delivery import DeliveryOutcome, DeliveryRequest, activity_clock
+from wow_temporal.domain.app import App
+from wow_temporal.domain.commands import Command
+from wow_temporal.jobs.client import JobClient, JobInfo
+from wow_temporal.jobs.core import JobState, RuleLayer
+from wow_temporal.jobs.tick import TickActivities, TickRequest
+from wow_temporal.jobs.workflow import JobWorkflow
+from wow_temporal.schedule import ScheduleTick
+from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.worker import WORKFLOW_RUNNER
+
+__all__ = ["ScheduleSpec", "schedule_spec"]
+
+_SETTLE_TIMEOUT_S = 60.0
+"""How long (real time) `advance_time` waits for a tick to be handled before it gives up."""
+
+
+class _Recorder:
+    """Answers every command `Ok` and keeps what each tick derived, once per tick."""
+
+    def __init__(self) -> None:
+        self.derived: dict[tuple[str, int], tuple[ScheduleTick, list[Command[Any]]]] = {}
+        self.sent: list[DeliveryRequest] = []
+
+    def on_commands(
+        self, request: TickRequest, tick: ScheduleTick, commands: list[Command[Any]]
+    ) -> None:
+        self.derived.setdefault((request.workflow_id, request.slot), (tick, commands))
+
+    async def send(self, request: DeliveryRequest) -> DeliveryOutcome:
+        self.sent.append(request)
+        return DeliveryOutcome(status="delivered", http_status=200)
+
+
+class ScheduleSpec:
+    """A running spec: enable instances, move the virtual clock, read the ticks and commands."""
+
+    def __init__(
+        self, env: WorkflowEnvironment, jobs: JobClient, recorder: _Recorder, offset: timedelta
+    ) -> None:
+        self.env = env
+        self.jobs = jobs
+        self._recorder = recorder
+        self._offset = offset
+        self._context = next(iter(jobs.apps))
+        self.started: set[str] = set()
+
+    @property
+    def client(self) -> Client:
+        return self.env.client
+
+    @property
+    def ticks(self) -> list[ScheduleTick]:
+        """Every tick handled so far, in the order they ran."""
+        return [tick for tick, _ in self._recorder.derived.values()]
+
+    @property
+    def commands(self) -> list[Command[Any]]:
+        """Every command the handlers derived so far, in order."""
+        return [c for _, commands in self._recorder.derived.values() for c in commands]
+
+    @property
+    def sent(self) -> list[DeliveryRequest]:
+        """The requests as the host would have received them (request ids, headers' values)."""
+        return list(self._recorder.sent)
+
+    async def now(self) -> datetime:
+        """The virtual time."""
+        return (await self.env.get_current_time()).astimezone(UTC) + self._offset
+
+    async def enable(self, name: str, *, tenant: str | None = None) -> JobInfo:
+        """Enable (creating) the job's instance: SYSTEM, or `tenant`'s for a TENANT job."""
+        info = await self.jobs.enable(self._context, name, tenant=tenant)
+        self.started.add(info.workflow_id)
+        return info
+
+    async def disable(self, name: str, *, tenant: str | None = None) -> JobInfo:
+        return await self.jobs.disable(self._context, name, tenant=tenant)
+
+    async def reschedule(
+        self,
+        name: str,
+        *,
+        tenant: str | None = None,
+        expression: str | None = None,
+        zone: str | None = None,
+        misfire: Any = None,
+    ) -> JobInfo:
+        rule = RuleLayer(expression=expression, zone=zone, misfire=misfire)
+        return await self.jobs.reschedule(self._context, name, rule, tenant=tenant)
+
+    async def retry(self, name: str, *, tenant: str | None = None) -> JobInfo:
+        return await self.jobs.retry(self._context, name, tenant=tenant)
+
+    async def show(self, name: str, *, tenant: str | None = None) -> JobInfo:
+        return await self.jobs.show(self._context, name, tenant=tenant)
+
+    async def advance_time(self, duration: timedelta) -> None:
+        """Move the virtual clock by `duration`, handling every tick due until its end (one due
+        exactly at the end included), one slot at a time as a punctual worker would."""
+        end = await self.now() + duration
+        while True:
+            due = await self._next_due()
+            if due is None or due > end:
+                break
+            await self._sleep_until(due)
+            await self._settled(due)
+        await self._sleep_until(end)
+
+    async def _states(self) -> list[JobState]:
+        states = []
+        for workflow_id in sorted(self.started):
+            handle = self.client.get_workflow_handle(workflow_id)
+            states.append(await handle.query("state", result_type=JobState))
+        return states
+
+    async def _next_due(self) -> datetime | None:
+        """The earliest time an instance will tick next."""
+        dues = []
+        for state in await self._states():
+            if not state.enabled or (state.pending is not None and state.pending.parked):
+                continue
+            if state.pending is not None:
+                dues.append(state.pending.due)
+                continue
+            following = state.rule.next_after(state.cursor or await self.now())
+            if following is not None:
+                dues.append(following)
+        return min(dues, default=None)
+
+    async def _sleep_until(self, instant: datetime) -> None:
+        gap = instant - await self.now()
+        if gap > timedelta(0):
+            await self.env.sleep(gap)
+
+    async def _settled(self, due: datetime) -> None:
+        """Wait (real time) until no instance has a tick due by `due` left to handle."""
+        deadline = asyncio.get_running_loop().time() + _SETTLE_TIMEOUT_S
+        while True:
+            following = await self._next_due()
+            if following is None or following > due:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(
+                    f"the ticks due by {due} were not handled in {_SETTLE_TIMEOUT_S:g}s (real time)"
+                )
+            await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def schedule_spec(
+    sagas: Iterable[object],
+    *,
+    context: str,
+    start: datetime,
+    env: WorkflowEnvironment | None = None,
+    max_attempts: int = 3,
+) -> AsyncIterator[ScheduleSpec]:
+    """Run `sagas`' jobs on the time-skipping test server from the virtual instant `start`.
+
+    `env` shares a running `WorkflowEnvironment.start_time_skipping()` (else one is started and
+    stopped); a failing handler is parked after `max_attempts` attempts.
+    """
+    if start.tzinfo is None:
+        raise ValueError("schedule_spec: start must be timezone-aware, e.g. tzinfo=UTC")
+    app = App(context, sagas=sagas)
+    own_env = env is None
+    if env is None:
+        from wow_temporal.embedded import start_time_skipping
+
+        env = await start_time_skipping()
+    try:
+        offset = start.astimezone(UTC) - (await env.get_current_time()).astimezone(UTC)
+        offset_ms = int(offset.total_seconds() * 1000)
+        recorder = _Recorder()
+        task_queue = f"wow-spec-{uuid.uuid4().hex[:12]}"
+        ticks = TickActivities(
+            app, recorder, clock=activity_clock, on_commands=recorder.on_commands
+        )
+        delivery = DeliverySettings(
+            max_attempts=max_attempts,
+            initial_interval=timedelta(milliseconds=100),
+            max_interval=timedelta(milliseconds=200),
+        )
+        jobs = JobClient(
+            env.client, app, task_queue=task_queue, delivery=delivery, clock_offset_ms=offset_ms
+        )
+        async with Worker(
+            env.client,
+            task_queue=task_queue,
+            workflows=[JobWorkflow],
+            activities=[ticks.tick],
+            workflow_runner=WORKFLOW_RUNNER,
+        ):
+            spec = ScheduleSpec(env, jobs, recorder, timedelta(milliseconds=offset_ms))
+            try:
+                yield spec
+            finally:
+                for workflow_id in spec.started:
+                    with contextlib.suppress(Exception):  # best effort: it may have ended
+                        await env.client.get_workflow_handle(workflow_id).terminate("spec ended")
+    finally:
+        if own_env:
+            await env.shutdown()
