@@ -28,12 +28,16 @@ from wow_temporal.schedule import (
     InvalidCommitError,
     InvalidScheduleError,
     explain,
+    validate_key,
     validate_zone,
 )
 from wow_temporal.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from temporalio.client import Client
+
+    from wow_temporal.domain.app import App as DomainApp
+    from wow_temporal.jobs.client import JobClient, JobInfo
 
 app = typer.Typer(
     name="wow-temporal",
@@ -43,6 +47,11 @@ app = typer.Typer(
 )
 timers_app = typer.Typer(no_args_is_help=True, help="List, show, retry and cancel timers.")
 app.add_typer(timers_app, name="timers")
+schedule_app = typer.Typer(
+    no_args_is_help=True,
+    help="List, show, enable, disable, reschedule and retry recurring job instances.",
+)
+app.add_typer(schedule_app, name="schedule")
 
 T = TypeVar("T")
 
@@ -119,9 +128,16 @@ def _connect_reason(text: str) -> str:
     return rest if len(rest) <= 200 else rest[:199] + "…"
 
 
-def _settings() -> Settings:
+def _settings(domain: DomainApp | None = None) -> Settings:
+    """The settings (exit 2 naming a bad key); with an App, its jobs' overrides checked."""
+    known = list(domain.jobs) if domain is not None else []
     try:
-        return load_settings()
+        settings = load_settings(known_jobs=known)
+        if domain is not None:
+            from wow_temporal.jobs.overrides import host_rules
+
+            host_rules(settings, domain)
+        return settings
     except SettingsError as error:
         raise _fail(str(error)) from None
 
@@ -131,6 +147,7 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     input) or 1 (Temporal unreachable)."""
     from temporalio.service import RPCError
 
+    from wow_temporal.jobs.client import JobError
     from wow_temporal.timers.client import TimerError
 
     global _bridge_used
@@ -139,7 +156,9 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(work())  # type: ignore[arg-type]
     except _CommandError as error:
         raise _fail(str(error), error.code) from None
-    except (TimerError, SettingsError, InvalidCommitError, InvalidScheduleError) as error:
+    except (
+        TimerError, JobError, SettingsError, InvalidCommitError, InvalidScheduleError
+    ) as error:
         raise _fail(str(error)) from None
     except RPCError as error:
         raise _fail(f"Temporal: {error}") from None
@@ -200,37 +219,56 @@ def worker(
         str | None,
         typer.Option(
             "--app",
-            help="module:attr of an App (its aggregates, sagas and jobs); jobs are not built yet.",
+            help="module:attr of an App: run its recurring jobs too (and enable its SYSTEM jobs).",
         ),
     ] = None,
 ) -> None:
-    """Run the timer worker, delivering every due command to WOW_HOST_URL."""
+    """Run the timer worker (and an App's jobs), delivering every command to WOW_HOST_URL."""
     from wow_temporal.worker import run_worker
 
-    if app_ref is not None:
-        raise _fail("--app: recurring jobs and App are not available in this version yet")
-    settings = _settings()
+    domain = _load_app(app_ref)
+    settings = _settings(domain)
     if settings.host_url is None:  # before connecting: the fix is here, not in Temporal
         raise _fail("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
     _configure_logging()
 
     async def work() -> None:
-        await run_worker(settings, client=await _connect(settings))
+        await run_worker(settings, client=await _connect(settings), app=domain)
 
     _run(work)
+
+
+def _load_app(reference: str | None) -> DomainApp | None:
+    """The App of `--app module:attr`; exit 2 with what is wrong."""
+    if reference is None:
+        return None
+    from wow_temporal.domain.app import load_app
+
+    try:
+        return load_app(reference)
+    except ValueError as error:
+        raise _fail(str(error)) from None
 
 
 @app.command()
 def api(
     port: Annotated[int | None, typer.Option(help="Port (default WOW_API_PORT, 8088).")] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    app_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="module:attr of an App whose job instances the API may create (TENANT jobs).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
     from wow_temporal.embedded import PortInUseError, port_is_free
     from wow_temporal.worker import delivery_settings
 
-    settings = _settings()
+    domain = _load_app(app_ref)
+    settings = _settings(domain)
     listen = port or settings.api_port
     if not port_is_free(listen, host):
         error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
@@ -242,9 +280,19 @@ def api(
 
         client = await _connect(settings)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
-        await serve(settings, timers, host=host, port=listen)
+        await serve(settings, timers, host=host, port=listen, jobs=_jobs(client, settings, domain))
 
     _run(work)
+
+
+def _jobs(client: Client, settings: Settings, domain: DomainApp | None) -> JobClient:
+    from wow_temporal.jobs.client import JobClient
+    from wow_temporal.jobs.overrides import host_rules
+    from wow_temporal.worker import delivery_settings
+
+    rules = host_rules(settings, domain) if domain is not None else {}
+    apps = [domain] if domain is not None else []
+    return JobClient(client, apps, host_rules=rules, delivery=delivery_settings(settings.timers))
 
 
 @app.command()
@@ -443,6 +491,172 @@ def _operate(workflow_id: str, operation: str) -> None:
         typer.echo(f"{workflow_id}: {state.status.value}")
 
     _run(work)
+
+
+# --- recurring jobs ---------------------------------------------------------------------------
+
+_Context = Annotated[str, typer.Argument(help="The bounded context, e.g. eshop-inventory.")]
+_Name = Annotated[str, typer.Argument(help="The job's name, e.g. receive-deliveries.")]
+_Tenant = Annotated[
+    str | None, typer.Option(help="The tenant of a TENANT job's instance.")
+]
+_Partition = Annotated[
+    int | None, typer.Option(min=0, help="The partition of a sharded job's instance.")
+]
+_Json = Annotated[bool, typer.Option("--json", help="Print the instance as JSON.")]
+_AppRef = Annotated[
+    str | None,
+    typer.Option("--app", help="module:attr of the App, to create an instance that is not there."),
+]
+
+
+@schedule_app.command("list")
+def schedule_list(
+    context: Annotated[str | None, typer.Option(help="Only this context's jobs.")] = None,
+    name: Annotated[str | None, typer.Option("--job", help="Only this job.")] = None,
+    tenant: _Tenant = None,
+    status: Annotated[str | None, typer.Option(help="Enabled, Disabled or Parked.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
+    as_json: _Json = False,
+) -> None:
+    """List the running job instances (as visibility lists them: it may lag a second)."""
+    settings = _settings()
+    _configure_logging(logging.WARNING)
+
+    async def work() -> None:
+        jobs = _jobs(await _connect(settings), settings, None)
+        found = await jobs.list(
+            context=context, name=name, tenant=tenant, status=status, limit=limit
+        )
+        if as_json:
+            _echo_json([info.model_dump(mode="json") for info in found])
+            return
+        for info in found:
+            typer.echo(f"{info.status:<9} {info.workflow_id}")
+
+    _run(work)
+
+
+@schedule_app.command("show")
+def schedule_show(
+    context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
+    as_json: _Json = False,
+) -> None:
+    """Show one instance: the rule in force and where it comes from, next due times, last ticks."""
+    _job_operation("show", context, name, tenant, partition, None, as_json, None)
+
+
+@schedule_app.command("enable")
+def schedule_enable(
+    context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
+    as_json: _Json = False, app_ref: _AppRef = None,
+) -> None:
+    """Enable an instance (wow.schedule.enable): ticks from the next due time after now."""
+    _job_operation("enable", context, name, tenant, partition, None, as_json, app_ref)
+
+
+@schedule_app.command("disable")
+def schedule_disable(
+    context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
+    as_json: _Json = False,
+) -> None:
+    """Disable an instance (wow.schedule.disable): in force when this returns."""
+    _job_operation("disable", context, name, tenant, partition, None, as_json, None)
+
+
+@schedule_app.command("reschedule")
+def schedule_reschedule(
+    context: _Context,
+    name: _Name,
+    expression: Annotated[
+        str | None, typer.Option(help='Six-field Spring cron, e.g. "0 0 6 * * *".')
+    ] = None,
+    zone: Annotated[str | None, typer.Option(help="IANA zone the expression is read in.")] = None,
+    misfire: Annotated[str | None, typer.Option(help="COALESCE or CATCH_UP.")] = None,
+    tenant: _Tenant = None,
+    partition: _Partition = None,
+    as_json: _Json = False,
+) -> None:
+    """Give an instance its own rule (wow.schedule.reschedule): any of expression, zone, misfire."""
+    from wow_temporal.jobs.core import RuleLayer
+
+    try:
+        rule = RuleLayer.model_validate(
+            {"expression": expression, "zone": zone, "misfire": misfire and misfire.upper()}
+        )
+    except ValidationError as error:
+        raise _fail(explain(error)) from None
+    _job_operation("reschedule", context, name, tenant, partition, rule, as_json, None)
+
+
+@schedule_app.command("retry")
+def schedule_retry(
+    context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
+    as_json: _Json = False,
+) -> None:
+    """Retry an instance's parked tick (same request ids); later slots follow by the policy."""
+    _job_operation("retry", context, name, tenant, partition, None, as_json, None)
+
+
+def _job_operation(
+    operation: str,
+    context: str,
+    name: str,
+    tenant: str | None,
+    partition: int | None,
+    rule: Any,
+    as_json: bool,
+    app_ref: str | None,
+) -> None:
+    try:
+        validate_key(name, "job name")
+    except InvalidScheduleError as error:
+        raise _fail(str(error)) from None
+    domain = _load_app(app_ref)
+    if domain is not None and domain.context != context:
+        raise _fail(f"--app {app_ref}: its context is {domain.context}, not {context}")
+    settings = _settings(domain)
+    _configure_logging(logging.WARNING)
+
+    async def work() -> None:
+        jobs = _jobs(await _connect(settings), settings, domain)
+        where: dict[str, Any] = {"tenant": tenant, "partition": partition}
+        if rule is not None:
+            info = await jobs.reschedule(context, name, rule, **where)
+        else:
+            info = await getattr(jobs, operation)(context, name, **where)
+        _echo_job(info, as_json)
+
+    _run(work)
+
+
+def _echo_job(info: JobInfo, as_json: bool) -> None:
+    if as_json:
+        _echo_json(info)
+        return
+    typer.echo(f"{info.workflow_id}: {info.status}")
+    if info.expression is not None:
+        sources = info.sources
+        typer.echo(
+            f"  rule      {info.expression} ({sources.get('expression')}), zone {info.zone} "
+            f"({sources.get('zone')}), misfire {info.misfire} ({sources.get('misfire')})"
+        )
+    if info.processor:
+        typer.echo(f"  handler   {info.processor}, next slot {info.next_slot}")
+    for due in info.next_due:
+        typer.echo(f"  next      {due.astimezone(UTC).isoformat()}")
+    if info.parked:
+        typer.echo(f"  parked    {info.parked}")
+    for record in info.recent[-5:]:
+        typer.echo(
+            f"  slot {record.slot:<4} {record.due.astimezone(UTC).isoformat()} "
+            f"{record.outcome} ({record.commands} commands, skipped {record.skipped})"
+            + (f": {record.detail}" if record.detail else "")
+        )
+    for text in info.notices:
+        typer.echo(f"  notice    {text}")
+    if info.note:
+        typer.echo(f"  note      {info.note}")
 
 
 if __name__ == "__main__":

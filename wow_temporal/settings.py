@@ -301,6 +301,8 @@ class JobOverride(_Config):
     """What to do with slots missed while nothing ran the job."""
     enabled: bool | None = None
     """False turns the job off (a SYSTEM job is then not started)."""
+    partitions: Annotated[int | None, Field(ge=1, le=1024)] = None
+    """How many partitions a sharded job has (one instance each); 1 when not given."""
 
 
 class TenantTokensFile(BaseModel):

@@ -1,10 +1,12 @@
-"""The worker: runs the timer workflows and delivers their commands to the domain host."""
+"""The worker: runs the timer workflows and, for an `App`, its job instances; delivers their
+commands to the domain host."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -13,12 +15,25 @@ from temporalio.worker import PollerBehaviorAutoscaling, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wow_temporal.delivery import CommandSender, DeliveryActivities
+from wow_temporal.domain.app import App
+from wow_temporal.jobs.client import JobClient, job_task_queue
+from wow_temporal.jobs.core import HostRule
+from wow_temporal.jobs.overrides import host_rules
+from wow_temporal.jobs.tick import CommandSink, TickActivities
+from wow_temporal.jobs.workflow import JobWorkflow
 from wow_temporal.settings import Settings, SettingsError, TimerSettings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
 from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
 
-__all__ = ["connect", "delivery_settings", "run_worker", "timer_worker"]
+__all__ = [
+    "WORKFLOW_RUNNER",
+    "connect",
+    "delivery_settings",
+    "job_worker",
+    "run_worker",
+    "timer_worker",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +93,31 @@ def timer_worker(
     )
 
 
+def job_worker(
+    client: Client,
+    app: App,
+    sink: CommandSink,
+    *,
+    task_queue: str | None = None,
+    host: Mapping[str, HostRule] | None = None,
+    max_concurrent_activities: int = 200,
+) -> Worker:
+    """A worker for `app`'s job instances (on `job_task_queue(app.context)`) and their ticks,
+    whose commands go to `sink`; `host` is the override each tick brings back to its instance."""
+    ticks = TickActivities(app, sink, host=host)
+    return Worker(
+        client,
+        task_queue=task_queue or job_task_queue(app.context),
+        workflows=[JobWorkflow],
+        activities=[ticks.tick],
+        workflow_runner=WORKFLOW_RUNNER,
+        max_concurrent_activities=max_concurrent_activities,
+        workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+        activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+    )
+
+
 async def connect(settings: Settings) -> Client:
     """A client on the Temporal namespace the settings name (pydantic data converter)."""
     return await Client.connect(**settings.temporal_connect_config())
@@ -88,18 +128,35 @@ async def run_worker(
     *,
     client: Client | None = None,
     stop: asyncio.Event | None = None,
+    app: App | None = None,
 ) -> None:
-    """Run the timers until `stop` is set (or forever), delivering to `settings.host_url`."""
+    """Run the timers (and `app`'s jobs) until `stop` is set (or forever), delivering to
+    `settings.host_url`. At start, every SYSTEM instance of `app` is brought to the host's
+    override and enabled unless `wow.schedules.<name>.enabled` is false."""
     if settings.host_url is None:
         raise SettingsError("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
+    rules = host_rules(settings, app) if app is not None else {}
     client = client or await connect(settings)
-    async with CommandSender(settings.host_url) as sender:
-        worker = timer_worker(client, sender)
+    async with CommandSender(settings.host_url) as sender, contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(timer_worker(client, sender))
         log.info(
             "timer worker on task queue %s, namespace %s, delivering to %s",
             TIMER_TASK_QUEUE,
             client.namespace,
             settings.host_url,
         )
-        async with worker:
-            await (stop.wait() if stop is not None else asyncio.Event().wait())
+        if app is not None:
+            await stack.enter_async_context(job_worker(client, app, sender, host=rules))
+            jobs = JobClient(
+                client, app, host_rules=rules, delivery=delivery_settings(settings.timers)
+            )
+            for info in await jobs.bring_to_settings(app):
+                log.info("job %s: %s, %s %s", info.workflow_id, info.status, info.expression,
+                         info.zone)
+            log.info(
+                "job worker for %s on task queue %s: %s",
+                app.context,
+                job_task_queue(app.context),
+                ", ".join(sorted(app.jobs)) or "no jobs",
+            )
+        await (stop.wait() if stop is not None else asyncio.Event().wait())

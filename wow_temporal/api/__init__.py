@@ -1,6 +1,6 @@
 """The HTTP control API: hand over commits, list, show, retry and cancel timers, control jobs.
 
-`create_app` builds the FastAPI app over a `TimerClient` (and, later, a `JobControl`); `serve`
+`create_app` builds the FastAPI app over a `TimerClient` and a `JobClient`; `serve`
 runs it on uvicorn. Every route but `/health` and the OpenAPI docs needs a bearer token: the
 operator's token reaches every tenant, a tenant's token only its own tenant's timers and jobs.
 Bad input always answers a 4xx `{"error": ..., "message": ...}`, never a 500.
@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from wow_temporal.api.app import create_app
 from wow_temporal.api.errors import ErrorBody
-from wow_temporal.api.jobs import JobControl, JobInfo, RescheduleRequest, UnknownJobError
+from wow_temporal.api.jobs import JobInfo, RescheduleRequest
 from wow_temporal.api.server import serve
 
 __all__ = [
     "ErrorBody",
-    "JobControl",
     "JobInfo",
     "RescheduleRequest",
-    "UnknownJobError",
     "create_app",
     "serve",
 ]

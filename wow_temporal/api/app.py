@@ -1,5 +1,5 @@
 """`create_app`: the control API assembled from its parts (guard, error handlers, routes,
-OpenAPI), over a `TimerClient` and a `JobControl`.
+OpenAPI), over a `TimerClient` and a `JobClient`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from wow_temporal.api.auth import Guard, Tokens
 from wow_temporal.api.docs import ASSETS_URL, DOCS_URL, install_docs
 from wow_temporal.api.errors import install_error_handlers
 from wow_temporal.api.health import health_routes
-from wow_temporal.api.jobs import JobControl, NoJobs, job_routes
+from wow_temporal.api.jobs import job_routes
 from wow_temporal.api.openapi import install_openapi
 from wow_temporal.api.timers import timer_routes
+from wow_temporal.jobs.client import JobClient
 from wow_temporal.timers.client import TimerClient
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,10 @@ def create_app(
     token: str | None,
     tenant_tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = 1_048_576,
-    jobs: JobControl | None = None,
+    jobs: JobClient | None = None,
 ) -> FastAPI:
-    """The control API over `timers` (and `jobs`; None: no job is registered yet).
+    """The control API over `timers` and `jobs` (None: a `JobClient` that knows no App, which
+    operates existing job instances but creates none).
 
     `token` is the operator's bearer token (every tenant); `tenant_tokens` maps a token to the
     one tenant it reaches. No token at all turns auth off, for development only.
@@ -73,6 +75,6 @@ def create_app(
     install_docs(app)
     app.include_router(health_routes(timers.client))
     app.include_router(timer_routes(timers))
-    app.include_router(job_routes(jobs if jobs is not None else NoJobs()))
+    app.include_router(job_routes(jobs if jobs is not None else JobClient(timers.client)))
     install_openapi(app)
     return app

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import uvicorn
 
 from wow_temporal.api.app import create_app
-from wow_temporal.api.jobs import JobControl
+from wow_temporal.jobs.client import JobClient
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
 
@@ -25,7 +25,7 @@ async def serve(
     port: int | None = None,
     stop: asyncio.Event | None = None,
     tenant_tokens: Mapping[str, str] | None = None,
-    jobs: JobControl | None = None,
+    jobs: JobClient | None = None,
 ) -> None:
     """Serve the control API on uvicorn until `stop` is set (or SIGINT/SIGTERM, or forever).
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from wow_temporal.domain.jobs import JOB_ATTRIBUTE, JobDefinition, check_handler
 
-__all__ = ["App", "Job"]
+__all__ = ["App", "Job", "load_app"]
 
 _CONTEXT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
@@ -97,3 +97,33 @@ def _jobs_of(saga: object) -> list[Job]:
         check_handler(handler, definition.name, bound=True)
         found.append(Job(definition, handler, f"{cls.__name__}.{attribute}"))
     return found
+
+
+def load_app(reference: str) -> App:
+    """The `App` that `module:attr` names (the current directory importable, as uvicorn does);
+    `ValueError` saying what is wrong."""
+    import importlib
+    import os
+    import sys
+
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--app {reference!r}: give module:attr, e.g. myshop.inventory:app")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"--app {reference!r}: cannot import {module_name}: {error}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise ValueError(f"--app {reference!r}: {module_name} has no {attribute}")
+        value = getattr(value, part)
+    if callable(value) and not isinstance(value, App):
+        value = value()  # a factory: `module:create_app`
+    if not isinstance(value, App):
+        raise ValueError(
+            f"--app {reference!r}: {attribute} is a {type(value).__name__}, not an App"
+        )
+    return value

@@ -28,14 +28,13 @@ from wow_temporal.domain.app import App, Job
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
-from wow_temporal.jobs.core import JobRule, JobState, RuleLayer, TickRecord
+from wow_temporal.jobs.core import HostRule, JobRule, JobState, RuleLayer, TickRecord
 from wow_temporal.jobs.workflow import (
     DISABLE,
     ENABLE,
     HOST,
     RESCHEDULE,
     RETRY,
-    HostRule,
     JobInput,
     JobWorkflow,
 )
@@ -43,16 +42,18 @@ from wow_temporal.schedule import JobScope, Misfire, validate_key
 from wow_temporal.timers.workflow import DeliverySettings
 
 __all__ = [
-    "JOB_TASK_QUEUE",
     "JobClient",
     "JobError",
     "JobInfo",
     "UnknownJobError",
+    "job_task_queue",
     "static_summary",
 ]
 
-JOB_TASK_QUEUE = "wow-timers"
-"""Job instances run on the timers' task queue, by the same workers."""
+def job_task_queue(context: str) -> str:
+    """The task queue of a context's job instances: only a worker with that `App` polls it
+    (a timers-only worker would take a tick it has no handler for)."""
+    return f"wow-jobs-{context}"
 
 ANSWER_TIMEOUT = timedelta(seconds=10)
 """How long a change waits for a worker before it is sent as a signal instead."""
@@ -138,13 +139,14 @@ class JobClient:
         apps: App | Iterable[App] = (),
         *,
         host_rules: dict[str, HostRule] | None = None,
-        task_queue: str = JOB_TASK_QUEUE,
+        task_queue: str | None = None,
         delivery: DeliverySettings | None = None,
         clock_offset_ms: int = 0,
         answer_timeout: timedelta = ANSWER_TIMEOUT,
     ) -> None:
         """`host_rules` maps a job name to the host's override (`wow.schedules.<name>`),
-        given to instances this client starts; `clock_offset_ms` is `schedule_spec`'s."""
+        given to instances this client starts; `task_queue` is `job_task_queue(context)` unless
+        given; `clock_offset_ms` is `schedule_spec`'s."""
         self.client = client
         self.apps = {app.context: app for app in ([apps] if isinstance(apps, App) else apps)}
         self.host_rules = host_rules or {}
@@ -285,7 +287,8 @@ class JobClient:
 
     def partitions_of(self, job: Job) -> int:
         """How many partitions a sharded job has (`wow.schedules.<name>.partitions`)."""
-        return max(1, getattr(self.host_rules.get(job.name), "partitions", 1) or 1)
+        rule = self.host_rules.get(job.name)
+        return 1 if rule is None else rule.partitions
 
     def _partitions(self, job: Job) -> Sequence[int | None]:
         if not job.definition.sharded:
@@ -414,7 +417,7 @@ class JobClient:
             JobWorkflow.run,
             JobInput(state=state, delivery=self.delivery, clock_offset_ms=self.clock_offset_ms),
             id=workflow_id,
-            task_queue=self.task_queue,
+            task_queue=self.task_queue or job_task_queue(context),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=initial_search_attributes(
                 job.name, state.tenant, core.JobStatus.DISABLED.value

@@ -28,6 +28,7 @@ __all__ = [
     "RECENT_TICKS",
     "AwaitOperator",
     "Handle",
+    "HostRule",
     "JobRule",
     "JobState",
     "JobStatus",
@@ -113,6 +114,16 @@ class RuleLayer(_Frozen):
     @property
     def empty(self) -> bool:
         return self.expression is None and self.zone is None and self.misfire is None
+
+
+class HostRule(_Frozen):
+    """What a worker's settings say of a job (`wow.schedules.<name>.*`)."""
+
+    layer: RuleLayer = RuleLayer()
+    enabled: bool | None = None
+    """False: keep the SYSTEM instances disabled; True/None: enable them unless they run."""
+    partitions: int = Field(default=1, ge=1)
+    """How many instances a sharded job has (for the worker; an instance ignores it)."""
 
 
 class PendingTick(_Frozen):

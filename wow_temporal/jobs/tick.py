@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn, Protocol
 
@@ -28,6 +28,7 @@ from wow_temporal.delivery import (
 from wow_temporal.domain.app import App, Job
 from wow_temporal.domain.commands import Command
 from wow_temporal.domain.saga import SagaContext
+from wow_temporal.jobs.core import HostRule
 from wow_temporal.schedule import ScheduleTick, Scope
 
 __all__ = [
@@ -85,6 +86,8 @@ class TickResult(BaseModel):
     delivered: int = 0
     rejected: int = 0
     duplicates: int = 0
+    host: HostRule | None = None
+    """The worker's override of the job, brought back to the instance (None: none known)."""
 
 
 class _Progress(BaseModel):
@@ -114,12 +117,15 @@ class TickActivities:
         clock: Callable[[], float] = time.time,
         on_commands: Callable[[TickRequest, ScheduleTick, list[Command[Any]]], None]
         | None = None,
+        host: Mapping[str, HostRule] | None = None,
     ) -> None:
-        """`on_commands` sees what each attempt's handler derived (`schedule_spec` records it)."""
+        """`on_commands` sees what each attempt's handler derived (`schedule_spec` records it);
+        `host` is the worker's override of each job, handed back with each tick's result."""
         self.app = app
         self.sink = sink
         self.clock = clock
         self.on_commands = on_commands
+        self.host = host
 
     @activity.defn(name="wow.tick")
     async def tick(self, request: TickRequest) -> TickResult:
@@ -189,6 +195,7 @@ class TickActivities:
             delivered=progress.delivered,
             rejected=progress.rejected,
             duplicates=progress.duplicates,
+            host=None if self.host is None else self.host.get(request.job, HostRule()),
         )
 
     async def _derive(

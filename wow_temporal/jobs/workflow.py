@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.jobs import core
     from wow_temporal.jobs.attributes import SA_STATUS
-    from wow_temporal.jobs.core import JobState, PendingTick, RuleLayer
+    from wow_temporal.jobs.core import HostRule, JobState, PendingTick, RuleLayer
     from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
     from wow_temporal.timers.workflow import LOST_ATTEMPTS_ALLOWED, DeliverySettings
 
@@ -57,16 +57,6 @@ class JobInput(BaseModel):
     clock_offset_ms: int = 0
     """Virtual time (`schedule_spec`): added to the workflow's clock; 0 in production."""
     continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
-
-
-class HostRule(BaseModel):
-    """What the worker's settings say of a job: its override and whether it runs at all."""
-
-    model_config = ConfigDict(frozen=True)
-
-    layer: RuleLayer = RuleLayer()
-    enabled: bool | None = None
-    """False: keep the instance disabled; True/None: enable it unless it runs already."""
 
 
 @workflow.defn(name="wow.Job")
@@ -266,6 +256,8 @@ class JobWorkflow:
                     self._state, tick, self._now(), commands=result.commands,
                     delivered=result.delivered, rejected=result.rejected,
                 )
+                if result.host is not None:  # the worker's override, if it has changed
+                    self._state = core.set_host(self._state, result.host.layer, self._now())
         finally:
             self._running = None
 
