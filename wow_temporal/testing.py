@@ -176,11 +176,13 @@ async def schedule_spec(
     start: datetime,
     env: WorkflowEnvironment | None = None,
     max_attempts: int = 3,
+    continue_as_new_after: int | None = None,
 ) -> AsyncIterator[ScheduleSpec]:
     """Run `sagas`' jobs on the time-skipping test server from the virtual instant `start`.
 
     `env` shares a running `WorkflowEnvironment.start_time_skipping()` (else one is started and
-    stopped); a failing handler is parked after `max_attempts` attempts.
+    stopped); a failing handler is parked after `max_attempts` attempts;
+    `continue_as_new_after` (history events) makes instances continue as new sooner.
     """
     if start.tzinfo is None:
         raise ValueError("schedule_spec: start must be timezone-aware, e.g. tzinfo=UTC")
@@ -204,7 +206,8 @@ async def schedule_spec(
             max_interval=timedelta(milliseconds=200),
         )
         jobs = JobClient(
-            env.client, app, task_queue=task_queue, delivery=delivery, clock_offset_ms=offset_ms
+            env.client, app, task_queue=task_queue, delivery=delivery, clock_offset_ms=offset_ms,
+            continue_as_new_after=continue_as_new_after,
         )
         async with Worker(
             env.client,

@@ -143,6 +143,7 @@ class JobClient:
         delivery: DeliverySettings | None = None,
         clock_offset_ms: int = 0,
         answer_timeout: timedelta = ANSWER_TIMEOUT,
+        continue_as_new_after: int | None = None,
     ) -> None:
         """`host_rules` maps a job name to the host's override (`wow.schedules.<name>`),
         given to instances this client starts; `task_queue` is `job_task_queue(context)` unless
@@ -154,6 +155,7 @@ class JobClient:
         self.delivery = delivery or DeliverySettings()
         self.clock_offset_ms = clock_offset_ms
         self.answer_timeout = answer_timeout
+        self.continue_as_new_after = continue_as_new_after
 
     # --- the operations -------------------------------------------------------------------
 
@@ -415,7 +417,16 @@ class JobClient:
         )
         await self.client.start_workflow(
             JobWorkflow.run,
-            JobInput(state=state, delivery=self.delivery, clock_offset_ms=self.clock_offset_ms),
+            JobInput(
+                state=state,
+                delivery=self.delivery,
+                clock_offset_ms=self.clock_offset_ms,
+                **(
+                    {"continue_as_new_after": self.continue_as_new_after}
+                    if self.continue_as_new_after is not None
+                    else {}
+                ),
+            ),
             id=workflow_id,
             task_queue=self.task_queue or job_task_queue(context),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
