@@ -371,3 +371,26 @@ async def test_a_sharded_job_ticks_each_partition_once_per_slot(
         again = await s.jobs.bring_to_settings(s.app)
         every = next(i for i in again if i.name == "every-second")
         assert every.next_slot is not None and every.next_slot > 1
+
+
+async def test_a_worker_starting_with_a_changed_override_brings_every_tenants_instance_to_it(
+    dev_client: Client, recording_host: RecordingHost
+) -> None:
+    async with stack(dev_client, recording_host) as s:
+        ctx = s.app.context
+        for tenant in ("t1", "t2", "t3"):
+            await s.jobs.enable(ctx, "per-tenant", tenant=tenant)
+        await s.jobs.reschedule(ctx, "per-tenant", {"zone": "Europe/Paris"}, tenant="t3")
+        changed = {"per-tenant": HostRule(layer=RuleLayer(expression="*/5 * * * * *"))}
+        restarted = JobClient(dev_client, s.app, host_rules=changed, delivery=FAST)
+        await restarted.bring_to_settings(s.app)  # what a worker with the new settings does
+        for tenant in ("t1", "t2", "t3"):
+            info = await s.jobs.show(ctx, "per-tenant", tenant=tenant)
+            assert info.expression == "*/5 * * * * *", tenant
+            assert info.sources["expression"] == "host"
+            assert info.next_slot is not None and info.next_slot >= 1
+        t3 = await s.jobs.show(ctx, "per-tenant", tenant="t3")
+        assert (t3.zone, t3.sources["zone"]) == ("Europe/Paris", "tenant")
+        # Brought once: a second start with the same settings finds nothing to do.
+        job = s.app.job("per-tenant")
+        assert await restarted._bring_tenants(ctx, job, changed["per-tenant"]) == 0

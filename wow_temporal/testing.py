@@ -24,6 +24,7 @@ from wow_temporal.domain.app import App
 from wow_temporal.domain.commands import Command
 from wow_temporal.jobs.client import JobClient, JobInfo
 from wow_temporal.jobs.core import JobState, RuleLayer
+from wow_temporal.jobs.directory import TenantsWorkflow
 from wow_temporal.jobs.tick import TickActivities, TickRequest
 from wow_temporal.jobs.workflow import JobWorkflow
 from wow_temporal.schedule import ScheduleTick
@@ -212,7 +213,7 @@ async def schedule_spec(
         async with Worker(
             env.client,
             task_queue=task_queue,
-            workflows=[JobWorkflow],
+            workflows=[JobWorkflow, TenantsWorkflow],
             activities=[ticks.tick],
             workflow_runner=WORKFLOW_RUNNER,
         ):

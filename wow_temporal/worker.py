@@ -18,6 +18,7 @@ from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.domain.app import App
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.core import HostRule
+from wow_temporal.jobs.directory import TenantsWorkflow
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.jobs.tick import CommandSink, TickActivities
 from wow_temporal.jobs.workflow import JobWorkflow
@@ -108,7 +109,7 @@ def job_worker(
     return Worker(
         client,
         task_queue=task_queue or job_task_queue(app.context),
-        workflows=[JobWorkflow],
+        workflows=[JobWorkflow, TenantsWorkflow],
         activities=[ticks.tick],
         workflow_runner=WORKFLOW_RUNNER,
         max_concurrent_activities=max_concurrent_activities,

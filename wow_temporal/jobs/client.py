@@ -8,7 +8,10 @@ instance that does not exist yet is started first, if the client knows the job's
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import contextlib
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -20,7 +23,11 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -29,6 +36,7 @@ from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
 from wow_temporal.jobs.core import HostRule, JobRule, JobState, RuleLayer, TickRecord
+from wow_temporal.jobs.directory import TenantDirectory, TenantsWorkflow, directory_id
 from wow_temporal.jobs.workflow import (
     DISABLE,
     ENABLE,
@@ -54,6 +62,8 @@ def job_task_queue(context: str) -> str:
     """The task queue of a context's job instances: only a worker with that `App` polls it
     (a timers-only worker would take a tick it has no handler for)."""
     return f"wow-jobs-{context}"
+
+log = logging.getLogger(__name__)
 
 ANSWER_TIMEOUT = timedelta(seconds=10)
 """How long a change waits for a worker before it is sent as a signal instead."""
@@ -271,12 +281,14 @@ class JobClient:
     async def bring_to_settings(self, app: App) -> builtins.list[JobInfo]:
         """What a worker does at start: every SYSTEM instance of `app` (each partition's, for
         a sharded job) gets the host's override, and is enabled unless the host says
-        `enabled: false`. An instance already enabled is never reset."""
+        `enabled: false`; every tenant's instance of a TENANT job gets the override too, if it
+        changed. An instance already enabled is never reset."""
         answers = []
         for job in app.jobs.values():
-            if job.definition.scope is not JobScope.SYSTEM:
-                continue
             rule = self.host_rules.get(job.name, HostRule())
+            if job.definition.scope is JobScope.TENANT:
+                await self._bring_tenants(app.context, job, rule)
+                continue
             for partition in self._partitions(job):
                 answers.append(
                     await self._change(
@@ -284,6 +296,36 @@ class JobClient:
                     )
                 )
         return answers
+
+    async def _bring_tenants(self, context: str, job: Job, rule: HostRule) -> int:
+        """Bring every tenant's instance of `job` to the host's override, if it has changed
+        since it was last brought; how many instances were updated."""
+        handle = self.client.get_workflow_handle(directory_id(context, job.name))
+        try:
+            directory: TenantDirectory = await handle.query(
+                "state", result_type=TenantDirectory, rpc_timeout=self.answer_timeout
+            )
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return 0  # no tenant has an instance yet
+            raise
+        wanted = HostRule(layer=rule.layer)  # `enabled` is for SYSTEM instances
+        if directory.host == wanted:
+            return 0
+        gate = asyncio.Semaphore(32)
+
+        async def bring(tenant: str) -> None:
+            async with gate:
+                with contextlib.suppress(UnknownJobError):  # terminated by an operator
+                    await self._change(context, job.name, tenant, None, HOST, wanted)
+
+        await asyncio.gather(*(bring(tenant) for tenant in directory.tenants))
+        await handle.execute_update("host", wanted, result_type=TenantDirectory)
+        log.info(
+            "job %s: brought %d tenants' instances to the host's override",
+            job.name, len(directory.tenants),
+        )
+        return len(directory.tenants)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -402,8 +444,21 @@ class JobClient:
     async def _start(
         self, workflow_id: str, context: str, job: Job, tenant: str | None, partition: int | None
     ) -> None:
-        """Start the instance, disabled, with the code's rule and the host's override."""
+        """Start the instance, disabled, with the code's rule and the host's override; a
+        tenant's is entered in the job's tenant directory first (so none is ever missed)."""
         definition = job.definition
+        if tenant is not None:
+            await self.client.start_workflow(
+                TenantsWorkflow.run,
+                TenantDirectory(),
+                id=directory_id(context, job.name),
+                task_queue=self.task_queue or job_task_queue(context),
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                start_signal="add",
+                start_signal_args=[tenant],
+                search_attributes=TypedSearchAttributes([SearchAttributePair(SA_JOB, job.name)]),
+                static_summary=f"tenants of job {job.name} of {context}",
+            )
         host = self.host_rules.get(job.name, HostRule())
         state = core.initial(
             context,
