@@ -847,9 +847,10 @@ class CronExpression:
 
         This is Spring's ``CronExpression.next(ZonedDateTime)``, with two deliberate
         differences, both where Spring answers a time that is not strictly after ``after``:
-        in a half-hour overlap (Australia/Lord_Howe) we give the next existing wall-clock
-        match instead, and where ``L-n`` (n >= 28) sends Spring back into an earlier month we
-        carry on from the midnight after the furthest point Spring's search reached.
+        in an overlap that does not start on the hour (Australia/Lord_Howe, Pacific/Chatham,
+        America/St_Johns until 2011) we give the next existing wall-clock match instead,
+        and where ``L-n`` (n >= 28) sends Spring back into an earlier month we carry on
+        from the midnight after the furthest point Spring's search reached.
         """
         tz = after.tzinfo
         off = after.utcoffset() if tz is not None else None
