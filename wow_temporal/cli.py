@@ -55,6 +55,9 @@ app.add_typer(schedule_app, name="schedule")
 
 T = TypeVar("T")
 
+_EXAMPLE_APP = "workers.eshop.inventory:app"
+"""The spec's inventory job, which `dev` runs when started in the repository."""
+
 
 _bridge_used = False
 
@@ -325,6 +328,14 @@ def dev(
         typer.Option(min=0, max=65535, help="Web UI port, used or refused; 0: any free."),
     ] = 8233,
     headless: Annotated[bool, typer.Option(help="No Web UI.")] = False,
+    app_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="module:attr of an App whose jobs to run (default: the spec's example, "
+            f"{_EXAMPLE_APP}, when run from the repository; 'none' for no jobs).",
+        ),
+    ] = None,
 ) -> None:
     """Run everything on the embedded default: Temporal dev server and Web UI, the timer
     worker, the control API (WOW_API_PORT, 8088) and a domain host, until Ctrl-C.
@@ -338,7 +349,10 @@ def dev(
         TemporalServerExitedError,
     )
 
-    settings = _settings()
+    if app_ref is None and Path("workers/eshop/inventory.py").is_file():
+        app_ref = _EXAMPLE_APP
+    domain = _load_app(None if app_ref in (None, "none") else app_ref)
+    settings = _settings(domain)
     _configure_logging()
     try:
         dev_main(
@@ -346,7 +360,7 @@ def dev(
             port=port or None,
             ui_port=ui_port or None,
             headless=headless,
-            services=default_services(settings),
+            services=default_services(settings, domain),
         )
     except TemporalServerExitedError:
         raise typer.Exit(1) from None  # run_dev has said so, in one line

@@ -11,13 +11,22 @@ from temporalio.worker import Worker
 
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev import DevContext, DevService
+from wow_temporal.domain.app import App
 from wow_temporal.embedded import PortInUseError, free_port, port_is_free
 from wow_temporal.host.echo import create_echo_host
+from wow_temporal.jobs.client import JobClient, job_task_queue
+from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
-from wow_temporal.worker import delivery_settings, timer_worker
+from wow_temporal.worker import delivery_settings, job_worker, timer_worker
 
-__all__ = ["ApiService", "EchoHostService", "TimerWorkerService", "default_services"]
+__all__ = [
+    "ApiService",
+    "EchoHostService",
+    "JobWorkerService",
+    "TimerWorkerService",
+    "default_services",
+]
 
 
 class _Uvicorn:
@@ -92,15 +101,62 @@ class TimerWorkerService:
             await self._sender.aclose()
 
 
+class JobWorkerService:
+    """The worker of an App's recurring jobs; at start it enables the SYSTEM jobs (unless the
+    settings say `enabled: false`) and brings every instance to the host's overrides."""
+
+    name = "job worker"
+
+    def __init__(self, settings: Settings, host_url: str, app: App) -> None:
+        self.settings = settings
+        self.host_url = host_url
+        self.app = app
+        self._sender: CommandSender | None = None
+        self._worker: Worker | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, ctx: DevContext) -> str:
+        rules = host_rules(self.settings, self.app)
+        self._sender = CommandSender(self.host_url)
+        self._worker = job_worker(ctx.client, self.app, self._sender, host=rules)
+        self._task = asyncio.create_task(self._worker.run())
+        jobs = JobClient(
+            ctx.client, self.app, host_rules=rules,
+            delivery=delivery_settings(self.settings.timers),
+        )
+        instances = await jobs.bring_to_settings(self.app)
+        shown = ", ".join(
+            f"{info.name} {info.status.lower()}"
+            + (f" (next {info.next_due[0]:%Y-%m-%d %H:%M}Z)" if info.next_due else "")
+            for info in instances
+        )
+        return (
+            f"{self.app.context} on task queue {job_task_queue(self.app.context)}: "
+            f"{shown or 'no SYSTEM jobs'}"
+        )
+
+    async def stop(self) -> None:
+        if self._worker is not None and self._task is not None:
+            await self._worker.shutdown()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._sender is not None:
+            await self._sender.aclose()
+
+
 class ApiService:
     """The HTTP control API, on `WOW_API_PORT` (8088) or refused: never moved to another port,
     or the README's `curl localhost:8088` would reach nothing or another program."""
 
     name = "control API"
 
-    def __init__(self, settings: Settings, port: int | None = None) -> None:
-        """Serve on `port` if given, else on the settings' port; 0 picks a free one."""
+    def __init__(
+        self, settings: Settings, port: int | None = None, app: App | None = None
+    ) -> None:
+        """Serve on `port` if given, else on the settings' port; 0 picks a free one; `app`'s
+        TENANT job instances can be created through it."""
         self.settings = settings
+        self.app = app
         wanted = settings.api_port if port is None else port
         self.port = wanted or free_port()
         self._stop = asyncio.Event()
@@ -114,9 +170,13 @@ class ApiService:
     async def start(self, ctx: DevContext) -> str:
         from wow_temporal.api import serve
 
-        timers = TimerClient(ctx.client, delivery=delivery_settings(self.settings.timers))
+        delivery = delivery_settings(self.settings.timers)
+        timers = TimerClient(ctx.client, delivery=delivery)
+        apps = [self.app] if self.app is not None else []
+        rules = host_rules(self.settings, self.app) if self.app is not None else {}
+        jobs = JobClient(ctx.client, apps, host_rules=rules, delivery=delivery)
         self._task = asyncio.create_task(
-            serve(self.settings, timers, port=self.port, stop=self._stop)
+            serve(self.settings, timers, port=self.port, stop=self._stop, jobs=jobs)
         )
         await asyncio.sleep(0.3)
         if self._task.done():
@@ -131,8 +191,9 @@ class ApiService:
                 await self._task
 
 
-def default_services(settings: Settings) -> list[DevService]:
-    """Host (the echo host unless WOW_HOST_URL names one), worker, control API."""
+def default_services(settings: Settings, app: App | None = None) -> list[DevService]:
+    """Host (the echo host unless WOW_HOST_URL names one), timer worker, `app`'s job worker,
+    control API."""
     services: list[DevService] = []
     host_url = settings.host_url
     if host_url is None:
@@ -140,5 +201,7 @@ def default_services(settings: Settings) -> list[DevService]:
         services.append(host)
         host_url = host.url
     services.append(TimerWorkerService(settings, host_url))
-    services.append(ApiService(settings))
+    if app is not None:
+        services.append(JobWorkerService(settings, host_url, app))
+    services.append(ApiService(settings, app=app))
     return services

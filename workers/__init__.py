@@ -1,0 +1,1 @@
+"""Runnable example domains (the spec's e-shop)."""
