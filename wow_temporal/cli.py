@@ -534,6 +534,11 @@ def schedule_list(
     as_json: _Json = False,
 ) -> None:
     """List the running job instances (as visibility lists them: it may lag a second)."""
+    from wow_temporal.jobs.core import JobStatus
+
+    if status is not None and status.lower() not in {s.value.lower() for s in JobStatus}:
+        known = ", ".join(s.value for s in JobStatus)
+        raise _fail(f"--status {status!r}: use one of {known}")
     settings = _settings()
     _configure_logging(logging.WARNING)
 
@@ -592,7 +597,7 @@ def schedule_reschedule(
     as_json: _Json = False,
 ) -> None:
     """Give an instance its own rule (wow.schedule.reschedule): any of expression, zone, misfire."""
-    from wow_temporal.jobs.core import RuleLayer
+    from wow_temporal.jobs.core import RuleLayer, reschedule_error
 
     try:
         rule = RuleLayer.model_validate(
@@ -600,6 +605,11 @@ def schedule_reschedule(
         )
     except ValidationError as error:
         raise _fail(explain(error)) from None
+    problem = "give at least one of --expression, --zone or --misfire" if rule.empty else (
+        reschedule_error(rule)
+    )
+    if problem is not None:
+        raise _fail(problem)
     _job_operation("reschedule", context, name, tenant, partition, rule, as_json, None)
 
 
