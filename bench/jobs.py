@@ -1,0 +1,1028 @@
+"""Benchmark: recurring jobs (`wow.Job` + `wow.tick`) on a real dev server, against native
+Temporal side by side.
+
+One fresh headless `temporal server start-dev` (EmbeddedTemporal, timer precision 10 ms, its
+Prometheus `/metrics` on), one domain host (a raw ASGI app on uvicorn, in its own process, that
+answers Wow's `CommandResult` `{"errorCode": "Ok"}` at `POST /wow/command/send` and records when
+each command arrived and the due time its body carries), and this process running every worker:
+the job workers (`worker.job_worker`, one per context) and the baselines' worker on a task queue
+of its own, polling alike. Every command, wow's or a baseline's, is the same `bench.Tick` body
+(`{"run", "due"}`) sent by the same `CommandSender` to the same host. Measured:
+
+1. Steady ticking: `--instances` SYSTEM instances (the partitions of a sharded job) ticking every
+   `--every` seconds for `--seconds`, then as many native Temporal Schedules (interval spec, the
+   same period) each starting a workflow that runs one activity sending the same command. Tick
+   lateness (host receive time - the slot's due time) p50/p99/max, and billable actions per tick:
+   from the histories (the event types in `BILLED`), plus what never shows in a history (activity
+   heartbeats, the Schedule's own start) from the server's `action` metric and Temporal Cloud's
+   price list. Targets: wow p99 <= the Schedule's, <= 2 actions per tick in steady state.
+2. A burst: `--tenants` TENANT instances all due on the same second; the time until the host has
+   every tick's command, against as many bare workflows that `workflow.sleep` until the same
+   instant and run one activity sending the command. Target: wow >= 0.8x the bare throughput.
+3. Worker memory: `--idle` instances enabled (a yearly cron: they sleep), the RSS of this process
+   (it runs the worker) before, every 1,000 and after; and the enabling rate.
+
+Part 3 runs before part 2 (its enabling rate sizes the lead time of the burst); the report is in
+the parts' order. Run: `.venv/bin/python bench/jobs.py [--quick] [--instances N] [--every S]
+[--seconds S] [--tenants N] [--idle N] [--rounds R] [--json]`. Exits 0; targets are printed as
+PASS/MISS, never asserted (the machine is small and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import importlib
+import json
+import math
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+)
+from temporalio.worker import PollerBehaviorAutoscaling, Worker
+
+from wow_temporal import (
+    App,
+    Command,
+    JobScope,
+    NamedAggregate,
+    SagaContext,
+    ScheduleTick,
+    on_schedule,
+)
+from wow_temporal.delivery import (
+    COMMAND_SEND_PATH,
+    CommandSender,
+    DeliveryRequest,
+    ScheduleDetails,
+)
+from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.ids import job_workflow_id
+from wow_temporal.jobs.client import JobClient
+from wow_temporal.jobs.core import HostRule, RuleLayer
+from wow_temporal.schedule import ScheduledCommand, Scope
+from wow_temporal.worker import STICKY_TIMEOUT, job_worker
+
+BARE_QUEUE = "bench-jobs-bare"
+CONCURRENCY = 50  # enables / starts in flight
+MAX_ACTIVITIES = 200  # job_worker's default, the baselines' worker alike
+THROUGHPUT_TARGET = 0.8
+ACTIONS_TARGET = 2.0
+SCHEDULE_START_ACTIONS = 2
+"""Temporal Cloud bills each execution of a Schedule three actions: two for the "Schedule
+Start" and one for the workflow it starts (docs.temporal.io/cloud/actions, Schedules). The
+workflow's start is in its history; the two are not, and are added here."""
+
+# The baselines' workflows live in their own tiny module (written to the temp dir at run time),
+# as a Temporal user would write them: the sandbox re-imports a workflow's module for every
+# workflow instance, and this file is far from tiny.
+BARE_MODULE = "wow_bench_jobs_bare"
+BARE_SOURCE = """
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+SCHEDULED = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+
+
+@workflow.defn(name="bench.Scheduled")
+class Scheduled:
+    '''What a native Schedule starts: one activity sending the slot's command.'''
+
+    @workflow.run
+    async def run(self, run: str) -> None:
+        info = workflow.info()
+        due = info.typed_search_attributes.get(SCHEDULED) or workflow.now()
+        await workflow.execute_activity(
+            "bench.send",
+            args=[info.workflow_id, run, int(due.timestamp() * 1000)],
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+
+
+@workflow.defn(name="bench.Woken")
+class Woken:
+    '''Sleeps until `due_ms`, then runs one activity sending the command.'''
+
+    @workflow.run
+    async def run(self, run: str, due_ms: int) -> None:
+        wait = due_ms / 1000 - workflow.now().timestamp()
+        if wait > 0:
+            await workflow.sleep(wait)
+        await workflow.execute_activity(
+            "bench.send",
+            args=[workflow.info().workflow_id, run, due_ms],
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+"""
+
+
+# -- the domain host (its own process) --------------------------------------------------------
+
+
+def host_app() -> Callable[..., Awaitable[None]]:
+    """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`); records each
+    first arrival (epoch ms) with the body's `run` and `due`.
+
+    `GET /_count?run=R` gives how many commands of run R arrived, `GET /_records?run=R` each one
+    as `[request id, received ms, due ms]`, `GET /_duplicates` the redeliveries.
+    """
+    runs: dict[str, list[tuple[str, float, int]]] = {}
+    seen: set[str] = set()
+    duplicates = 0
+
+    async def reply(send: Any, status: int, body: Any, extra: list[Any] | None = None) -> None:
+        headers = [(b"content-type", b"application/json"), *(extra or [])]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal duplicates
+        if scope["type"] != "http":
+            return
+        now_ms = time.time() * 1000
+        chunks = []
+        more = True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        path = scope["path"]
+        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode())
+        if path == COMMAND_SEND_PATH:
+            request_id = ""
+            for name, value in scope["headers"]:
+                if name == b"command-request-id":
+                    request_id = value.decode()
+                    break
+            if request_id in seen:
+                duplicates += 1
+                code = "DuplicateRequestId"
+            else:
+                seen.add(request_id)
+                body = json.loads(b"".join(chunks) or b"{}")
+                run = str(body.get("run", ""))
+                runs.setdefault(run, []).append((request_id, now_ms, int(body.get("due", 0))))
+                code = "Ok"
+            answer = {"id": request_id, "requestId": request_id, "errorCode": code, "errorMsg": ""}
+            await reply(send, 200, answer, [(b"wow-error-code", code.encode())])
+        elif path == "/_count":
+            await reply(send, 200, {"n": len(runs.get(query.get("run", [""])[0], []))})
+        elif path == "/_records":
+            await reply(send, 200, runs.get(query.get("run", [""])[0], []))
+        elif path == "/_duplicates":
+            await reply(send, 200, {"n": duplicates})
+        else:
+            await reply(send, 404, {})
+
+    return app
+
+
+def serve_host(port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(
+        host_app(),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+
+
+@dataclass(frozen=True)
+class Arrival:
+    request_id: str
+    received: float
+    """Epoch ms the host received the command."""
+    due: int
+    """Epoch ms the slot was due (the command's body says)."""
+
+    @property
+    def late(self) -> float:
+        return self.received - self.due
+
+
+class Host:
+    """The host process, and a client that reads what it recorded."""
+
+    def __init__(self) -> None:
+        self.port = free_port("127.0.0.1")
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: asyncio.subprocess.Process | None = None
+        self.http = httpx.AsyncClient(timeout=30)
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--serve-host", str(self.port), stdin=subprocess.DEVNULL
+        )
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                await self.http.get(self.url + "/_duplicates")
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError("the bench host did not start")
+
+    async def stop(self) -> None:
+        await self.http.aclose()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            await self.proc.wait()
+
+    async def count(self, run: str) -> int:
+        return int((await self.http.get(self.url + "/_count", params={"run": run})).json()["n"])
+
+    async def arrivals(self, run: str) -> list[Arrival]:
+        rows = (await self.http.get(self.url + "/_records", params={"run": run})).json()
+        return [Arrival(r[0], float(r[1]), int(r[2])) for r in rows]
+
+    async def duplicates(self) -> int:
+        return int((await self.http.get(self.url + "/_duplicates")).json()["n"])
+
+    async def wait_for(self, run: str, n: int, within: float) -> bool:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if await self.count(run) >= n:
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+
+# -- the command, the jobs and the baselines' activity ----------------------------------------
+
+
+class Tick(BaseModel):
+    """Every command of the bench: which run sent it, and when its slot was due."""
+
+    __wow_type__: ClassVar[str] = "bench.Tick"
+
+    run: str
+    due: int
+
+
+TARGET = NamedAggregate("bench", "counter")
+
+
+class BenchSaga:
+    """The jobs. The run a command belongs to is its app's context (one context per measure)."""
+
+    @on_schedule(name="every-1s", cron="* * * * * *", sharded=True)
+    def every_1s(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
+        return [self._command(tick, context)]
+
+    @on_schedule(name="every-2s", cron="*/2 * * * * *", sharded=True)
+    def every_2s(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
+        return [self._command(tick, context)]
+
+    @on_schedule(name="burst", cron="0 0 0 1 1 *", scope=JobScope.TENANT)
+    def burst(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
+        """Yearly in the code; each burst's host override makes it due on one second."""
+        return [self._command(tick, context)]
+
+    @on_schedule(name="idle", cron="0 0 0 1 1 *", scope=JobScope.TENANT)
+    def idle(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
+        return [self._command(tick, context)]
+
+    @staticmethod
+    def _command(tick: ScheduleTick, context: SagaContext) -> Command[Tick]:
+        aggregate = f"p{tick.partition}" if tick.partition is not None else "t"
+        return context.command(
+            TARGET.ref(tick.tenant_id, aggregate), Tick(run=context.context, due=tick.due)
+        )
+
+
+class BareSend:
+    """The baselines' one activity: the same command, through the same sender, to the host."""
+
+    def __init__(self, sender: CommandSender) -> None:
+        self.sender = sender
+
+    @activity.defn(name="bench.send")
+    async def send(self, request_id: str, run: str, due_ms: int) -> None:
+        command = ScheduledCommand(type="bench.Tick", body={"run": run, "due": due_ms})
+        outcome = await self.sender.send(
+            DeliveryRequest(
+                command=command,
+                target=TARGET.ref("(0)", "bare"),
+                scope=Scope(tenant_id="(0)"),
+                request_id=request_id,
+                upstream_id=request_id,
+                upstream_name="bench.schedule",
+                schedule=ScheduleDetails(timer=request_id, key="bench", slot=1, due=due_ms),
+            )
+        )
+        if outcome.status != "delivered":
+            raise RuntimeError(f"host answered {outcome.error_code}")
+
+
+# -- billable actions -------------------------------------------------------------------------
+
+# Temporal Cloud's price list (docs.temporal.io/cloud/actions), event by event: one action each.
+BILLED: dict[EventType.ValueType, str] = {
+    # a workflow started, by a client, a Schedule, or continue-as-new (the new run's first event)
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "start",
+    # a timer started, `wait_condition(timeout=…)`'s implicit one included
+    EventType.EVENT_TYPE_TIMER_STARTED: "timer",
+    # an activity started (its retries: `ActivityTaskStarted.attempt` - 1, below)
+    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity",
+    # each `UpsertWorkflowSearchAttributes` command (attributes given at start are free)
+    EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: "upsert",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: "signal",
+    # an update received by the worker, accepted or rejected by its validator
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: "update",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_REJECTED: "update",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_OPTIONS_UPDATED: "options",
+    # local activities / mutable side effects (one per workflow task, really); none here
+    EventType.EVENT_TYPE_MARKER_RECORDED: "marker",
+    # a child workflow: two actions (its start and its execution)
+    EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: "child",
+}
+"""Not counted from histories because they leave no event: queries, activity heartbeats that
+reach the server (the SDK sends the first at once, then throttles), the Schedule's own start
+(`SCHEDULE_START_ACTIONS`). Heartbeats are read from the server's `action` metric instead.
+Workflow tasks, timers firing and activities completing are free."""
+
+
+def billed(events: Iterable[HistoryEvent]) -> list[tuple[int, str]]:
+    """(index, kind) of each billable action in a history (two for a child, retries apart)."""
+    found: list[tuple[int, str]] = []
+    for index, event in enumerate(events):
+        kind = BILLED.get(event.event_type)
+        if kind is not None:
+            found.extend([(index, kind)] * (2 if kind == "child" else 1))
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            retries = event.activity_task_started_event_attributes.attempt - 1
+            found.extend([(index, "retry")] * max(retries, 0))
+    return found
+
+
+async def history(client: Client, workflow_id: str) -> list[HistoryEvent]:
+    """Every run of `workflow_id`, oldest first (following continue-as-new back)."""
+    runs: list[list[HistoryEvent]] = []
+    run_id: str | None = None
+    while True:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        events = [e async for e in handle.fetch_history_events()]
+        runs.append(events)
+        run_id = events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+        if not run_id:
+            return [e for run in reversed(runs) for e in run]
+
+
+@dataclass
+class Actions:
+    ticks: int = 0
+    """Ticks (activities that completed) in the sampled histories."""
+    steady: int = 0
+    """Actions after the first tick's end up to the last's: the cost of `steady_ticks` ticks."""
+    steady_ticks: int = 0
+    whole: int = 0
+    """Every action of the sampled histories (start, enable, disable included)."""
+    kinds: dict[str, int] = field(default_factory=dict)
+    """Steady-state actions by kind."""
+
+    @property
+    def per_tick(self) -> float:
+        return self.steady / max(self.steady_ticks, 1)
+
+    @property
+    def whole_per_tick(self) -> float:
+        return self.whole / max(self.ticks, 1)
+
+    def describe(self) -> str:
+        per = {k: v / max(self.steady_ticks, 1) for k, v in sorted(self.kinds.items())}
+        return ", ".join(f"{k} {v:.2f}" for k, v in per.items()) or "none"
+
+
+async def job_actions(client: Client, workflow_ids: list[str]) -> Actions:
+    """Steady state of long-lived instances: the actions between one tick's end and the next
+    (the timer until the next due time, the tick's activity, anything else), per tick."""
+    result = Actions()
+    for events in await asyncio.gather(*(history(client, i) for i in workflow_ids)):
+        done = [
+            i for i, e in enumerate(events)
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        ]
+        actions = billed(events)
+        result.ticks += len(done)
+        result.whole += len(actions)
+        if len(done) < 2:
+            continue
+        result.steady_ticks += len(done) - 1
+        for index, kind in actions:
+            if done[0] < index <= done[-1]:
+                result.steady += 1
+                result.kinds[kind] = result.kinds.get(kind, 0) + 1
+    return result
+
+
+async def run_actions(client: Client, workflow_ids: list[str]) -> Actions:
+    """One workflow per tick (what a Schedule starts): every action of each, per tick."""
+    result = Actions()
+    for events in await asyncio.gather(*(history(client, i) for i in workflow_ids)):
+        actions = billed(events)
+        ticks = sum(
+            1 for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        )
+        result.ticks += ticks
+        result.steady_ticks += ticks
+        result.whole += len(actions)
+        result.steady += len(actions)
+        for _, kind in actions:
+            result.kinds[kind] = result.kinds.get(kind, 0) + 1
+    return result
+
+
+class Metrics:
+    """The dev server's `action` counter (what a self-hosted server counts as billable), by
+    `action_type`, for the namespace."""
+
+    def __init__(self, port: int, namespace: str) -> None:
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.namespace = namespace
+        self.http = httpx.AsyncClient(timeout=10)
+
+    async def snapshot(self) -> dict[str, float]:
+        text = (await self.http.get(self.url)).text
+        counts: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line.startswith("action{") or f'namespace="{self.namespace}"' not in line:
+                continue
+            labels, _, value = line.rpartition(" ")
+            kind = labels.split('action_type="', 1)[1].split('"', 1)[0]
+            counts[kind] = counts.get(kind, 0.0) + float(value)
+        return counts
+
+    @staticmethod
+    def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        kinds = set(before) | set(after)
+        moved = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in kinds}
+        return {k: v for k, v in sorted(moved.items()) if v}
+
+
+def short_kind(kind: str) -> str:
+    return kind.removeprefix("command_").removeprefix("grpc_")
+
+
+def describe_metric(delta: dict[str, float], ticks: int) -> str:
+    return ", ".join(f"{short_kind(k)} {v / max(ticks, 1):.2f}" for k, v in delta.items())
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def rss_mb() -> float:
+    """This process's resident set size (VmRSS), MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def pool(
+    jobs: Iterable[Callable[[], Awaitable[Any]]],
+    limit: int = CONCURRENCY,
+    done: Callable[[], None] | None = None,
+) -> float:
+    """Run the jobs with at most `limit` in flight; seconds taken."""
+    queue = list(jobs)
+    queue.reverse()
+
+    async def worker() -> None:
+        while queue:
+            await queue.pop()()
+            if done is not None:
+                done()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(limit)))
+    return time.perf_counter() - began
+
+
+async def sleep_until(epoch: float) -> None:
+    await asyncio.sleep(max(0.0, epoch - time.time()))
+
+
+def cron_at(instant: float) -> str:
+    """A six-field cron matching the UTC second of `instant` (once a year)."""
+    at = datetime.fromtimestamp(instant, UTC)
+    return f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+@dataclass
+class Rig:
+    client: Client
+    host: Host
+    sender: CommandSender
+    metrics: Metrics
+    saga: BenchSaga
+    seq: int = 0
+    enable_rate: float = 50.0
+    """Enables per second, as last measured (sizes the burst's lead time)."""
+
+    def tag(self, prefix: str) -> str:
+        self.seq += 1
+        return f"{prefix}{self.seq}-{uuid.uuid4().hex[:4]}"
+
+
+# -- 1. steady ticking ------------------------------------------------------------------------
+
+
+@dataclass
+class Steady:
+    side: str
+    ticks: int
+    expected: int
+    p50: float
+    p99: float
+    max: float
+    early: int
+    history: Actions
+    metric: dict[str, float]
+    setup_s: float
+
+    def metric_per_tick(self, kind: str) -> float:
+        return self.metric.get(kind, 0.0) / max(self.ticks, 1)
+
+
+def window(every: int, seconds: float, ready: float) -> tuple[float, float]:
+    """A measuring window from half a period after a due time (ticks are between its edges)
+    at least a period after `ready`, lasting a whole number of periods."""
+    start = math.ceil(ready / every) * every + every + every / 2
+    return start, start + every * max(1, math.ceil(seconds / every))
+
+
+async def steady_wow(rig: Rig, n: int, every: int, seconds: float) -> Steady:
+    tag = rig.tag("sys")
+    app = App(tag, sagas=[rig.saga])
+    job = f"every-{every}s"
+    rules = {job: HostRule(partitions=n)}
+    jobs = JobClient(rig.client, app, host_rules=rules)
+    async with job_worker(rig.client, app, rig.sender, host=rules):
+        began = time.perf_counter()
+        await pool(
+            (lambda p=p: jobs.enable(tag, job, partition=p)) for p in range(n)
+        )
+        setup = time.perf_counter() - began
+        rig.enable_rate = n / setup
+        start, end = window(every, seconds, time.time())
+        await sleep_until(start)
+        before = await rig.metrics.snapshot()
+        await sleep_until(end)
+        after = await rig.metrics.snapshot()
+        await pool((lambda p=p: jobs.disable(tag, job, partition=p)) for p in range(n))
+    ids = [job_workflow_id(tag, job, partition=p) for p in range(n)]
+    return await steady_report(
+        rig, "wow", tag, n, every, start, end, await job_actions(rig.client, ids),
+        Metrics.delta(before, after), setup,
+    )
+
+
+async def steady_native(rig: Rig, n: int, every: int, seconds: float) -> Steady:
+    tag = rig.tag("native")
+    ids = [f"{tag}-{i}" for i in range(n)]
+
+    async def create(schedule_id: str) -> None:
+        await rig.client.create_schedule(
+            schedule_id,
+            Schedule(
+                action=ScheduleActionStartWorkflow(
+                    "bench.Scheduled", args=[tag], id=schedule_id, task_queue=BARE_QUEUE
+                ),
+                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=every))]),
+            ),
+        )
+
+    began = time.perf_counter()
+    await pool((lambda i=i: create(i)) for i in ids)
+    setup = time.perf_counter() - began
+    start, end = window(every, seconds, time.time())
+    await sleep_until(start)
+    before = await rig.metrics.snapshot()
+    await sleep_until(end)
+    after = await rig.metrics.snapshot()
+    await pool((lambda i=i: rig.client.get_schedule_handle(i).delete()) for i in ids)
+    await asyncio.sleep(every + 1.0)  # the last runs end
+    arrivals = [a for a in await rig.host.arrivals(tag) if start < a.due / 1000 < end]
+    sample = [a.request_id for a in arrivals[:100]]
+    return await steady_report(
+        rig, "native", tag, n, every, start, end, await run_actions(rig.client, sample),
+        Metrics.delta(before, after), setup,
+    )
+
+
+async def steady_report(
+    rig: Rig, side: str, run: str, n: int, every: int, start: float, end: float,
+    actions: Actions, metric: dict[str, float], setup: float,
+) -> Steady:
+    arrivals = [a for a in await rig.host.arrivals(run) if start < a.due / 1000 < end]
+    late = [a.late for a in arrivals]
+    return Steady(
+        side=side,
+        ticks=len(arrivals),
+        expected=n * round((end - start) / every),
+        p50=percentile(late, 0.5),
+        p99=percentile(late, 0.99),
+        max=max(late, default=float("nan")),
+        early=sum(1 for x in late if x < 0),
+        history=actions,
+        metric=metric,
+        setup_s=setup,
+    )
+
+
+# -- 2. a burst due on one second -------------------------------------------------------------
+
+
+@dataclass
+class Burst:
+    side: str
+    n: int
+    handled: int
+    seconds: float
+    """Due -> the host has the last command."""
+    p50: float
+    handover_rate: float
+    """Enables (wow) or starts (bare) per second, ahead of the due time."""
+    overran: bool
+    """Handing over ended after the due time (the measure is off)."""
+
+    @property
+    def rate(self) -> float:
+        return self.handled / max(self.seconds, 1e-3)
+
+
+async def burst_wow(rig: Rig, n: int) -> Burst:
+    tag = rig.tag("burst")
+    app = App(tag, sagas=[rig.saga])
+    due = math.ceil(time.time() + 3 + 1.4 * n / rig.enable_rate)
+    rules = {"burst": HostRule(layer=RuleLayer(expression=cron_at(due)))}
+    jobs = JobClient(rig.client, app, host_rules=rules)
+    async with job_worker(rig.client, app, rig.sender, host=rules):
+        seconds = await pool(
+            (lambda i=i: jobs.enable(tag, "burst", tenant=f"t{i}")) for i in range(n)
+        )
+        overran = time.time() > due
+        rig.enable_rate = n / seconds
+        result = await burst_report(rig, "wow", tag, n, due, n / seconds, overran)
+        await asyncio.sleep(1.0)  # the ticks' last workflow tasks, before the worker stops
+    return result
+
+
+async def burst_bare(rig: Rig, n: int, start_rate: float) -> Burst:
+    tag = rig.tag("woken")
+    due = math.ceil(time.time() + 3 + 1.4 * n / start_rate)
+
+    async def start(i: int) -> None:
+        await rig.client.start_workflow(
+            "bench.Woken", args=[tag, due * 1000], id=f"{tag}-{i}", task_queue=BARE_QUEUE
+        )
+
+    seconds = await pool((lambda i=i: start(i)) for i in range(n))
+    overran = time.time() > due
+    return await burst_report(rig, "bare", tag, n, due, n / seconds, overran)
+
+
+async def burst_report(
+    rig: Rig, side: str, run: str, n: int, due: float, rate: float, overran: bool
+) -> Burst:
+    await sleep_until(due)
+    await rig.host.wait_for(run, n, 60 + n / 20)
+    late = [a.late for a in await rig.host.arrivals(run)]
+    return Burst(
+        side=side,
+        n=n,
+        handled=len(late),
+        seconds=max(late, default=float("inf")) / 1000,
+        p50=percentile(late, 0.5),
+        handover_rate=rate,
+        overran=overran,
+    )
+
+
+# -- 3. worker memory with many sleeping instances --------------------------------------------
+
+
+@dataclass
+class Memory:
+    n: int
+    before_mb: float
+    after_mb: float
+    settled_mb: float
+    """After the enables, gc, a few seconds idle (the worker still running)."""
+    stopped_mb: float
+    """After the worker stopped."""
+    curve: list[tuple[int, float]]
+    """(instances enabled, RSS MB) every 1,000."""
+    enable_rate: float
+
+    @property
+    def per_thousand(self) -> float:
+        return (self.settled_mb - self.before_mb) / max(self.n / 1000, 1e-9)
+
+
+async def memory(rig: Rig, n: int) -> Memory:
+    tag = rig.tag("idle")
+    app = App(tag, sagas=[rig.saga])
+    jobs = JobClient(rig.client, app)
+    curve: list[tuple[int, float]] = []
+    enabled = 0
+    step = 1000 if n >= 2000 else max(1, n // 4)
+
+    def count() -> None:
+        nonlocal enabled
+        enabled += 1
+        if enabled % step == 0:
+            curve.append((enabled, rss_mb()))
+
+    async with job_worker(rig.client, app, rig.sender):
+        gc.collect()
+        before = rss_mb()
+        seconds = await pool(
+            ((lambda i=i: jobs.enable(tag, "idle", tenant=f"t{i}")) for i in range(n)),
+            done=count,
+        )
+        after = rss_mb()
+        await asyncio.sleep(5)
+        gc.collect()
+        settled = rss_mb()
+    gc.collect()
+    stopped = rss_mb()
+    rig.enable_rate = n / seconds
+    return Memory(n, before, after, settled, stopped, curve, n / seconds)
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    steady: dict[str, Steady]
+    bursts: dict[str, list[Burst]]
+    memory: Memory | None
+    duplicates: int
+    elapsed_s: float
+    every: int
+    instances: int
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def cloud_per_tick(s: Steady) -> float:
+    """Billable actions per tick by Temporal Cloud's rules: the histories' steady state, the
+    heartbeats that reached the server, and a Schedule's own start (native side)."""
+    heartbeats = s.metric_per_tick("grpc_RecordActivityTaskHeartbeat")
+    schedule = SCHEDULE_START_ACTIONS if s.side == "native" else 0
+    return s.history.per_tick + heartbeats + schedule
+
+
+def print_report(r: Report) -> None:
+    print()
+    print(
+        f"=== recurring jobs vs native Temporal: {r.instances} instances every {r.every}s for "
+        f"{r.seconds:.0f}s; {r.elapsed_s:.0f}s in all ==="
+    )
+    wow, native = r.steady.get("wow"), r.steady.get("native")
+    if wow is not None and native is not None:
+        print("1. steady ticking (host receive - slot due):")
+        for s in (wow, native):
+            label = "wow.Job + wow.tick" if s.side == "wow" else "native Schedule + 1 activity"
+            print(
+                f"  {label:30} ticks {s.ticks}/{s.expected}  p50 {s.p50:4.0f} ms  "
+                f"p99 {s.p99:4.0f} ms  max {s.max:4.0f} ms  early {s.early}  "
+                f"(set up in {s.setup_s:.2f}s)"
+            )
+        ratio = wow.p99 / native.p99 if native.p99 else float("inf")
+        print(
+            f"  lateness p99 wow/native {ratio:.2f} (target <= 1)  "
+            f"{verdict(wow.p99 <= native.p99 and wow.early == 0)}"
+        )
+        print("  billable actions per tick, steady state:")
+        for s in (wow, native):
+            label = "wow" if s.side == "wow" else "native"
+            heartbeats = s.metric_per_tick("grpc_RecordActivityTaskHeartbeat")
+            extra = f" + schedule start {SCHEDULE_START_ACTIONS}" if s.side == "native" else ""
+            print(
+                f"    {label:6} {cloud_per_tick(s):.2f} = history {s.history.per_tick:.2f} "
+                f"({s.history.describe()}) + heartbeats {heartbeats:.2f}{extra}; "
+                f"whole life incl. start/enable/disable {s.history.whole_per_tick:.2f} over "
+                f"{s.history.ticks} ticks"
+            )
+            print(
+                f"           server `action` metric over the window, per tick: "
+                f"{sum(s.metric.values()) / max(s.ticks, 1):.2f} "
+                f"({describe_metric(s.metric, s.ticks)})"
+            )
+        wow_cost, native_cost = cloud_per_tick(wow), cloud_per_tick(native)
+        print(
+            f"  actions per tick wow {wow_cost:.2f}  native {native_cost:.2f}  ratio "
+            f"{wow_cost / native_cost:.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
+            f"{verdict(wow_cost <= ACTIONS_TARGET)}"
+        )
+        print(
+            "  (the native metric counts the server's own scheduler workflow, which Cloud "
+            f"bills as {SCHEDULE_START_ACTIONS} per start instead)"
+        )
+    if r.bursts:
+        best = {side: max(bs, key=lambda b: b.rate) for side, bs in r.bursts.items() if bs}
+        n = next(iter(best.values())).n
+        print(f"2. {n} instances due on the same second (due -> the host has every command):")
+        for side, bursts in r.bursts.items():
+            for i, b in enumerate(bursts):
+                label = "wow TENANT instances" if side == "wow" else "bare sleep + 1 activity"
+                print(
+                    f"  round {i + 1} {label:26} {b.handled}/{b.n} in {b.seconds:5.2f}s = "
+                    f"{b.rate:5.0f}/s  p50 {b.p50:5.0f} ms  "
+                    f"({'enabled' if side == 'wow' else 'started'} at {b.handover_rate:.0f}/s"
+                    f"{', HANDOVER OVERRAN DUE' if b.overran else ''})"
+                )
+        if "wow" in best and "bare" in best:
+            ratio = best["wow"].rate / best["bare"].rate
+            print(
+                f"  throughput wow {best['wow'].rate:.0f}/s  bare {best['bare'].rate:.0f}/s  "
+                f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
+                f"{verdict(ratio >= THROUGHPUT_TARGET)}  (best round each)"
+            )
+    m = r.memory
+    if m is not None:
+        print(f"3. worker memory with {m.n} enabled instances (yearly cron, asleep):")
+        print(
+            f"  RSS before {m.before_mb:.0f} MB  after enabling {m.after_mb:.0f} MB  settled "
+            f"{m.settled_mb:.0f} MB  worker stopped {m.stopped_mb:.0f} MB  -> "
+            f"{m.per_thousand:.1f} MB per 1,000 instances"
+        )
+        print("  RSS while enabling: " + ", ".join(f"{k} {v:.0f}" for k, v in m.curve))
+        print(f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight)")
+    print(f"host duplicates (redeliveries): {r.duplicates}")
+
+
+async def run(args: argparse.Namespace) -> Report:
+    quick = args.quick
+    n = args.instances or (3 if quick else 20)
+    seconds = args.seconds or (4.0 if quick else 30.0)
+    tenants = args.tenants or (40 if quick else 1000)
+    idle = args.idle if args.idle is not None else (300 if quick else 10_000)
+    rounds = args.rounds or (1 if quick else 2)
+    every = args.every
+    started = time.perf_counter()
+
+    with tempfile.TemporaryDirectory(prefix="wow-bench-jobs-") as tmp:
+        await asyncio.to_thread(Path(tmp, f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
+        sys.path.insert(0, tmp)
+        bare = importlib.import_module(BARE_MODULE)
+        metrics_port = free_port("127.0.0.1")
+        server = EmbeddedTemporal(
+            Path(tmp) / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
+        )
+        host = Host()
+        await asyncio.gather(server.start(), host.start())
+        try:
+            client = await server.connect()
+            metrics = Metrics(metrics_port, server.namespace)
+            async with CommandSender(host.url) as sender, Worker(
+                client,
+                task_queue=BARE_QUEUE,
+                workflows=[bare.Scheduled, bare.Woken],
+                activities=[BareSend(sender).send],
+                max_concurrent_activities=MAX_ACTIVITIES,
+                # The job worker's pollers: compare the designs, not the tuning.
+                workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+                activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+                sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+            ):
+                rig = Rig(client, host, sender, metrics, BenchSaga())
+                print(
+                    f"dev server up in {time.perf_counter() - started:.1f}s; {n} instances every "
+                    f"{every}s for {seconds:.0f}s, {tenants} tenants x {rounds} round(s), "
+                    f"{idle} idle instances",
+                    flush=True,
+                )
+                # Warm up both sides (imports, connections, caches), unmeasured.
+                await asyncio.gather(
+                    steady_wow(rig, 2, every, every), steady_native(rig, 2, every, every)
+                )
+
+                steady: dict[str, Steady] = {}
+                for side in ("wow", "native"):
+                    measure = steady_wow if side == "wow" else steady_native
+                    steady[side] = await measure(rig, n, every, seconds)
+                    s = steady[side]
+                    print(
+                        f"  1. {side:6} {s.ticks}/{s.expected} ticks  p50 {s.p50:.0f} ms  "
+                        f"p99 {s.p99:.0f} ms",
+                        flush=True,
+                    )
+
+                mem = await memory(rig, idle) if idle else None
+                if mem is not None:
+                    print(
+                        f"  3. {idle} enabled at {mem.enable_rate:.0f}/s, RSS {mem.before_mb:.0f}"
+                        f" -> {mem.settled_mb:.0f} MB",
+                        flush=True,
+                    )
+
+                bursts: dict[str, list[Burst]] = {"wow": [], "bare": []}
+                start_rate = 100.0
+                for r in range(rounds):
+                    for side in ("wow", "bare") if r % 2 == 0 else ("bare", "wow"):
+                        if side == "wow":
+                            b = await burst_wow(rig, tenants)
+                        else:
+                            b = await burst_bare(rig, tenants, start_rate)
+                            start_rate = b.handover_rate
+                        bursts[side].append(b)
+                        print(
+                            f"  2. round {r + 1} {side:4} {b.handled}/{b.n} in {b.seconds:.2f}s",
+                            flush=True,
+                        )
+                        await asyncio.sleep(2.0)
+                duplicates = await host.duplicates()
+            await metrics.http.aclose()
+        finally:
+            await asyncio.gather(server.stop(), host.stop())
+
+    return Report(
+        steady=steady,
+        bursts=bursts,
+        memory=mem,
+        duplicates=duplicates,
+        elapsed_s=time.perf_counter() - started,
+        every=every,
+        instances=n,
+        seconds=seconds,
+    )
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    out: dict[str, Any] = asdict(report)
+    for side, s in report.steady.items():
+        out["steady"][side]["actions_per_tick"] = cloud_per_tick(s)
+        out["steady"][side]["history"]["per_tick"] = s.history.per_tick
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="tiny run for the smoke test")
+    parser.add_argument("--instances", type=int, help="ticking instances (default 20, quick 3)")
+    parser.add_argument("--every", type=int, default=1, choices=(1, 2), help="period, seconds")
+    parser.add_argument("--seconds", type=float, help="ticking measured (default 30, quick 4)")
+    parser.add_argument("--tenants", type=int, help="instances due at once (1000, quick 40)")
+    parser.add_argument("--idle", type=int, help="sleeping instances (10000, quick 300; 0: skip)")
+    parser.add_argument("--rounds", type=int, help="burst rounds (default 2, quick 1)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--serve-host", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_host:
+        serve_host(args.serve_host)
+        return 0
+    # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    report = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(to_json(report), default=str))
+    else:
+        print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
