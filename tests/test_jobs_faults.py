@@ -479,9 +479,11 @@ async def test_signals_from_the_temporal_cli_apply_or_are_refused_and_shown(
                 dev_server, "workflow", "metadata", "--workflow-id", workflow_id, "-o", "json"
             )
         )
-        details = json.dumps(metadata)
+        (answer,) = metadata["queryResult"]
+        current = answer["currentDetails"]
+        assert "rule `*/2 * * * * *` (operator)" in current, current
         for notice in refusals:
-            assert json.dumps(notice)[1:-1] in details, (notice, metadata)
+            assert f"notice: {notice}" in current, (notice, current)
 
         await cli_signal(dev_server, workflow_id, DISABLE)
         state = await wait_state(dev_client, workflow_id, lambda s: not s.enabled)
@@ -519,39 +521,100 @@ async def test_signals_from_the_temporal_cli_apply_or_are_refused_and_shown(
 # --- 4. disable while a tick is sending ---------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        "slow-host",  # each command answered after 250 ms
+        "sleeping-handler",  # the handler sleeps 3 s before it returns its commands
+        "send-past-the-heartbeat-timeout",  # one command answered after 4 s, past the 2 s
+    ],
+)
 async def test_disable_is_in_force_when_it_answers_no_command_after(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, recording_host: RecordingHost, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     app = jobs_app.slow
     workflow_id = job_workflow_id(app.context, "slow")
     jobs = JobClient(dev_client, app, delivery=FAST)
-    recording_host.behave("hang", delay=0.25)  # every first request answered after 250 ms
+    if how == "slow-host":
+        recording_host.behave("hang", delay=0.25)
+    elif how == "sleeping-handler":
+        monkeypatch.setenv("JOBS_TEST_SLEEP", "3")  # read by the handler, in this process
+    else:
+        recording_host.behave("hang", delay=4, times=1)
+    handle = dev_client.get_workflow_handle(workflow_id)
+
+    async def tick_started() -> bool:
+        pending = (await handle.describe()).raw_description.pending_activities
+        return any(p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED for p in pending)
+
     async with (
         CommandSender(recording_host.url) as sender,
         job_worker(dev_client, app, sender),
         cleaned(dev_client, app),
     ):
         await jobs.enable(app.context, "slow")
-        await until(lambda: len(recording_host.requests) >= 3, "the tick sending", 10)
+        if how == "sleeping-handler":
+            deadline = time.monotonic() + 10
+            while not await tick_started():
+                assert time.monotonic() < deadline, "the tick did not start"
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+        elif how == "slow-host":
+            await until(lambda: len(recording_host.requests) >= 3, "the tick sending", 10)
+        else:
+            await until(lambda: recording_host.requests, "the first command sent", 10)
         disabled = await jobs.disable(app.context, "slow")
         answered_ms = now_ms()
         assert disabled.status == "Disabled" and disabled.note is None, disabled
         at_answer = len(recording_host.requests)
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(2.5 if how != "send-past-the-heartbeat-timeout" else 4.5)
         late = recording_host.requests[at_answer:]
         assert not late, f"{len(late)} commands sent after the disable answered"
         state = await state_of(dev_client, workflow_id)
-        description = await dev_client.get_workflow_handle(workflow_id).describe()
-        running = [
-            p for p in description.raw_description.pending_activities
-            if p.state != PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-        ]
+        pending = (await handle.describe()).raw_description.pending_activities
 
     requests = recording_host.requests
     assert all(r.received_ms <= answered_ms for r in requests)
-    assert {r.message_header("schedule_slot") for r in requests} == {"1"}
+    assert {r.message_header("schedule_slot") for r in requests} <= {"1"}
     assert len(requests) < jobs_app.SLOW_COMMANDS
-    assert not state.enabled and state.pending is None and not running
+    assert not state.enabled and state.pending is None and not pending, state
     (record,) = state.recent
     assert (record.slot, record.outcome) == (1, "interrupted"), record
-    print(f"\ndisable: {len(requests)} commands sent before the disable answered")
+    print(f"\ndisable ({how}): {len(requests)} commands sent before the disable answered")
+
+
+async def test_a_send_slower_than_the_heartbeat_timeout_is_not_sent_again_alongside(
+    dev_client: Client, recording_host: RecordingHost
+) -> None:
+    """No fault but a slow answer (4 s, within the sender's 10 s timeout, past the 2 s
+    heartbeat timeout): the tick goes on in one attempt, each command sent once."""
+    app = jobs_app.slow
+    workflow_id = job_workflow_id(app.context, "slow")
+    jobs = JobClient(dev_client, app, delivery=FAST)
+    recording_host.behave("hang", request_id=f"{workflow_id}#1:0", delay=4, times=1)
+
+    def slot_1() -> list[RecordedRequest]:
+        return [r for r in recording_host.requests if r.message_header("schedule_slot") == "1"]
+
+    async with (
+        CommandSender(recording_host.url) as sender,
+        job_worker(dev_client, app, sender),
+        cleaned(dev_client, app),
+    ):
+        await jobs.enable(app.context, "slow")
+        await until(
+            lambda: sum(decided(r) for r in slot_1()) >= jobs_app.SLOW_COMMANDS,
+            "every command of slot 1 decided", 20,
+        )
+        state = await wait_state(
+            dev_client, workflow_id, lambda s: any(r.slot == 1 for r in s.recent)
+        )
+        await asyncio.sleep(0.5)  # anything a stale attempt still sends
+        await jobs.disable(app.context, "slow")
+        requests = slot_1()
+
+    repeated = [(r.request_id, r.behaviour) for r in requests if not decided(r)]
+    assert not repeated, f"{len(repeated)} commands sent twice, e.g. {repeated[:3]}"
+    assert [index_of(r) for r in requests] == list(range(jobs_app.SLOW_COMMANDS))
+    (record,) = [r for r in state.recent if r.slot == 1]
+    assert (record.outcome, record.commands, record.delivered) == ("handled", 100, 100)
