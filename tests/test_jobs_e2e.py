@@ -394,3 +394,23 @@ async def test_a_worker_starting_with_a_changed_override_brings_every_tenants_in
         # Brought once: a second start with the same settings finds nothing to do.
         job = s.app.job("per-tenant")
         assert await restarted._bring_tenants(ctx, job, changed["per-tenant"]) == 0
+
+
+async def test_an_instance_terminated_by_an_operator_starts_again_without_repeating_a_slot(
+    dev_client: Client, recording_host: RecordingHost
+) -> None:
+    async with stack(dev_client, recording_host) as s:
+        ctx = s.app.context
+        await s.jobs.enable(ctx, "catch-up")
+        await s.jobs.reschedule(ctx, "catch-up", {"zone": "Asia/Tokyo"})
+        await s.host.wait_for(lambda h: len(s.requests_of("catch-up")) >= 2, timeout=10)
+        workflow_id = f"wow-job:{ctx}:catch-up"
+        await dev_client.get_workflow_handle(workflow_id).terminate("an operator's mistake")
+        before = {r.request_id for r in s.requests_of("catch-up")}
+        again = await s.jobs.enable(ctx, "catch-up")
+        assert again.status == "Enabled"
+        assert again.zone == "Asia/Tokyo"  # its own rule carried over
+        assert again.next_slot is not None and again.next_slot > len(before)
+        await s.host.wait_for(lambda h: len(s.requests_of("catch-up")) >= len(before) + 2)
+        after = [r.request_id for r in s.requests_of("catch-up")]
+        assert len(after) == len(set(after)), "a request id was sent again after the restart"

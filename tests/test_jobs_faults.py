@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -180,6 +181,12 @@ class WorkerProcess:
         if self.proc is not None and self.proc.returncode is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             await self.proc.wait()
+
+
+def fresh_slow_app() -> App:
+    """The slow job in a context of its own (an in-process worker runs it)."""
+    context = f"{jobs_app.CONTEXT}-slow-{uuid.uuid4().hex[:6]}"
+    return App(context, sagas=[jobs_app.SlowSaga(context)])
 
 
 async def terminate_all(client: Client, app: App) -> None:
@@ -532,7 +539,7 @@ async def test_signals_from_the_temporal_cli_apply_or_are_refused_and_shown(
 async def test_disable_is_in_force_when_it_answers_no_command_after(
     dev_client: Client, recording_host: RecordingHost, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    app = jobs_app.slow
+    app = fresh_slow_app()  # ids of their own: a terminated instance's slots carry on
     workflow_id = job_workflow_id(app.context, "slow")
     jobs = JobClient(dev_client, app, delivery=FAST)
     if how == "slow-host":
@@ -588,7 +595,7 @@ async def test_a_send_slower_than_the_heartbeat_timeout_is_not_sent_again_alongs
 ) -> None:
     """No fault but a slow answer (4 s, within the sender's 10 s timeout, past the 2 s
     heartbeat timeout): the tick goes on in one attempt, each command sent once."""
-    app = jobs_app.slow
+    app = fresh_slow_app()  # ids of their own: a terminated instance's slots carry on
     workflow_id = job_workflow_id(app.context, "slow")
     jobs = JobClient(dev_client, app, delivery=FAST)
     recording_host.behave("hang", request_id=f"{workflow_id}#1:0", delay=4, times=1)

@@ -37,6 +37,7 @@ from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
 from wow_temporal.jobs.core import HostRule, JobRule, JobState, RuleLayer, TickRecord
 from wow_temporal.jobs.directory import TenantDirectory, TenantsWorkflow, directory_id
+from wow_temporal.jobs.tick import TickRequest
 from wow_temporal.jobs.workflow import (
     DISABLE,
     ENABLE,
@@ -441,6 +442,25 @@ class JobClient:
             raise
         return state
 
+    async def _closed_run(self, workflow_id: str) -> JobState | None:
+        """The state a closed earlier run of this instance reached (terminated by an operator,
+        say), if there is one: a new run carries its slot numbers and own rule on."""
+        try:
+            description = await self.client.get_workflow_handle(workflow_id).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return None
+        try:  # a worker replays the closed run to answer: its whole state at the end
+            state: JobState = await self.client.get_workflow_handle(workflow_id).query(
+                "state", result_type=JobState, rpc_timeout=self.answer_timeout
+            )
+        except RPCError:
+            return await _last_state(self.client, workflow_id)  # no worker: from its history
+        return state
+
     async def _start(
         self, workflow_id: str, context: str, job: Job, tenant: str | None, partition: int | None
     ) -> None:
@@ -470,6 +490,9 @@ class JobClient:
             processor=job.processor,
             host=host.layer,
         )
+        earlier = await self._closed_run(workflow_id)
+        if earlier is not None:
+            state = state.model_copy(update={"next_slot": earlier.next_slot, "own": earlier.own})
         await self.client.start_workflow(
             JobWorkflow.run,
             JobInput(
@@ -496,6 +519,37 @@ class JobClient:
                 '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
             ),
         )
+
+
+async def _last_state(client: Client, workflow_id: str) -> JobState | None:
+    """What a closed run of the instance had reached, read from its history: the state it
+    started with, its slots past the last tick it scheduled (a new run never repeats a request
+    id; changes made during the run, such as a reschedule, are not read)."""
+    handle = client.get_workflow_handle(workflow_id)
+    started: JobState | None = None
+    last_slot = 0
+    try:
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_execution_started_event_attributes"):
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                (decoded,) = await client.data_converter.decode(payloads, [JobInput])
+                assert isinstance(decoded, JobInput)
+                started = decoded.state
+            elif event.HasField("activity_task_scheduled_event_attributes"):
+                attributes = event.activity_task_scheduled_event_attributes
+                if attributes.activity_type.name == "wow.tick":
+                    (request,) = await client.data_converter.decode(
+                        attributes.input.payloads, [TickRequest]
+                    )
+                    assert isinstance(request, TickRequest)
+                    last_slot = max(last_slot, request.slot)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    if started is None:
+        return None
+    return started.model_copy(update={"next_slot": max(started.next_slot, last_slot + 1)})
 
 
 def _layer(rule: RuleLayer | dict[str, Any] | BaseModel) -> RuleLayer:

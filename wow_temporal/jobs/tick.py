@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
@@ -50,6 +50,8 @@ EARLY_TICK = "EarlyTick"
 """An attempt before the slot is due: retried when it is."""
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class CommandSink(Protocol):
@@ -170,7 +172,9 @@ class TickActivities:
             command = commands[index]
             delivery = _delivery(request, job, command, index)
             try:
-                outcome = await self.sink.send(delivery)
+                outcome = await _heartbeating(
+                    self.sink.send(delivery), progress, finish_when_cancelled=True
+                )
             except DeliveryFailure as error:
                 self._failed(request, progress, f"command {index} of {len(commands)}: {error}")
             progress.sent = index + 1
@@ -205,17 +209,10 @@ class TickActivities:
         while it runs so a long handler is not mistaken for a lost worker."""
         context = SagaContext(self.app.context, job.name)
         if job.is_async:
-            running = asyncio.ensure_future(job.handler(tick, context))
+            handling: Awaitable[Any] = job.handler(tick, context)
         else:
-            running = asyncio.ensure_future(asyncio.to_thread(job.handler, tick, context))
-        timeout = activity.info().heartbeat_timeout
-        beat = timeout.total_seconds() / 3 if timeout else None
-        while True:
-            done, _ = await asyncio.wait({running}, timeout=beat)
-            if done:
-                break
-            activity.heartbeat(progress.model_dump())
-        returned = running.result()
+            handling = asyncio.to_thread(job.handler, tick, context)
+        returned = await _heartbeating(handling, progress, finish_when_cancelled=False)
         if returned is None:
             return []
         commands = list(returned)
@@ -247,6 +244,32 @@ class TickActivities:
             request.workflow_id, request.slot, progress.failures, request.max_failures, reason,
         )
         raise ApplicationError(reason, type=TICK_FAILURE, category=ApplicationErrorCategory.BENIGN)
+
+
+async def _heartbeating(
+    work: Awaitable[T], progress: _Progress, *, finish_when_cancelled: bool
+) -> T:
+    """Await `work`, heartbeating meanwhile so a slow host or handler is not taken for a lost
+    worker. Cancelled (a disable): a send in flight still finishes, so nothing reaches the host
+    after the activity has stopped; a handler is abandoned (it sends nothing itself)."""
+    task = asyncio.ensure_future(work)
+    timeout = activity.info().heartbeat_timeout
+    beat = timeout.total_seconds() / 3 if timeout else None
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task}, timeout=beat)
+        except asyncio.CancelledError:
+            if not finish_when_cancelled:
+                task.cancel()
+                raise
+            cancelled = True
+            continue
+        if not task.done():
+            activity.heartbeat(progress.model_dump())
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def _delivery(request: TickRequest, job: Job, command: Command[Any], index: int) -> DeliveryRequest:
