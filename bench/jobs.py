@@ -22,10 +22,12 @@ of its own, polling alike. Every command, wow's or a baseline's, is the same `be
 3. Worker memory: `--idle` instances enabled (a yearly cron: they sleep), the RSS of this process
    (it runs the worker) before, every 1,000 and after; and the enabling rate.
 
-Part 3 runs before part 2 (its enabling rate sizes the lead time of the burst); the report is in
-the parts' order. Run: `.venv/bin/python bench/jobs.py [--quick] [--instances N] [--every S]
-[--seconds S] [--tenants N] [--idle N] [--rounds R] [--json]`. Exits 0; targets are printed as
-PASS/MISS, never asserted (the machine is small and noisy).
+Each burst's lead time is sized by a pilot (a tenth as many instances of a yearly job enabled
+first); part 3 runs last, so the bursts meet a fresh server.
+
+Run: `.venv/bin/python bench/jobs.py [--quick] [--instances N] [--every S] [--seconds S]
+[--tenants N] [--idle N] [--rounds R] [--json]`. Exits 0; targets are printed as PASS/MISS, never
+asserted (the machine is small and noisy).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import gc
 import importlib
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -505,6 +508,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process (this one if None)."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb() -> float:
     """This process's resident set size (VmRSS), MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -554,9 +565,20 @@ class Rig:
     sender: CommandSender
     metrics: Metrics
     saga: BenchSaga
+    server_pid: int | None = None
+    host_pid: int | None = None
     seq: int = 0
-    enable_rate: float = 50.0
-    """Enables per second, as last measured (sizes the burst's lead time)."""
+    enable_rate: float = 0.0
+    """The slowest enables per second of a burst's pilot (sizes the bare side's lead time:
+    a bare start is one RPC, an enable three)."""
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far: the dev server, this process (the workers), the host."""
+        return {
+            "server": cpu_seconds(self.server_pid),
+            "workers": cpu_seconds(None),
+            "host": cpu_seconds(self.host_pid),
+        }
 
     def tag(self, prefix: str) -> str:
         self.seq += 1
@@ -602,7 +624,6 @@ async def steady_wow(rig: Rig, n: int, every: int, seconds: float) -> Steady:
             (lambda p=p: jobs.enable(tag, job, partition=p)) for p in range(n)
         )
         setup = time.perf_counter() - began
-        rig.enable_rate = n / setup
         start, end = window(every, seconds, time.time())
         await sleep_until(start)
         before = await rig.metrics.snapshot()
@@ -684,6 +705,8 @@ class Burst:
     """Enables (wow) or starts (bare) per second, ahead of the due time."""
     overran: bool
     """Handing over ended after the due time (the measure is off)."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each process spent from the due time to the last command."""
 
     @property
     def rate(self) -> float:
@@ -693,23 +716,30 @@ class Burst:
 async def burst_wow(rig: Rig, n: int) -> Burst:
     tag = rig.tag("burst")
     app = App(tag, sagas=[rig.saga])
-    due = math.ceil(time.time() + 3 + 1.4 * n / rig.enable_rate)
-    rules = {"burst": HostRule(layer=RuleLayer(expression=cron_at(due)))}
+    rules: dict[str, HostRule] = {}
     jobs = JobClient(rig.client, app, host_rules=rules)
     async with job_worker(rig.client, app, rig.sender, host=rules):
+        # A pilot sizes the lead time: a tenth of the burst's instances of the yearly job.
+        pilot = max(10, n // 10)
+        rate = pilot / await pool(
+            (lambda i=i: jobs.enable(tag, "idle", tenant=f"t{i}")) for i in range(pilot)
+        )
+        rig.enable_rate = min(rig.enable_rate, rate) if rig.enable_rate else rate
+        due = math.ceil(time.time() + 3 + 1.5 * n / rate)
+        rules["burst"] = HostRule(layer=RuleLayer(expression=cron_at(due)))
+        jobs = JobClient(rig.client, app, host_rules=rules)  # (it copies an empty mapping)
         seconds = await pool(
             (lambda i=i: jobs.enable(tag, "burst", tenant=f"t{i}")) for i in range(n)
         )
         overran = time.time() > due
-        rig.enable_rate = n / seconds
         result = await burst_report(rig, "wow", tag, n, due, n / seconds, overran)
         await asyncio.sleep(1.0)  # the ticks' last workflow tasks, before the worker stops
     return result
 
 
-async def burst_bare(rig: Rig, n: int, start_rate: float) -> Burst:
+async def burst_bare(rig: Rig, n: int) -> Burst:
     tag = rig.tag("woken")
-    due = math.ceil(time.time() + 3 + 1.4 * n / start_rate)
+    due = math.ceil(time.time() + 3 + 1.5 * n / (rig.enable_rate or 20.0))
 
     async def start(i: int) -> None:
         await rig.client.start_workflow(
@@ -725,7 +755,9 @@ async def burst_report(
     rig: Rig, side: str, run: str, n: int, due: float, rate: float, overran: bool
 ) -> Burst:
     await sleep_until(due)
+    before = rig.cpu()
     await rig.host.wait_for(run, n, 60 + n / 20)
+    after = rig.cpu()
     late = [a.late for a in await rig.host.arrivals(run)]
     return Burst(
         side=side,
@@ -735,6 +767,7 @@ async def burst_report(
         p50=percentile(late, 0.5),
         handover_rate=rate,
         overran=overran,
+        cpu={k: after[k] - before[k] for k in after},
     )
 
 
@@ -753,6 +786,8 @@ class Memory:
     curve: list[tuple[int, float]]
     """(instances enabled, RSS MB) every 1,000."""
     enable_rate: float
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each process spent enabling."""
 
     @property
     def per_thousand(self) -> float:
@@ -776,18 +811,20 @@ async def memory(rig: Rig, n: int) -> Memory:
     async with job_worker(rig.client, app, rig.sender):
         gc.collect()
         before = rss_mb()
+        cpu_before = rig.cpu()
         seconds = await pool(
             ((lambda i=i: jobs.enable(tag, "idle", tenant=f"t{i}")) for i in range(n)),
             done=count,
         )
         after = rss_mb()
+        cpu_after = rig.cpu()
         await asyncio.sleep(5)
         gc.collect()
         settled = rss_mb()
     gc.collect()
     stopped = rss_mb()
-    rig.enable_rate = n / seconds
-    return Memory(n, before, after, settled, stopped, curve, n / seconds)
+    cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+    return Memory(n, before, after, settled, stopped, curve, n / seconds, cpu)
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -874,6 +911,10 @@ def print_report(r: Report) -> None:
                     f"({'enabled' if side == 'wow' else 'started'} at {b.handover_rate:.0f}/s"
                     f"{', HANDOVER OVERRAN DUE' if b.overran else ''})"
                 )
+                print(
+                    "          CPU s from due to the last: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
+                )
         if "wow" in best and "bare" in best:
             ratio = best["wow"].rate / best["bare"].rate
             print(
@@ -890,7 +931,10 @@ def print_report(r: Report) -> None:
             f"{m.per_thousand:.1f} MB per 1,000 instances"
         )
         print("  RSS while enabling: " + ", ".join(f"{k} {v:.0f}" for k, v in m.curve))
-        print(f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight)")
+        print(
+            f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight); CPU s "
+            "enabling: " + ", ".join(f"{k} {v:.1f}" for k, v in m.cpu.items())
+        )
     print(f"host duplicates (redeliveries): {r.duplicates}")
 
 
@@ -928,7 +972,8 @@ async def run(args: argparse.Namespace) -> Report:
                 activity_task_poller_behavior=PollerBehaviorAutoscaling(),
                 sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
             ):
-                rig = Rig(client, host, sender, metrics, BenchSaga())
+                rig = Rig(client, host, sender, metrics, BenchSaga(), server.pid,
+                          host.proc.pid if host.proc else None)
                 print(
                     f"dev server up in {time.perf_counter() - started:.1f}s; {n} instances every "
                     f"{every}s for {seconds:.0f}s, {tenants} tenants x {rounds} round(s), "
@@ -951,6 +996,20 @@ async def run(args: argparse.Namespace) -> Report:
                         flush=True,
                     )
 
+                bursts: dict[str, list[Burst]] = {"wow": [], "bare": []}
+                for r in range(rounds):
+                    for side in ("wow", "bare") if r % 2 == 0 else ("bare", "wow"):
+                        if side == "wow":
+                            b = await burst_wow(rig, tenants)
+                        else:
+                            b = await burst_bare(rig, tenants)
+                        bursts[side].append(b)
+                        print(
+                            f"  2. round {r + 1} {side:4} {b.handled}/{b.n} in {b.seconds:.2f}s",
+                            flush=True,
+                        )
+                        await asyncio.sleep(2.0)
+
                 mem = await memory(rig, idle) if idle else None
                 if mem is not None:
                     print(
@@ -958,22 +1017,6 @@ async def run(args: argparse.Namespace) -> Report:
                         f" -> {mem.settled_mb:.0f} MB",
                         flush=True,
                     )
-
-                bursts: dict[str, list[Burst]] = {"wow": [], "bare": []}
-                start_rate = 100.0
-                for r in range(rounds):
-                    for side in ("wow", "bare") if r % 2 == 0 else ("bare", "wow"):
-                        if side == "wow":
-                            b = await burst_wow(rig, tenants)
-                        else:
-                            b = await burst_bare(rig, tenants, start_rate)
-                            start_rate = b.handover_rate
-                        bursts[side].append(b)
-                        print(
-                            f"  2. round {r + 1} {side:4} {b.handled}/{b.n} in {b.seconds:.2f}s",
-                            flush=True,
-                        )
-                        await asyncio.sleep(2.0)
                 duplicates = await host.duplicates()
             await metrics.http.aclose()
         finally:
