@@ -407,11 +407,12 @@ def _keep(recent: tuple[TickRecord, ...], record: TickRecord) -> tuple[TickRecor
 
 
 def upcoming(state: JobState, now: datetime, count: int = 5) -> list[datetime]:
-    """The next `count` due times of the rule in force (none while disabled)."""
+    """The next `count` due times after now of the rule in force (none while disabled); due
+    times already past are a misfire, not upcoming."""
     if not state.enabled:
         return []
     times: list[datetime] = []
-    cursor = state.cursor if state.cursor is not None else now
+    cursor = now if state.cursor is None else max(state.cursor, now)
     if state.pending is not None:
         cursor = max(cursor, state.pending.due)
     while len(times) < count:
