@@ -1,0 +1,38 @@
+"""The jobs benchmark still runs: `bench/jobs.py --quick` end to end (figures not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "jobs.py"
+
+
+@pytest.mark.timeout(150)
+def test_jobs_bench_quick_runs_and_prints_the_table() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=140,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for line in (
+        "1. steady ticking",
+        "lateness p99 wow/native",
+        "actions per tick wow",
+        "2. 40 instances due on the same second",
+        "throughput wow",
+        "3. worker memory with 300 enabled instances",
+        "enabling rate",
+    ):
+        assert line in out, out
+    assert "early 0" in out, out
+    assert "ticks 0/" not in out, out
+    # Every instance of the burst was handled (none lost, none left for next year).
+    assert "40/40 in" in out, out
