@@ -911,6 +911,8 @@ class JobMachine(RuleBasedStateMachine):
             assert all(a < b for a, b in itertools.pairwise(nexts))
             expression, zone, _ = self.model.rule()
             assert all(is_due(expression, zone, due) for due in nexts)
+            assert nexts[0] > now, "upcoming, not past (those are a misfire)"
+            assert nexts == ref_dues(expression, zone, now, nexts[-1])
         for text in (core.summary(state, now), core.details(state, now)):
             assert state.label in text and state.rule.expression in text
 
