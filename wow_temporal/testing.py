@@ -208,7 +208,7 @@ async def schedule_spec(
         )
         jobs = JobClient(
             env.client, app, task_queue=task_queue, delivery=delivery, clock_offset_ms=offset_ms,
-            continue_as_new_after=continue_as_new_after,
+            continue_as_new_after=continue_as_new_after, resume_closed=False,
         )
         async with Worker(
             env.client,

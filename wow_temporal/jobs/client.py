@@ -155,18 +155,22 @@ class JobClient:
         clock_offset_ms: int = 0,
         answer_timeout: timedelta = ANSWER_TIMEOUT,
         continue_as_new_after: int | None = None,
+        resume_closed: bool = True,
     ) -> None:
         """`host_rules` maps a job name to the host's override (`wow.schedules.<name>`),
         given to instances this client starts; `task_queue` is `job_task_queue(context)` unless
-        given; `clock_offset_ms` is `schedule_spec`'s."""
+        given; `clock_offset_ms` is `schedule_spec`'s. An instance started where an earlier
+        run has closed (an operator terminated it) carries on its slots and own rule, unless
+        `resume_closed` is False (`schedule_spec`: every spec starts afresh)."""
         self.client = client
         self.apps = {app.context: app for app in ([apps] if isinstance(apps, App) else apps)}
-        self.host_rules = host_rules or {}
+        self.host_rules = host_rules if host_rules is not None else {}
         self.task_queue = task_queue
         self.delivery = delivery or DeliverySettings()
         self.clock_offset_ms = clock_offset_ms
         self.answer_timeout = answer_timeout
         self.continue_as_new_after = continue_as_new_after
+        self.resume_closed = resume_closed
 
     # --- the operations -------------------------------------------------------------------
 
@@ -406,8 +410,12 @@ class JobClient:
             job = self._job(context, name)
             if not create or job is None:
                 raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
-            await self._start(workflow_id, context, job, tenant, partition)
-            state = await self._update(handle, update, args)
+            enable = update == ENABLE or (
+                update == HOST and isinstance(argument, HostRule) and argument.enabled is not False
+            )
+            if update not in (ENABLE, HOST):
+                raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
+            state = await self._start(workflow_id, context, job, tenant, partition, enable=enable)
         if isinstance(state, str):
             return JobInfo(
                 workflow_id=workflow_id, context=context, name=name, tenant=tenant,
@@ -462,10 +470,18 @@ class JobClient:
         return state
 
     async def _start(
-        self, workflow_id: str, context: str, job: Job, tenant: str | None, partition: int | None
-    ) -> None:
-        """Start the instance, disabled, with the code's rule and the host's override; a
-        tenant's is entered in the job's tenant directory first (so none is ever missed)."""
+        self,
+        workflow_id: str,
+        context: str,
+        job: Job,
+        tenant: str | None,
+        partition: int | None,
+        *,
+        enable: bool,
+    ) -> JobState:
+        """Start the instance with the code's rule and the host's override, enabled by its
+        first task if `enable`; a tenant's is entered in the job's tenant directory first (so
+        none is ever missed). The state it starts with (as of now) is returned."""
         definition = job.definition
         if tenant is not None:
             await self.client.start_workflow(
@@ -490,7 +506,7 @@ class JobClient:
             processor=job.processor,
             host=host.layer,
         )
-        earlier = await self._closed_run(workflow_id)
+        earlier = await self._closed_run(workflow_id) if self.resume_closed else None
         if earlier is not None:
             state = state.model_copy(update={"next_slot": earlier.next_slot, "own": earlier.own})
         await self.client.start_workflow(
@@ -499,6 +515,7 @@ class JobClient:
                 state=state,
                 delivery=self.delivery,
                 clock_offset_ms=self.clock_offset_ms,
+                enable_at_start=enable,
                 **(
                     {"continue_as_new_after": self.continue_as_new_after}
                     if self.continue_as_new_after is not None
@@ -509,7 +526,8 @@ class JobClient:
             task_queue=self.task_queue or job_task_queue(context),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=initial_search_attributes(
-                job.name, state.tenant, core.JobStatus.DISABLED.value
+                job.name, state.tenant, core.JobStatus.ENABLED.value if enable
+                else core.JobStatus.DISABLED.value,
             ),
             static_summary=static_summary(state),
             static_details=(
@@ -519,6 +537,7 @@ class JobClient:
                 '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
             ),
         )
+        return core.enable(state, self._now()) if enable else state
 
 
 async def _last_state(client: Client, workflow_id: str) -> JobState | None:

@@ -356,7 +356,10 @@ def on_handled(
         slot=tick.slot, due=tick.due, skipped=tick.skipped, outcome="handled",
         commands=commands, delivered=delivered, rejected=rejected, at=now,
     )
-    return _finished(state, tick, record).model_copy(
+    finished = _finished(state, tick, record)
+    if finished is state:  # not the pending tick (a repeated outcome): counted already
+        return state
+    return finished.model_copy(
         update={"handled": state.handled + 1, "commands": state.commands + commands}
     )
 

@@ -168,6 +168,9 @@ class TickActivities:
             self._failed(request, progress, f"{job.processor} failed: {error!r}")
         if self.on_commands is not None:
             self.on_commands(request, tick, commands)
+        timeout = info.heartbeat_timeout
+        beat = timeout.total_seconds() / 3 if timeout else 1.0
+        last_beat = time.monotonic()
         for index in range(progress.sent, len(commands)):
             command = commands[index]
             delivery = _delivery(request, job, command, index)
@@ -188,7 +191,9 @@ class TickActivities:
                     delivery.command.type, delivery.request_id, delivery.target,
                     outcome.error_code, outcome.error_msg,
                 )
-            activity.heartbeat(progress.model_dump())
+            if time.monotonic() - last_beat >= beat:  # heartbeats are billed: only if long
+                activity.heartbeat(progress.model_dump())
+                last_beat = time.monotonic()
         log.info(
             "%s slot %d: %d commands (%d delivered, %d rejected)",
             request.workflow_id, request.slot, len(commands), progress.delivered,

@@ -57,6 +57,8 @@ class JobInput(BaseModel):
     clock_offset_ms: int = 0
     """Virtual time (`schedule_spec`): added to the workflow's clock; 0 in production."""
     continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
+    enable_at_start: bool = False
+    """Enabled by its first task (a new instance created by an enable: one call, not two)."""
 
 
 @workflow.defn(name="wow.Job")
@@ -65,8 +67,10 @@ class JobWorkflow:
 
     @workflow.init
     def __init__(self, input: JobInput) -> None:
-        self._input = input
+        self._input = input.model_copy(update={"enable_at_start": False})
         self._state = input.state
+        if input.enable_at_start:
+            self._state = core.enable(self._state, self._now())
         self._changes = 0
         self._running: workflow.ActivityHandle[TickResult] | None = None
         self._shown_status: str | None = workflow.info().typed_search_attributes.get(SA_STATUS)
