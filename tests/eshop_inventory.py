@@ -1,28 +1,14 @@
-"""The spec's inventory example (`receive-deliveries`), as users write it, for the job tests."""
+"""The spec's inventory example (`workers/eshop/inventory.py`'s saga) with a recording fake of
+the suppliers' feed, for the job tests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 
-from pydantic import BaseModel
+from workers.eshop.inventory import STOCK, InventorySaga, ReceiveStock
 
-from wow_temporal import (
-    App,
-    Command,
-    JobScope,
-    Misfire,
-    NamedAggregate,
-    SagaContext,
-    ScheduleTick,
-    on_schedule,
-)
-
-STOCK = NamedAggregate("eshop-inventory", "stock")
-
-
-class ReceiveStock(BaseModel):
-    quantity: int
+__all__ = ["STOCK", "Deliveries", "Delivery", "InventorySaga", "ReceiveStock"]
 
 
 @dataclass(frozen=True)
@@ -41,27 +27,3 @@ class Deliveries:
     def delivered_on(self, tenant_id: str, day: date) -> list[Delivery]:
         self.asked.append(day)
         return self.by_day.get(day, [])
-
-
-class InventorySaga:
-    def __init__(self, deliveries: Deliveries) -> None:
-        self.deliveries = deliveries
-
-    @on_schedule(name="receive-deliveries", cron="0 0 6 * * *")
-    def on_schedule(self, tick: ScheduleTick, context: SagaContext) -> list[Command[ReceiveStock]]:
-        today = tick.due_at.date()
-        days = [today - timedelta(days=n) for n in range(tick.skipped + 1, 0, -1)]
-        return [
-            context.command(
-                STOCK.ref(tick.tenant_id, d.product_id), ReceiveStock(quantity=d.quantity)
-            )
-            for day in days
-            for d in self.deliveries.delivered_on(tick.tenant_id, day)
-        ]
-
-
-def inventory_app(deliveries: Deliveries) -> App:
-    return App("eshop-inventory", sagas=[InventorySaga(deliveries)])
-
-
-_ = (JobScope, Misfire)

@@ -74,10 +74,8 @@ class EchoHostService(_Uvicorn):
         await self.shutdown()
 
 
-class TimerWorkerService:
-    """The timer worker, delivering to the host at `host_url`."""
-
-    name = "timer worker"
+class _WorkerService:
+    """A Temporal worker run on a task of the dev loop, sending to the host at `host_url`."""
 
     def __init__(self, settings: Settings, host_url: str) -> None:
         self.settings = settings
@@ -85,12 +83,6 @@ class TimerWorkerService:
         self._sender: CommandSender | None = None
         self._worker: Worker | None = None
         self._task: asyncio.Task[None] | None = None
-
-    async def start(self, ctx: DevContext) -> str:
-        self._sender = CommandSender(self.host_url)
-        self._worker = timer_worker(ctx.client, self._sender)
-        self._task = asyncio.create_task(self._worker.run())
-        return f"task queue {TIMER_TASK_QUEUE}, delivering to {self.host_url}"
 
     async def stop(self) -> None:
         if self._worker is not None and self._task is not None:
@@ -101,19 +93,28 @@ class TimerWorkerService:
             await self._sender.aclose()
 
 
-class JobWorkerService:
+class TimerWorkerService(_WorkerService):
+    """The timer worker, delivering to the host at `host_url`."""
+
+    name = "timer worker"
+
+    async def start(self, ctx: DevContext) -> str:
+        self._sender = CommandSender(self.host_url)
+        self._worker = timer_worker(ctx.client, self._sender)
+        self._task = asyncio.create_task(self._worker.run())
+        return f"task queue {TIMER_TASK_QUEUE}, delivering to {self.host_url}"
+
+
+
+class JobWorkerService(_WorkerService):
     """The worker of an App's recurring jobs; at start it enables the SYSTEM jobs (unless the
     settings say `enabled: false`) and brings every instance to the host's overrides."""
 
     name = "job worker"
 
     def __init__(self, settings: Settings, host_url: str, app: App) -> None:
-        self.settings = settings
-        self.host_url = host_url
+        super().__init__(settings, host_url)
         self.app = app
-        self._sender: CommandSender | None = None
-        self._worker: Worker | None = None
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self, ctx: DevContext) -> str:
         rules = host_rules(self.settings, self.app)
@@ -135,13 +136,6 @@ class JobWorkerService:
             f"{shown or 'no SYSTEM jobs'}"
         )
 
-    async def stop(self) -> None:
-        if self._worker is not None and self._task is not None:
-            await self._worker.shutdown()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._sender is not None:
-            await self._sender.aclose()
 
 
 class ApiService:

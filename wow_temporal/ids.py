@@ -1,4 +1,5 @@
-"""Temporal identities: the workflow ids of timers and deletion records, readable and injective.
+"""Temporal identities: the workflow ids of timers, job instances and deletion records, readable
+and injective.
 
 Each `{part}` of an id has `%` and `:` percent-encoded (`%25`, `%3A`), and a context name its `.`
 (`%2E`) too, so two different aggregates, tenants or keys never share an id; parts without those

@@ -9,8 +9,10 @@ same each time it is asked (so handling a tick again sends the same commands).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -33,6 +35,19 @@ class Delivery:
     quantity: int
 
 
+class DeliveryLike(Protocol):
+    @property
+    def product_id(self) -> str: ...
+    @property
+    def quantity(self) -> int: ...
+
+
+class Deliveries(Protocol):
+    """What the saga needs of the suppliers' feed (injected: a real client, or a test's fake)."""
+
+    def delivered_on(self, tenant_id: str, day: date) -> Sequence[DeliveryLike]: ...
+
+
 class SupplierFeed:
     """What the suppliers delivered on a day: made up, but stable for a (tenant, day)."""
 
@@ -48,7 +63,7 @@ class SupplierFeed:
 class InventorySaga:
     """The inventory's saga: its morning job receives yesterday's deliveries."""
 
-    def __init__(self, deliveries: SupplierFeed) -> None:
+    def __init__(self, deliveries: Deliveries) -> None:
         self.deliveries = deliveries
 
     @on_schedule(name="receive-deliveries", cron="0 0 6 * * *")

@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -23,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from wow_temporal.jobs.attributes import SA_STATUS
     from wow_temporal.jobs.core import HostRule, JobState, PendingTick, RuleLayer
     from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
-    from wow_temporal.timers.workflow import LOST_ATTEMPTS_ALLOWED, DeliverySettings
+    from wow_temporal.timers.workflow import DeliverySettings
 
 __all__ = [
     "DISABLE",
@@ -229,13 +228,7 @@ class JobWorkflow:
             result_type=TickResult,
             start_to_close_timeout=timedelta(hours=24),
             heartbeat_timeout=settings.heartbeat_timeout,
-            retry_policy=RetryPolicy(
-                initial_interval=settings.initial_interval,
-                backoff_coefficient=settings.backoff,
-                maximum_interval=settings.max_interval,
-                maximum_attempts=settings.max_attempts * LOST_ATTEMPTS_ALLOWED,
-                non_retryable_error_types=[TICK_PARKED],
-            ),
+            retry_policy=settings.retry_policy(TICK_PARKED),
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"{state.label} slot {tick.slot}",
         )

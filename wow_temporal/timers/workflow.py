@@ -54,6 +54,17 @@ class DeliverySettings(BaseModel):
     heartbeat_timeout: timedelta = timedelta(seconds=5)
     """How soon an attempt whose worker died is tried again (a slow send heartbeats)."""
 
+    def retry_policy(self, parked_type: str) -> RetryPolicy:
+        """Temporal's retries of an activity that parks itself (raising `parked_type`) after
+        `max_attempts` failures of the host; attempts lost with workers are the backstop."""
+        return RetryPolicy(
+            initial_interval=self.initial_interval,
+            backoff_coefficient=self.backoff,
+            maximum_interval=self.max_interval,
+            maximum_attempts=self.max_attempts * LOST_ATTEMPTS_ALLOWED,
+            non_retryable_error_types=[parked_type],
+        )
+
 
 class TimerInput(BaseModel):
     """The workflow's input, and what it carries across continue-as-new."""
@@ -223,13 +234,7 @@ class TimerWorkflow:
             result_type=DeliveryOutcome,
             start_to_close_timeout=settings.attempt_timeout,
             heartbeat_timeout=settings.heartbeat_timeout,
-            retry_policy=RetryPolicy(
-                initial_interval=settings.initial_interval,
-                backoff_coefficient=settings.backoff,
-                maximum_interval=settings.max_interval,
-                maximum_attempts=settings.max_attempts * LOST_ATTEMPTS_ALLOWED,
-                non_retryable_error_types=[DELIVERY_PARKED],
-            ),
+            retry_policy=settings.retry_policy(DELIVERY_PARKED),
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"{delivery.request_id}: {core.summary(spec, delivery.due)}",
         )
