@@ -73,13 +73,19 @@ class ScheduleSpec:
 
     @property
     def ticks(self) -> list[ScheduleTick]:
-        """Every tick handled so far, in the order they ran."""
-        return [tick for tick, _ in self._recorder.derived.values()]
+        """Every tick handled so far, by due time (instances due at once: by workflow id)."""
+        return [tick for tick, _ in self._in_order()]
 
     @property
     def commands(self) -> list[Command[Any]]:
         """Every command the handlers derived so far, in order."""
-        return [c for _, commands in self._recorder.derived.values() for c in commands]
+        return [c for _, commands in self._in_order() for c in commands]
+
+    def _in_order(self) -> list[tuple[ScheduleTick, list[Command[Any]]]]:
+        ordered = sorted(
+            self._recorder.derived.items(), key=lambda item: (item[1][0].due, item[0])
+        )
+        return [derived for _, derived in ordered]
 
     @property
     def sent(self) -> list[DeliveryRequest]:
