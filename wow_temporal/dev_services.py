@@ -18,6 +18,7 @@ from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
+from wow_temporal.timers.core import short_instant
 from wow_temporal.worker import delivery_settings, job_worker, timer_worker
 
 __all__ = [
@@ -128,7 +129,7 @@ class JobWorkerService(_WorkerService):
         instances = await jobs.bring_to_settings(self.app)
         shown = ", ".join(
             f"{info.name} {info.status.lower()}"
-            + (f" (next {info.next_due[0]:%Y-%m-%d %H:%M}Z)" if info.next_due else "")
+            + (f" (next {short_instant(info.next_due[0])})" if info.next_due else "")
             for info in instances
         )
         return (
