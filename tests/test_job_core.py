@@ -938,3 +938,19 @@ def test_slots_stay_strictly_increasing_past_the_missed_count_bound(
     state = handled(state, tick, now)
     state, following = take(state, T0 + timedelta(minutes=1, seconds=5))
     assert following.slot > tick.slot
+
+
+def test_apply_host_enables_a_new_instance_keeps_one_running_and_obeys_enabled_false() -> None:
+    """A worker's settings: a never-enabled instance is enabled, an enabled one is not reset,
+    `enabled: false` disables, and the override lands in the host layer."""
+    rule = core.HostRule(layer=RuleLayer(zone="Asia/Tokyo"))
+    fresh = core.apply_host(job(EVERY_MINUTE), rule, T0)
+    assert fresh.enabled and fresh.cursor == T0 and fresh.host.zone == "Asia/Tokyo"
+    later = T0 + timedelta(minutes=5)
+    running, _ = take(core.enable(job(EVERY_MINUTE), T0), T0 + timedelta(minutes=1))
+    again = core.apply_host(running, core.HostRule(), later)
+    assert again.next_slot == running.next_slot and again.cursor == running.cursor
+    off = core.apply_host(running, core.HostRule(enabled=False), later)
+    assert not off.enabled
+    assert core.reschedule_refusal(RuleLayer()) is not None
+    assert core.reschedule_refusal(RuleLayer(zone="UTC")) is None

@@ -597,7 +597,7 @@ def schedule_reschedule(
     as_json: _Json = False,
 ) -> None:
     """Give an instance its own rule (wow.schedule.reschedule): any of expression, zone, misfire."""
-    from wow_temporal.jobs.core import RuleLayer, reschedule_error
+    from wow_temporal.jobs.core import RuleLayer, reschedule_refusal
 
     try:
         rule = RuleLayer.model_validate(
@@ -606,7 +606,7 @@ def schedule_reschedule(
     except ValidationError as error:
         raise _fail(explain(error)) from None
     problem = "give at least one of --expression, --zone or --misfire" if rule.empty else (
-        reschedule_error(rule)
+        reschedule_refusal(rule)
     )
     if problem is not None:
         raise _fail(problem)

@@ -197,9 +197,7 @@ class JobClient:
     ) -> JobInfo:
         """Give the instance its own rule: any of expression, zone, misfire."""
         layer = _layer(rule)
-        error = core.reschedule_error(layer) if not layer.empty else (
-            "give at least one of 'expression', 'zone' or 'misfire'"
-        )
+        error = core.reschedule_refusal(layer)
         if error is not None:
             raise JobError(error)
         return await self._change(context, name, tenant, partition, RESCHEDULE, layer)

@@ -38,6 +38,7 @@ __all__ = [
     "Step",
     "TickOutcome",
     "TickRecord",
+    "apply_host",
     "details",
     "disable",
     "enable",
@@ -48,6 +49,7 @@ __all__ = [
     "on_interrupted",
     "reschedule",
     "reschedule_error",
+    "reschedule_refusal",
     "retry",
     "set_host",
     "step",
@@ -327,6 +329,13 @@ def reschedule_error(layer: RuleLayer) -> str | None:
     return None
 
 
+def reschedule_refusal(layer: RuleLayer) -> str | None:
+    """Why a reschedule with `layer` is refused: nothing given, or a bad expression or zone."""
+    if layer.empty:
+        return "give at least one of 'expression', 'zone' or 'misfire'"
+    return reschedule_error(layer)
+
+
 def reschedule(state: JobState, layer: RuleLayer, now: datetime) -> JobState:
     """The instance's own rule, field by field over what it had; the next due time is counted
     from now, so a new rule never finds a past slot to run."""
@@ -337,6 +346,18 @@ def reschedule(state: JobState, layer: RuleLayer, now: datetime) -> JobState:
 def set_host(state: JobState, host: RuleLayer, now: datetime) -> JobState:
     """The host's override as the worker now has it (replacing the one it had)."""
     return _new_rule(state.model_copy(update={"host": host}), state, now)
+
+
+def apply_host(state: JobState, rule: HostRule, now: datetime) -> JobState:
+    """A worker's settings for the job: its override, and `enabled: false` keeping the
+    instance disabled; an instance never enabled yet is enabled (the host enables SYSTEM
+    jobs at start), one enabled already is never reset."""
+    state = set_host(state, rule.layer, now)
+    if rule.enabled is False:
+        return disable(state)
+    if state.cursor is None:
+        return enable(state, now)
+    return state
 
 
 def _new_rule(changed: JobState, before: JobState, now: datetime) -> JobState:

@@ -113,7 +113,7 @@ class JobWorkflow:
 
     @reschedule.validator
     def _valid_rule(self, rule: RuleLayer) -> None:
-        error = _rule_error(rule)
+        error = core.reschedule_refusal(rule)
         if error is not None:
             raise ApplicationError(error, type="InvalidRule", non_retryable=True)
 
@@ -137,12 +137,7 @@ class JobWorkflow:
     @workflow.update(name=HOST)
     def host(self, rule: HostRule) -> JobState:
         """The worker's override of the job, and whether its settings enable it."""
-        state = core.set_host(self._state, rule.layer, self._now())
-        if rule.enabled is False:
-            state = core.disable(state)
-        elif self._state.cursor is None:
-            state = core.enable(state, self._now())  # a new instance: the host enables it
-        self._change(state)
+        self._change(core.apply_host(self._state, rule, self._now()))
         return self._state
 
     @workflow.signal(name=ENABLE)
@@ -165,7 +160,7 @@ class JobWorkflow:
         except (ValidationError, ValueError) as error:
             self._refused(f"{RESCHEDULE} signal refused: {_first_line(error)}")
             return
-        error_text = _rule_error(rule)
+        error_text = core.reschedule_refusal(rule)
         if error_text is not None:
             self._refused(f"{RESCHEDULE} signal refused: {error_text}")
             return
@@ -272,12 +267,6 @@ class JobWorkflow:
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > self._input.continue_as_new_after
         )
-
-
-def _rule_error(rule: RuleLayer) -> str | None:
-    if rule.empty:
-        return "give at least one of 'expression', 'zone' or 'misfire'"
-    return core.reschedule_error(rule)
 
 
 def _first_line(error: Exception) -> str:
