@@ -954,3 +954,40 @@ def test_apply_host_enables_a_new_instance_keeps_one_running_and_obeys_enabled_f
     assert not off.enabled
     assert core.reschedule_refusal(RuleLayer()) is not None
     assert core.reschedule_refusal(RuleLayer(zone="UTC")) is None
+
+
+def test_a_long_outage_is_counted_quickly_and_the_latest_due_runs() -> None:
+    """Three days of a one-second rule missed: one step well under the SDK's 2 s task limit,
+    the latest due time runs, at most MAX_MISSED_COUNTED counted."""
+    import time
+
+    state = core.enable(job("* * * * * *"), T0)
+    now = T0 + timedelta(days=3, milliseconds=500)
+    started = time.perf_counter()
+    _, step = core.step(state, now)
+    assert time.perf_counter() - started < 1.0
+    assert isinstance(step, core.Handle)
+    assert step.tick.due == T0 + timedelta(days=3)
+    assert step.tick.skipped == core.MAX_MISSED_COUNTED - 1
+
+
+def test_the_host_enables_again_what_it_disabled_but_not_what_an_operator_did() -> None:
+    """`enabled: false` removed from the settings: the host's disable ends; an operator's stays."""
+    running = core.enable(job(EVERY_MINUTE), T0)
+    later = T0 + timedelta(hours=1)
+    off = core.apply_host(running, core.HostRule(enabled=False), later)
+    assert not off.enabled and off.host_disabled
+    back = core.apply_host(off, core.HostRule(), later + timedelta(hours=1))
+    assert back.enabled and not back.host_disabled
+    by_operator = core.disable(running)
+    assert not core.apply_host(by_operator, core.HostRule(), later).enabled
+
+
+def test_texts_kept_in_the_state_are_clipped_and_unknown_rule_keys_refused() -> None:
+    """A huge error or notice cannot grow the state past Temporal's limits."""
+    state, tick = take(core.enable(job(EVERY_MINUTE), T0), T0 + timedelta(minutes=1))
+    parked = core.on_failed(state, tick, T0 + timedelta(minutes=1), "x" * 100_000)
+    assert parked.pending is not None and len(parked.pending.reason) <= core.MAX_TEXT
+    assert len(core.notice(state, "y" * 100_000).notices[-1]) <= core.MAX_TEXT
+    with pytest.raises(ValueError, match="zon"):
+        RuleLayer.model_validate({"expression": EVERY_MINUTE, "zon": "Europe/Paris"})

@@ -277,6 +277,17 @@ async def test_bad_input_at_the_job_edges_is_refused_and_changes_nothing(
         assert "no job no-such-job" in unknown.json()["message"]
         with pytest.raises(UnknownJobError):
             await s.jobs.disable(ctx, "no-such-job")
+        for headers in ({"Command-Tenant-Id": " "}, {"Command-Tenant-Id": "t" * 500}):
+            odd_tenant = await s.http.post(
+                f"/{ctx}/schedule/per-tenant/wow.schedule.enable",
+                headers={**auth(OPERATOR), **headers},
+            )
+            assert odd_tenant.status_code == 400, odd_tenant.text
+        # A context that is a prefix of this one lists none of its instances.
+        prefix = await s.http.get(
+            "/schedules", params={"context": ctx[:-2]}, headers=auth(OPERATOR)
+        )
+        assert prefix.status_code == 200 and prefix.json() == []
         no_token = await s.http.post(route, json={"zone": "UTC"})
         assert no_token.status_code == 401
         wrong_token = await s.http.post(route, json={"zone": "UTC"}, headers=auth("nope"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,8 +19,10 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -67,7 +68,12 @@ def job_task_queue(context: str) -> str:
 log = logging.getLogger(__name__)
 
 ANSWER_TIMEOUT = timedelta(seconds=10)
-"""How long a change waits for a worker before it is sent as a signal instead."""
+"""How long a change waits for a worker to accept it before it is sent as a signal instead."""
+
+RESULT_TIMEOUT = timedelta(seconds=60)
+"""How long an accepted change may take to answer (a disable waits for the tick in flight)."""
+
+_MAX_ID_PART = 200
 
 Source = Literal["code", "host", "tenant", "operator"]
 
@@ -230,6 +236,8 @@ class JobClient:
             state: JobState = await handle.query(
                 "state", result_type=JobState, rpc_timeout=self.answer_timeout
             )
+        except WorkflowQueryFailedError as error:
+            raise JobError(f"the instance could not answer: {error}") from None
         except RPCError as error:
             if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
                 raw = description.typed_search_attributes.get(SA_STATUS) or "Unknown"
@@ -254,7 +262,8 @@ class JobClient:
         it may lag a change by a second)."""
         clauses = ["WorkflowType = 'wow.Job'", "ExecutionStatus = 'Running'"]
         if context is not None:
-            clauses.append(f"WorkflowId STARTS_WITH {_quote(job_workflow_id(context, '')[:-1])}")
+            prefix = job_workflow_id(context, "x")[:-1]  # `wow-job:{context}:`
+            clauses.append(f"WorkflowId STARTS_WITH {_quote(prefix)}")
         if name is not None:
             clauses.append(f"{SA_JOB.name} = {_quote(name)}")
         if tenant is not None:
@@ -293,11 +302,17 @@ class JobClient:
                 await self._bring_tenants(app.context, job, rule)
                 continue
             for partition in self._partitions(job):
-                answers.append(
-                    await self._change(
-                        app.context, job.name, None, partition, HOST, rule, create=True
+                try:
+                    answers.append(
+                        await self._change(
+                            app.context, job.name, None, partition, HOST, rule, create=True
+                        )
                     )
-                )
+                except (JobError, RPCError) as error:  # one instance must not stop the worker
+                    log.warning(
+                        "job %s partition %s: not brought to the settings: %s",
+                        job.name, partition, error,
+                    )
         return answers
 
     async def _bring_tenants(self, context: str, job: Job, rule: HostRule) -> int:
@@ -317,12 +332,22 @@ class JobClient:
             return 0
         gate = asyncio.Semaphore(32)
 
+        failed: builtins.list[str] = []
+
         async def bring(tenant: str) -> None:
             async with gate:
-                with contextlib.suppress(UnknownJobError):  # terminated by an operator
+                try:
                     await self._change(context, job.name, tenant, None, HOST, wanted)
+                except UnknownJobError:
+                    pass  # terminated by an operator
+                except (JobError, RPCError) as error:
+                    failed.append(tenant)
+                    log.warning("job %s tenant %s: not brought to the settings: %s",
+                                job.name, tenant, error)
 
         await asyncio.gather(*(bring(tenant) for tenant in directory.tenants))
+        if failed:
+            return len(directory.tenants) - len(failed)  # tried again at the next start
         await handle.execute_update("host", wanted, result_type=TenantDirectory)
         log.info(
             "job %s: brought %d tenants' instances to the host's override",
@@ -347,6 +372,13 @@ class JobClient:
 
     def _id(self, context: str, name: str, tenant: str | None, partition: int | None) -> str:
         validate_key(name, "job name")
+        for what, value in (("context", context), ("tenant", tenant)):
+            if value is None:
+                continue
+            if not value.strip() or len(value) > _MAX_ID_PART or not value.isprintable():
+                raise JobError(
+                    f"invalid {what} {value[:40]!r}: 1 to {_MAX_ID_PART} printable characters"
+                )
         job = self._job(context, name)
         if job is not None:
             scope = job.definition.scope
@@ -424,14 +456,20 @@ class JobClient:
     async def _update(
         self, handle: Any, update: str, args: builtins.list[Any]
     ) -> JobState | str:
-        """Run `update`; with no worker answering in time, send the signal of the same name
-        (kept by the server, applied before anything else when a worker runs the instance)."""
+        """Run `update` and wait for its answer. With no worker to accept it in time, send the
+        signal of the same name instead (kept by the server, applied before anything else when
+        a worker runs the instance); once accepted, wait for the answer however long it takes
+        (a disable answers when the tick in flight has stopped), up to `RESULT_TIMEOUT`."""
         try:
-            state: JobState = await handle.execute_update(
-                update, args=args, result_type=JobState, rpc_timeout=self.answer_timeout
+            accepted = await handle.start_update(
+                update,
+                args=args,
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                result_type=JobState,
+                rpc_timeout=self.answer_timeout,
             )
         except WorkflowUpdateRPCTimeoutOrCancelledError:
-            if update not in (ENABLE, DISABLE, RESCHEDULE):
+            if update not in (ENABLE, DISABLE, RESCHEDULE, HOST):
                 raise JobError(
                     f"no worker answered within {self.answer_timeout.total_seconds():g}s: "
                     "start one (wow-temporal worker --app …) and try again"
@@ -442,10 +480,17 @@ class JobClient:
                 f"as the {update} signal, applied before anything else when a worker runs it"
             )
         except WorkflowUpdateFailedError as error:
-            cause = error.cause
-            if isinstance(cause, ApplicationError):
-                raise JobError(cause.message) from None
-            raise
+            raise JobError(_cause(error)) from None
+        try:
+            state: JobState = await accepted.result(rpc_timeout=RESULT_TIMEOUT)
+        except WorkflowUpdateFailedError as error:
+            raise JobError(_cause(error)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise JobError(
+                f"{update} was accepted but not answered within "
+                f"{RESULT_TIMEOUT.total_seconds():g}s (a tick in flight is still stopping): "
+                "show the instance to see when it is in force"
+            ) from None
         return state
 
     async def _closed_run(self, workflow_id: str) -> JobState | None:
@@ -567,6 +612,14 @@ async def _last_state(client: Client, workflow_id: str) -> JobState | None:
     if started is None:
         return None
     return started.model_copy(update={"next_slot": max(started.next_slot, last_slot + 1)})
+
+
+def _cause(error: WorkflowUpdateFailedError) -> str:
+    """What refused an update, in words (a validator's message, or the failure)."""
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    return str(cause or error)
 
 
 def _layer(rule: RuleLayer | dict[str, Any] | BaseModel) -> RuleLayer:

@@ -12,7 +12,7 @@ COALESCE runs only the latest of those and counts the others in `skipped`, CATCH
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Literal
@@ -57,9 +57,15 @@ __all__ = [
     "upcoming",
 ]
 
-MAX_MISSED_COUNTED = 1_000_000
-"""A misfire counts at most this many missed due times (a one-second rule after eleven days
-down); older ones are dropped from the count. Nothing is ever run early."""
+MAX_MISSED_COUNTED = 10_000
+"""A misfire counts at most this many missed due times one by one (a one-second rule after
+almost three hours down); past that the latest is found by probing back from now, the rest go
+uncounted in `skipped` and unnumbered. Counting stays well under the SDK's 2 s limit on a
+workflow task (about 7 µs a due time). Nothing is ever run early."""
+
+MAX_TEXT = 300
+"""Characters kept of an error or notice in the state (it travels in every continue-as-new,
+query and the current details: a huge message must not push it past Temporal's limits)."""
 
 RECENT_TICKS = 10
 """How many finished ticks the state (and the Web UI's current details) keeps."""
@@ -99,7 +105,10 @@ class JobRule(_Frozen):
 
 
 class RuleLayer(_Frozen):
-    """One layer of overrides (host's or the instance's own); None keeps the layer below."""
+    """One layer of overrides (host's or the instance's own); None keeps the layer below.
+    An unknown key is refused (a misspelt `zon` must not be dropped silently)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     expression: str | None = None
     zone: str | None = None
@@ -173,6 +182,9 @@ class JobState(_Frozen):
     own: RuleLayer = RuleLayer()
     """The instance's own rule (a tenant's `reschedule`, or an operator's): above the host's."""
     enabled: bool = False
+    host_disabled: bool = False
+    """Disabled by the host's `enabled: false` (not an operator): enabled again when the
+    host's settings no longer say so."""
     next_slot: int = 1
     cursor: datetime | None = None
     """The latest due time passed (handled or skipped), or the instant of the last enable."""
@@ -296,11 +308,28 @@ def _latest_due(rule: JobRule, first: datetime, now: datetime) -> tuple[datetime
             break
         latest, count = following, count + 1
     else:
-        # Counted enough: jump to the latest due time without numbering the rest.
-        following = rule.next_after(latest)
-        while following is not None and following <= now:
-            latest, following = following, rule.next_after(following)
+        latest = _latest_not_after(rule, latest, now)
     return latest, count
+
+
+def _latest_not_after(rule: JobRule, known: datetime, now: datetime) -> datetime:
+    """The latest due time not after `now` (`known` is one), probing back from now over
+    doubling spans rather than walking every due time."""
+    span = timedelta(seconds=1)
+    while now - span > known:
+        found = rule.next_after(now - span)
+        if found is not None and found <= now:
+            known = found
+            break
+        span *= 2
+    following = rule.next_after(known)
+    while following is not None and following <= now:
+        known, following = following, rule.next_after(following)
+    return known
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 def enable(state: JobState, now: datetime) -> JobState:
@@ -308,13 +337,13 @@ def enable(state: JobState, now: datetime) -> JobState:
     if state.enabled:
         return state
     cursor = now if state.cursor is None else max(state.cursor, now)
-    return state.model_copy(update={"enabled": True, "cursor": cursor})
+    return state.model_copy(update={"enabled": True, "cursor": cursor, "host_disabled": False})
 
 
 def disable(state: JobState) -> JobState:
     """Disable it: no tick starts until it is enabled again (a running one is interrupted by
     the shell, `on_interrupted`); a parked tick stays parked, to be retried when enabled."""
-    return state.model_copy(update={"enabled": False})
+    return state.model_copy(update={"enabled": False, "host_disabled": False})
 
 
 def reschedule_error(layer: RuleLayer) -> str | None:
@@ -351,11 +380,14 @@ def set_host(state: JobState, host: RuleLayer, now: datetime) -> JobState:
 def apply_host(state: JobState, rule: HostRule, now: datetime) -> JobState:
     """A worker's settings for the job: its override, and `enabled: false` keeping the
     instance disabled; an instance never enabled yet is enabled (the host enables SYSTEM
-    jobs at start), one enabled already is never reset."""
+    jobs at start), one enabled already is never reset; one the host disabled is enabled
+    again once its settings no longer say `enabled: false` (an operator's disable stays)."""
     state = set_host(state, rule.layer, now)
     if rule.enabled is False:
-        return disable(state)
-    if state.cursor is None:
+        if not state.enabled:
+            return state
+        return disable(state).model_copy(update={"host_disabled": True})
+    if state.cursor is None or state.host_disabled:
         return enable(state, now)
     return state
 
@@ -398,6 +430,7 @@ def on_failed(state: JobState, tick: PendingTick, now: datetime, reason: str) ->
     """The handler or a send kept failing: park the tick; later slots wait behind it."""
     if state.pending is None or state.pending.slot != tick.slot:
         return state
+    reason = _clip(reason)
     parked = tick.model_copy(update={"parked": True, "reason": reason})
     record = TickRecord(
         slot=tick.slot, due=tick.due, skipped=tick.skipped, outcome="parked",
@@ -417,7 +450,7 @@ def retry(state: JobState) -> JobState:
 
 def notice(state: JobState, text: str) -> JobState:
     """Keep `text` (a refused signal, say) for the current details."""
-    return state.model_copy(update={"notices": (*state.notices, text)[-_NOTICES:]})
+    return state.model_copy(update={"notices": (*state.notices, _clip(text))[-_NOTICES:]})
 
 
 def _finished(state: JobState, tick: PendingTick, record: TickRecord) -> JobState:

@@ -140,6 +140,26 @@ class JobWorkflow:
         self._change(core.apply_host(self._state, rule, self._now()))
         return self._state
 
+    @host.validator
+    def _valid_host(self, rule: HostRule) -> None:
+        error = core.reschedule_error(rule.layer)
+        if error is not None:
+            raise ApplicationError(error, type="InvalidRule", non_retryable=True)
+
+    @workflow.signal(name=HOST)
+    def host_signal(self, payload: Any = None) -> None:
+        """The worker's settings sent as a signal, when no worker answered the update."""
+        try:
+            rule = HostRule.model_validate(payload)
+        except ValidationError as error:
+            self._refused(f"{HOST} signal refused: {_first_line(error)}")
+            return
+        error_text = core.reschedule_error(rule.layer)
+        if error_text is not None:
+            self._refused(f"{HOST} signal refused: {error_text}")
+            return
+        self._change(core.apply_host(self._state, rule, self._now()))
+
     @workflow.signal(name=ENABLE)
     def enable_signal(self, ignored: Any = None) -> None:
         self._change(core.enable(self._state, self._now()))
@@ -196,7 +216,7 @@ class JobWorkflow:
             timeout = max(until - self._now(), timedelta(milliseconds=1))
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: self._changes != seen,
+                lambda: self._changes != seen or workflow.info().is_continue_as_new_suggested(),
                 timeout=timeout,
                 timeout_summary=core.summary(self._state, self._now()),
             )
