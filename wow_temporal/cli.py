@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
-from zoneinfo import ZoneInfo
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -29,7 +28,7 @@ from wow_temporal.schedule import (
     InvalidScheduleError,
     explain,
     validate_key,
-    validate_zone,
+    zone_info,
 )
 from wow_temporal.settings import Settings, SettingsError, load_settings
 
@@ -194,7 +193,7 @@ def cron(
     """Print the next fire times of a Spring six-field cron expression."""
     try:
         parsed = CronExpression.parse(expression)
-        tz = ZoneInfo(validate_zone(zone))
+        tz = zone_info(zone)
     except (CronSyntaxError, InvalidScheduleError) as error:
         raise _fail(str(error)) from None
     if from_ is None:

@@ -97,6 +97,15 @@ def validate_zone(value: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=512)
+def zone_info(name: str) -> ZoneInfo:
+    """The zone `name` (checked by `validate_zone`) with the `tzdata` package's rules, not this
+    machine's zone files: every worker computes the same due times, and replays agree."""
+    validate_zone(name)
+    with resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).open("rb") as data:
+        return ZoneInfo.from_file(data, key=name)
+
+
 @functools.cache
 def _zones() -> frozenset[str]:
     """The IANA zone names of the `tzdata` package's list, less its placeholder `Factory`."""
@@ -420,7 +429,7 @@ class ScheduleRule(WireModel):
     def next_cron(self, after: datetime) -> datetime | None:
         """The next cron slot strictly after `after`, in UTC, or None if it never matches."""
         assert self.cron_expression is not None
-        local = after.astimezone(ZoneInfo(self.zone))
+        local = after.astimezone(zone_info(self.zone))
         found = _parsed_cron(self.cron_expression).next(local)
         return None if found is None else found.astimezone(UTC)
 

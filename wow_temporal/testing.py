@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -139,7 +140,18 @@ class ScheduleSpec:
         states = []
         for workflow_id in sorted(self.started):
             handle = self.client.get_workflow_handle(workflow_id)
-            states.append(await handle.query("state", result_type=JobState))
+            for attempt in range(3):  # the test server can miss a query on a busy machine
+                try:
+                    states.append(
+                        await handle.query(
+                            "state", result_type=JobState, rpc_timeout=timedelta(seconds=20)
+                        )
+                    )
+                    break
+                except RPCError:
+                    if attempt == 2:
+                        raise
+                    await asyncio.sleep(0.2)
         return states
 
     async def _next_due(self) -> datetime | None:

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field
 
 from wow_temporal.cron import CronExpression
-from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_zone
+from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_zone, zone_info
 
 __all__ = [
     "MAX_MISSED_COUNTED",
@@ -252,7 +252,7 @@ def _cron(expression: str) -> CronExpression:
 
 @lru_cache(maxsize=256)
 def _zone(name: str) -> ZoneInfo:
-    return ZoneInfo(name)
+    return zone_info(name)
 
 
 def initial(
