@@ -425,3 +425,33 @@ async def test_an_instance_terminated_by_an_operator_starts_again_without_repeat
         await s.host.wait_for(lambda h: len(s.requests_of("catch-up")) >= len(before) + 2)
         after = [r.request_id for r in s.requests_of("catch-up")]
         assert len(after) == len(set(after)), "a request id was sent again after the restart"
+
+
+async def test_an_enable_with_no_worker_running_counts_from_when_it_was_asked(
+    dev_client: Client, recording_host: RecordingHost
+) -> None:
+    context = f"jobs-{uuid.uuid4().hex[:8]}"
+    saga = Jobs(context)
+    app = App(context, sagas=[saga])
+    jobs = JobClient(dev_client, app, delivery=FAST, answer_timeout=timedelta(seconds=1))
+    try:
+        created = await jobs.enable(context, "every-second")  # starts it: no worker needed
+        assert created.status == "Enabled"
+        await asyncio.sleep(3.2)
+        async with CommandSender(recording_host.url) as sender:
+            async with job_worker(dev_client, app, sender):
+                await recording_host.wait_for(lambda h: saga.calls, timeout=10)
+                first = saga.calls[0][1]
+                assert first.skipped >= 2 and first.slot == first.skipped + 1, first
+                await jobs.disable(context, "every-second")
+            again = await jobs.enable(context, "every-second")  # no worker: goes as a signal
+            assert again.note is not None and "signal" in again.note
+            seen = len(saga.calls)
+            await asyncio.sleep(3.2)
+            async with job_worker(dev_client, app, sender):
+                await recording_host.wait_for(lambda h: len(saga.calls) > seen, timeout=10)
+                resumed = saga.calls[seen][1]
+                assert resumed.skipped >= 2, resumed  # the seconds since the enable: a misfire
+                await jobs.disable(context, "every-second")
+    finally:
+        await _terminate_all(dev_client, context)

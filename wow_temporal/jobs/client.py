@@ -474,7 +474,11 @@ class JobClient:
                     f"no worker answered within {self.answer_timeout.total_seconds():g}s: "
                     "start one (wow-temporal worker --app …) and try again"
                 ) from None
-            await handle.signal(update, *(a.model_dump(mode="json") for a in args))
+            if update == ENABLE:  # enabled as of now, not of when a worker comes
+                payloads: builtins.list[Any] = [{"at": int(self._now().timestamp() * 1000)}]
+            else:
+                payloads = [a.model_dump(mode="json") for a in args]
+            await handle.signal(update, *payloads)
             return (
                 f"no worker answered within {self.answer_timeout.total_seconds():g}s: sent "
                 f"as the {update} signal, applied before anything else when a worker runs it"
@@ -549,6 +553,7 @@ class JobClient:
             processor=job.processor,
             host=host.layer,
         )
+        now = self._now()
         earlier = await self._closed_run(workflow_id) if self.resume_closed else None
         if earlier is not None:
             state = state.model_copy(update={"next_slot": earlier.next_slot, "own": earlier.own})
@@ -558,7 +563,7 @@ class JobClient:
                 state=state,
                 delivery=self.delivery,
                 clock_offset_ms=self.clock_offset_ms,
-                enable_at_start=enable,
+                enabled_at=now if enable else None,
                 **(
                     {"continue_as_new_after": self.continue_as_new_after}
                     if self.continue_as_new_after is not None
@@ -580,7 +585,7 @@ class JobClient:
                 '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
             ),
         )
-        return core.enable(state, self._now()) if enable else state
+        return core.enable(state, now) if enable else state
 
 
 async def _last_state(client: Client, workflow_id: str) -> JobState | None:

@@ -10,7 +10,7 @@ cannot be applied is logged and shown in the current details, and changes nothin
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -56,8 +56,9 @@ class JobInput(BaseModel):
     clock_offset_ms: int = 0
     """Virtual time (`schedule_spec`): added to the workflow's clock; 0 in production."""
     continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
-    enable_at_start: bool = False
-    """Enabled by its first task (a new instance created by an enable: one call, not two)."""
+    enabled_at: datetime | None = None
+    """A new instance created by an enable (one call, not two): enabled by its first task, as
+    of this instant (the caller's now, so a slow worker start is a misfire, not a delay)."""
 
 
 @workflow.defn(name="wow.Job")
@@ -66,10 +67,10 @@ class JobWorkflow:
 
     @workflow.init
     def __init__(self, input: JobInput) -> None:
-        self._input = input.model_copy(update={"enable_at_start": False})
+        self._input = input.model_copy(update={"enabled_at": None})
         self._state = input.state
-        if input.enable_at_start:
-            self._state = core.enable(self._state, self._now())
+        if input.enabled_at is not None:
+            self._state = core.enable(self._state, min(self._now(), input.enabled_at))
         self._changes = 0
         self._running: workflow.ActivityHandle[TickResult] | None = None
         self._shown_status: str | None = workflow.info().typed_search_attributes.get(SA_STATUS)
@@ -161,8 +162,14 @@ class JobWorkflow:
         self._change(core.apply_host(self._state, rule, self._now()))
 
     @workflow.signal(name=ENABLE)
-    def enable_signal(self, ignored: Any = None) -> None:
-        self._change(core.enable(self._state, self._now()))
+    def enable_signal(self, payload: Any = None) -> None:
+        """Enable, from now; or from `{"at": epoch ms}` when the client sent it while no worker
+        ran (slots due since are then a misfire, as they would have been), never later."""
+        at = self._now()
+        if isinstance(payload, dict) and isinstance(payload.get("at"), int):
+            sent = datetime.fromtimestamp(payload["at"] / 1000, UTC)
+            at = min(at, sent)
+        self._change(core.enable(self._state, at))
 
     @workflow.signal(name=DISABLE)
     def disable_signal(self, ignored: Any = None) -> None:
