@@ -187,6 +187,11 @@ class ScheduleSpec:
             await asyncio.sleep(0.02)
 
 
+async def _virtual_now(env: WorkflowEnvironment, offset_ms: int) -> datetime:
+    server = (await env.get_current_time()).astimezone(UTC)
+    return server + timedelta(milliseconds=offset_ms)
+
+
 @asynccontextmanager
 async def schedule_spec(
     sagas: Iterable[object],
@@ -227,6 +232,7 @@ async def schedule_spec(
         jobs = JobClient(
             env.client, app, task_queue=task_queue, delivery=delivery, clock_offset_ms=offset_ms,
             continue_as_new_after=continue_as_new_after, resume_closed=False,
+            clock=lambda: _virtual_now(env, offset_ms),
         )
         async with Worker(
             env.client,

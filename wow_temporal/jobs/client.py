@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -162,6 +162,7 @@ class JobClient:
         answer_timeout: timedelta = ANSWER_TIMEOUT,
         continue_as_new_after: int | None = None,
         resume_closed: bool = True,
+        clock: Callable[[], Awaitable[datetime]] | None = None,
     ) -> None:
         """`host_rules` maps a job name to the host's override (`wow.schedules.<name>`),
         given to instances this client starts; `task_queue` is `job_task_queue(context)` unless
@@ -177,6 +178,7 @@ class JobClient:
         self.answer_timeout = answer_timeout
         self.continue_as_new_after = continue_as_new_after
         self.resume_closed = resume_closed
+        self.clock = clock
 
     # --- the operations -------------------------------------------------------------------
 
@@ -370,6 +372,10 @@ class JobClient:
     def _now(self) -> datetime:
         return datetime.now(UTC) + timedelta(milliseconds=self.clock_offset_ms)
 
+    async def _instant(self) -> datetime:
+        """Now, as the instances' clock reads it (`clock`: `schedule_spec`'s virtual time)."""
+        return await self.clock() if self.clock is not None else self._now()
+
     def _id(self, context: str, name: str, tenant: str | None, partition: int | None) -> str:
         validate_key(name, "job name")
         for what, value in (("context", context), ("tenant", tenant)):
@@ -475,7 +481,8 @@ class JobClient:
                     "start one (wow-temporal worker --app …) and try again"
                 ) from None
             if update == ENABLE:  # enabled as of now, not of when a worker comes
-                payloads: builtins.list[Any] = [{"at": int(self._now().timestamp() * 1000)}]
+                at = await self._instant()
+                payloads: builtins.list[Any] = [{"at": int(at.timestamp() * 1000)}]
             else:
                 payloads = [a.model_dump(mode="json") for a in args]
             await handle.signal(update, *payloads)
@@ -553,7 +560,7 @@ class JobClient:
             processor=job.processor,
             host=host.layer,
         )
-        now = self._now()
+        now = await self._instant()
         earlier = await self._closed_run(workflow_id) if self.resume_closed else None
         if earlier is not None:
             state = state.model_copy(update={"next_slot": earlier.next_slot, "own": earlier.own})
