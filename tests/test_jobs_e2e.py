@@ -378,6 +378,14 @@ async def test_a_sharded_job_ticks_each_partition_once_per_slot(
             assert len(dues) == len(set(dues)), f"partition {partition} ticked a slot twice"
             slots = [t.slot for t in ticks if t.partition == partition]
             assert slots == sorted(slots) and slots[0] == 1
+        # Fewer partitions: the ones beyond are disabled; more again: enabled again.
+        await s.jobs.enable(s.app.context, "sharded", partition=2)
+        fewer = JobClient(dev_client, s.app, host_rules={"sharded": HostRule(partitions=2)})
+        retired = [i for i in await fewer.bring_to_settings(s.app) if i.name == "sharded"]
+        assert [(i.partition, i.status) for i in retired][-1] == (2, "Disabled")
+        back = await s.jobs.bring_to_settings(s.app)
+        assert (await s.jobs.show(s.app.context, "sharded", partition=2)).status == "Enabled"
+        assert back
         # bring_to_settings also enabled the SYSTEM jobs: they never reset once enabled
         again = await s.jobs.bring_to_settings(s.app)
         every = next(i for i in again if i.name == "every-second")

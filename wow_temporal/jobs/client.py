@@ -315,7 +315,34 @@ class JobClient:
                         "job %s partition %s: not brought to the settings: %s",
                         job.name, partition, error,
                     )
+            if job.definition.sharded:
+                answers.extend(await self._retire_partitions(app.context, job))
         return answers
+
+    async def _retire_partitions(self, context: str, job: Job) -> builtins.list[JobInfo]:
+        """Disable the instances of partitions the settings no longer have (`partitions`
+        lowered): partitions run from 0 up, so they are found by id, one after the last."""
+        retired: builtins.list[JobInfo] = []
+        partition = self.partitions_of(job)
+        while True:
+            workflow_id = job_workflow_id(context, job.name, partition=partition)
+            try:
+                description = await self.client.get_workflow_handle(workflow_id).describe()
+            except RPCError as error:
+                if error.status == RPCStatusCode.NOT_FOUND:
+                    return retired
+                raise
+            if description.status == WorkflowExecutionStatus.RUNNING:
+                try:
+                    retired.append(await self._change(
+                        context, job.name, None, partition, HOST, HostRule(enabled=False)
+                    ))
+                    log.info("job %s partition %d: disabled (beyond partitions)", job.name,
+                             partition)
+                except (JobError, RPCError) as error:
+                    log.warning("job %s partition %d: not disabled: %s", job.name, partition,
+                                error)
+            partition += 1
 
     async def _bring_tenants(self, context: str, job: Job, rule: HostRule) -> int:
         """Bring every tenant's instance of `job` to the host's override, if it has changed
