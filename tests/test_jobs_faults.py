@@ -13,26 +13,21 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests import jobs_app
-from tests.recording_host import RecordedRequest, RecordingHost
+from tests.recording_host import RecordedRequest, RecordingHost, recording_host
+from tests.worker_process import WorkerProcess
 from wow_temporal.delivery import CommandSender
 from wow_temporal.domain.app import App
 from wow_temporal.embedded import EmbeddedTemporal, find_temporal_cli
@@ -46,62 +41,14 @@ from wow_temporal.worker import job_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-REPO = Path(__file__).resolve().parent.parent
-WORKER_SCRIPT = Path(sys.executable).parent / "wow-temporal"
+__all__ = ["recording_host"]  # the shared host's fixture, used by the tests here
+
 FAST = DeliverySettings(
     max_attempts=3,
     initial_interval=timedelta(milliseconds=100),
     max_interval=timedelta(milliseconds=200),
     heartbeat_timeout=timedelta(seconds=2),
 )
-
-
-class NoDelayRecordingHost(RecordingHost):
-    """The recording host, its connections with TCP_NODELAY.
-
-    `RecordingHost.start` binds a socket of protocol 0, so asyncio does not set TCP_NODELAY
-    on the connections it accepts, and each answer on a kept-alive connection waits ~40 ms
-    for the client's delayed ACK: 2,000 commands would take 90 s instead of a few.
-    """
-
-    def start(self) -> NoDelayRecordingHost:
-        if self._thread is not None:
-            return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        server = uvicorn.Server(config)
-        self._stopping.clear()
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="nodelay-host", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert self._thread.is_alive() and time.monotonic() < deadline, "host did not start"
-            time.sleep(0.005)
-        return self
-
-
-@pytest.fixture(scope="module")
-def module_host() -> Iterator[NoDelayRecordingHost]:
-    with NoDelayRecordingHost() as host:
-        yield host
-
-
-@pytest.fixture
-def recording_host(module_host: NoDelayRecordingHost) -> Iterator[RecordingHost]:
-    """This module's host, with no requests, rules or remembered request ids."""
-    module_host.reset()
-    yield module_host
-    module_host.reset()
 
 
 async def until(
@@ -131,62 +78,19 @@ def decided(request: RecordedRequest) -> bool:
     return request.behaviour in ("ok", "hang")
 
 
-class WorkerProcess:
-    """`wow-temporal worker --app tests.jobs_app:<attr>` in a subprocess, its log in a file."""
-
-    def __init__(self, server: EmbeddedTemporal, host_url: str, app: str, log: Path) -> None:
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))}
-        self.env = {
-            **inherited,
-            "TEMPORAL_ADDRESS": server.address,
-            "TEMPORAL_NAMESPACE": server.namespace,
-            "WOW_HOST_URL": host_url,
-            "PYTHONPATH": os.pathsep.join(
-                p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
-            ),
-            "JOBS_TEST_CONTEXT": jobs_app.CONTEXT,
-        }
-        self.app = app
-        self.log = log
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        """Start it and wait until it has brought its app's instances to its settings."""
-        assert self.proc is None or self.proc.returncode is not None, "already running"
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                str(WORKER_SCRIPT),
-                "worker",
-                "--app",
-                f"tests.jobs_app:{self.app}",
-                cwd=REPO,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while b"job worker for" not in self.log.read_bytes()[offset:]:
-            assert self.proc.returncode is None, self.log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the worker did not start in 30s"
-            await asyncio.sleep(0.05)
-
-    async def kill(self) -> None:
-        assert self.proc is not None and self.proc.returncode is None, "the worker died"
-        os.kill(self.proc.pid, signal.SIGKILL)
-        assert await self.proc.wait() == -signal.SIGKILL
-
-    async def stop(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            await self.proc.wait()
-
-
 def fresh_slow_app() -> App:
     """The slow job in a context of its own (an in-process worker runs it)."""
     context = f"{jobs_app.CONTEXT}-slow-{uuid.uuid4().hex[:6]}"
     return App(context, sagas=[jobs_app.SlowSaga(context)])
+
+
+def jobs_worker(server: EmbeddedTemporal, host_url: str, app: str, log: Path) -> WorkerProcess:
+    """`wow-temporal worker --app tests.jobs_app:<app>`, up once it has brought its instances
+    to its settings."""
+    return WorkerProcess(
+        server, host_url, log, "--app", f"tests.jobs_app:{app}",
+        ready=b"job worker for", env={"JOBS_TEST_CONTEXT": jobs_app.CONTEXT},
+    )
 
 
 async def terminate_all(client: Client, app: App) -> None:
@@ -261,7 +165,7 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
     hang_at = 400
     recording_host.behave("hang", request_id=ids[hang_at], times=1, delay=30)
     jobs = JobClient(dev_client, app)
-    worker = WorkerProcess(dev_server, recording_host.url, "bulk", tmp_path / "worker.log")
+    worker = jobs_worker(dev_server, recording_host.url, "bulk", tmp_path / "worker.log")
     async with cleaned(dev_client, app, worker):
         await worker.start()
         state = await state_of(dev_client, workflow_id)
@@ -328,7 +232,7 @@ async def test_misfire_policies_across_a_killed_worker_skip_exactly_and_never_re
 ) -> None:
     app = jobs_app.misfire
     jobs = JobClient(dev_client, app)
-    worker = WorkerProcess(dev_server, recording_host.url, "misfire", tmp_path / "worker.log")
+    worker = jobs_worker(dev_server, recording_host.url, "misfire", tmp_path / "worker.log")
     async with cleaned(dev_client, app, worker):
         await worker.start()
 

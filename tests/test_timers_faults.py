@@ -9,10 +9,6 @@ this server's alone.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -25,6 +21,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from tests.recording_host import RecordingHost, recording_host
+from tests.worker_process import WorkerProcess
 from wow_temporal.delivery import CommandSender
 from wow_temporal.embedded import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
@@ -38,7 +35,6 @@ __all__ = ["recording_host"]  # the fixture, used by every test here
 
 CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
 COMMAND = "eshop.order.CancelOrder"
-WORKER_SCRIPT = Path(sys.executable).parent / "wow-temporal"
 
 FAST_RETRIES = DeliverySettings(
     max_attempts=5,
@@ -133,47 +129,6 @@ def assert_decided_once(host: RecordingHost, data: dict[str, Any]) -> None:
 
 
 # --- worker killed ----------------------------------------------------------------------------
-
-
-class WorkerProcess:
-    """`wow-temporal worker` in a subprocess, its log in a file."""
-
-    def __init__(self, server: EmbeddedTemporal, host_url: str, log: Path) -> None:
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
-            "TEMPORAL_ADDRESS": server.address,
-            "TEMPORAL_NAMESPACE": server.namespace,
-            "WOW_HOST_URL": host_url,
-        }
-        self.log = log
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                str(WORKER_SCRIPT),
-                "worker",
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while b"timer worker on task queue" not in self.log.read_bytes()[offset:]:
-            assert self.proc.returncode is None, self.log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the worker did not start in 30s"
-            await asyncio.sleep(0.05)
-
-    async def kill(self) -> None:
-        assert self.proc is not None and self.proc.returncode is None, "the worker died"
-        os.kill(self.proc.pid, signal.SIGKILL)
-        assert await self.proc.wait() == -signal.SIGKILL
-
-    async def stop(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            await self.proc.wait()
 
 
 async def test_worker_killed_mid_delivery_then_restarted_decides_every_command_once(
