@@ -9,9 +9,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from wow_temporal.domain.aggregate import AggregateModel
 from wow_temporal.domain.jobs import JOB_ATTRIBUTE, JobDefinition, check_handler
+from wow_temporal.domain.saga import (
+    EventHandler,
+    RejectedHandler,
+    event_handlers,
+    rejected_handlers,
+)
 
-__all__ = ["App", "Job", "load_app"]
+__all__ = ["App", "Job", "load_app", "load_apps"]
 
 _CONTEXT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
@@ -35,10 +42,12 @@ class Job:
 
 
 class App:
-    """A bounded context's domain: `App("eshop-inventory", sagas=[InventorySaga(deliveries)])`.
+    """A bounded context's domain: `App("eshop-order", aggregates=[Order], services=[policy])`.
 
-    Sagas are instances of plain classes (their services injected by the user); each method
-    decorated with `@on_schedule` is a job. A duplicate or bad job raises `ValueError` naming it.
+    Aggregates are classes (`@aggregate`), read once; their functions get the `services` they
+    take by type. Sagas are instances of plain classes (their services injected by the user):
+    their `@on_event`, `@on_rejected` and `@on_schedule` methods react to events, refusals and
+    jobs' ticks. A duplicate or bad definition raises `ValueError` naming it.
     """
 
     def __init__(
@@ -66,6 +75,35 @@ class App:
                     )
                 jobs[job.name] = job
         self.jobs: Mapping[str, Job] = MappingProxyType(jobs)
+        models: dict[str, AggregateModel] = {}
+        for cls in self.aggregates:
+            model = AggregateModel.of(cls, context)  # type: ignore[arg-type]
+            name = model.named.aggregate_name
+            if name in models:
+                raise ValueError(
+                    f"aggregate {name}: declared twice in context {context} "
+                    f"({models[name].cls.__name__} and {model.cls.__name__})"
+                )
+            models[name] = model
+        self.models: Mapping[str, AggregateModel] = MappingProxyType(models)
+        self.bound = {name: model.bind(self.services) for name, model in models.items()}
+        """For each aggregate, the services each of its functions takes."""
+        self.event_handlers: tuple[EventHandler, ...] = tuple(
+            handler for saga in self.sagas for handler in event_handlers(saga)
+        )
+        self.rejected_handlers: tuple[RejectedHandler, ...] = tuple(
+            handler for saga in self.sagas for handler in rejected_handlers(saga)
+        )
+
+    def model(self, aggregate: str) -> AggregateModel:
+        """The aggregate of that name; `KeyError` naming the known ones."""
+        try:
+            return self.models[aggregate]
+        except KeyError:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise KeyError(
+                f"no aggregate {aggregate} in context {self.context} (aggregates: {known})"
+            ) from None
 
     def job(self, name: str) -> Job:
         """The job of that name; `KeyError` naming the known ones."""
@@ -76,7 +114,9 @@ class App:
             raise KeyError(f"no job {name} in context {self.context} (jobs: {known})") from None
 
     def __repr__(self) -> str:
-        return f"App({self.context!r}, jobs={sorted(self.jobs)})"
+        return (
+            f"App({self.context!r}, aggregates={sorted(self.models)}, jobs={sorted(self.jobs)})"
+        )
 
 
 def _jobs_of(saga: object) -> list[Job]:
@@ -100,15 +140,24 @@ def _jobs_of(saga: object) -> list[Job]:
 
 
 def load_app(reference: str) -> App:
-    """The `App` that `module:attr` names (the current directory importable, as uvicorn does);
-    `ValueError` saying what is wrong."""
+    """The one `App` that `module:attr` names (the current directory importable, as uvicorn
+    does); `ValueError` saying what is wrong."""
+    apps = load_apps(reference)
+    if len(apps) != 1:
+        raise ValueError(f"--app {reference!r}: names {len(apps)} apps, give one")
+    return apps[0]
+
+
+def load_apps(reference: str) -> list[App]:
+    """The apps `module:attr` names: one `App`, a list or tuple of them, or a factory of either
+    (several bounded contexts served together, as the e-shop's order and inventory are)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--app {reference!r}: give module:attr, e.g. myshop.inventory:app")
     import importlib
     import os
     import sys
 
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"--app {reference!r}: give module:attr, e.g. myshop.inventory:app")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -121,9 +170,14 @@ def load_app(reference: str) -> App:
             raise ValueError(f"--app {reference!r}: {module_name} has no {attribute}")
         value = getattr(value, part)
     if callable(value) and not isinstance(value, App):
-        value = value()  # a factory: `module:create_app`
-    if not isinstance(value, App):
-        raise ValueError(
-            f"--app {reference!r}: {attribute} is a {type(value).__name__}, not an App"
-        )
-    return value
+        value = value()
+    apps = list(value) if isinstance(value, (list, tuple)) else [value]
+    for app in apps:
+        if not isinstance(app, App):
+            raise ValueError(
+                f"--app {reference!r}: {attribute} holds a {type(app).__name__}, not an App"
+            )
+    contexts = [app.context for app in apps]
+    if len(set(contexts)) != len(contexts) or not apps:
+        raise ValueError(f"--app {reference!r}: give one App per context (got {contexts})")
+    return apps

@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from wow_temporal.domain.messages import type_name
 from wow_temporal.schedule import AggregateRef, ScheduledCommand
 
 __all__ = ["Command", "command_type"]
@@ -17,11 +18,7 @@ B = TypeVar("B", bound=BaseModel)
 def command_type(body: BaseModel | type[BaseModel]) -> str:
     """The command's full type name (`Command-Type`): the class's `__wow_type__` if it sets one
     (a Java Wow host's class name), else its full Python name, `module.QualName`."""
-    cls = body if isinstance(body, type) else type(body)
-    declared = cls.__dict__.get("__wow_type__")
-    if isinstance(declared, str) and declared:
-        return declared
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return type_name(body)
 
 
 @dataclass(frozen=True, slots=True)
