@@ -1,6 +1,7 @@
-"""The spec's recurring job: every morning the inventory receives the suppliers' deliveries of
-the day before into stock. Run it with `wow-temporal worker --app workers.eshop.inventory:app`
-(`./run dev` runs it too).
+"""The inventory's saga: it reserves stock for each new order and confirms it to the order (or
+cancels the order on a shortage), releases what a cancelled order held, and, the spec's
+recurring job, every morning receives the suppliers' deliveries of the day before into stock.
+Run its job with `wow-temporal worker --app workers.eshop.inventory:app` (`./run dev` runs it).
 
 The suppliers' feed here is a stand-in that makes up a few deliveries per day and tenant, the
 same each time it is asked (so handling a tick again sends the same commands).
@@ -14,19 +15,35 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Protocol
 
-from pydantic import BaseModel
+from workers.eshop.order import (
+    ORDER,
+    OUT_OF_STOCK,
+    CancelOrder,
+    ConfirmOrderStock,
+    OrderCancelled,
+    OrderCreated,
+)
+from workers.eshop.stock import (
+    STOCK,
+    ReceiveStock,
+    ReleaseStock,
+    ReserveStock,
+    Stock,
+    StockReserved,
+    StockShortage,
+)
+from wow_temporal import (
+    App,
+    Command,
+    Rejected,
+    SagaContext,
+    ScheduleTick,
+    on_event,
+    on_rejected,
+    on_schedule,
+)
 
-from wow_temporal import App, Command, NamedAggregate, SagaContext, ScheduleTick, on_schedule
-
-STOCK = NamedAggregate("eshop-inventory", "stock")
 PRODUCTS = ("mug", "cap", "tee", "tote")
-
-
-class ReceiveStock(BaseModel):
-    """Add delivered units to a product's stock."""
-
-    __wow_type__ = "eshop.inventory.ReceiveStock"
-    quantity: int
 
 
 @dataclass(frozen=True)
@@ -61,10 +78,63 @@ class SupplierFeed:
 
 
 class InventorySaga:
-    """The inventory's saga: its morning job receives yesterday's deliveries."""
+    """The inventory's saga: stock for orders, and the morning job that receives deliveries."""
 
     def __init__(self, deliveries: Deliveries) -> None:
         self.deliveries = deliveries
+
+    @on_event(OrderCreated)
+    def on_order_created(
+        self, event: OrderCreated, context: SagaContext
+    ) -> list[Command[ReserveStock]]:
+        assert context.source is not None
+        order_id = context.source.aggregate_id
+        return [
+            context.command(
+                STOCK.ref(context.source.tenant_id, item.product_id),
+                ReserveStock(order_id=order_id, quantity=item.quantity),
+            )
+            for item in event.items
+        ]
+
+    @on_event(StockReserved)
+    def on_stock_reserved(
+        self, event: StockReserved, context: SagaContext
+    ) -> Command[ConfirmOrderStock]:
+        assert context.source is not None
+        return context.command(
+            ORDER.ref(context.source.tenant_id, event.order_id),
+            ConfirmOrderStock(product_id=context.source.aggregate_id),
+        )
+
+    @on_event(StockShortage)
+    def on_stock_shortage(self, event: StockShortage, context: SagaContext) -> Command[CancelOrder]:
+        assert context.source is not None
+        return context.command(
+            ORDER.ref(context.source.tenant_id, event.order_id), CancelOrder(reason=OUT_OF_STOCK)
+        )
+
+    @on_rejected(ReserveStock)
+    def on_reserve_rejected(self, rejected: Rejected, context: SagaContext) -> Command[CancelOrder]:
+        """A product the inventory has never stocked: the order cannot be served."""
+        return context.command(
+            ORDER.ref(rejected.ref.tenant_id, str(rejected.body["order_id"])),
+            CancelOrder(reason=OUT_OF_STOCK),
+        )
+
+    @on_event(OrderCancelled)
+    def on_order_cancelled(
+        self, event: OrderCancelled, context: SagaContext
+    ) -> list[Command[ReleaseStock]]:
+        assert context.source is not None
+        order_id = context.source.aggregate_id
+        return [
+            context.command(
+                STOCK.ref(context.source.tenant_id, item.product_id),
+                ReleaseStock(order_id=order_id),
+            )
+            for item in event.items
+        ]
 
     @on_schedule(name="receive-deliveries", cron="0 0 6 * * *")
     def on_schedule(self, tick: ScheduleTick, context: SagaContext) -> list[Command[ReceiveStock]]:
@@ -79,4 +149,4 @@ class InventorySaga:
         ]
 
 
-app = App("eshop-inventory", sagas=[InventorySaga(SupplierFeed())])
+app = App("eshop-inventory", aggregates=[Stock], sagas=[InventorySaga(SupplierFeed())])
