@@ -1,0 +1,266 @@
+"""The domain host over HTTP: Wow's command API (`POST /wow/command/send`) for an app's
+aggregates, and a read of one aggregate (`GET /wow/aggregate/...`) to see what it decided."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+
+from wow_temporal.domain.rejection import Rejection
+from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
+from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef
+
+__all__ = ["DEFAULT_TENANT", "WAIT_STAGES", "create_host_app"]
+
+DEFAULT_TENANT = "(0)"
+"""Wow's default tenant id, for a command without `Command-Tenant-Id`."""
+
+WAIT_STAGES = frozenset(
+    {"SENT", "PROCESSED", "SNAPSHOT", "PROJECTED", "EVENT_HANDLED", "SAGA_HANDLED"}
+)
+"""Wow's wait stages. Every command is answered once committed (PROCESSED): what it scheduled
+is never part of its wait, and neither are the sagas and projections that follow the log."""
+
+_HEADER_PREFIX = "command-header-"
+_ID = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+
+_HEADERS_DOC = {
+    "Command-Type": "The command's full type name, e.g. eshop.order.CreateOrder",
+    "Command-Aggregate-Context": "The bounded context, e.g. eshop-order",
+    "Command-Aggregate-Name": "The aggregate, e.g. order",
+    "Command-Aggregate-Id": "The aggregate's id; a creation without one gets a new id",
+    "Command-Tenant-Id": "The tenant, (0) when not given",
+    "Command-Aggregate-Version": "The version the command expects the aggregate at",
+    "Command-Request-Id": "Idempotency: a second command with it is DuplicateRequestId",
+    "Command-Wait-Stage": "Accepted for Wow's clients; every command is answered when committed",
+}
+
+
+def _result_response(result: CommandResult, status: int | None = None) -> JSONResponse:
+    return JSONResponse(
+        result.model_dump(mode="json"),
+        status_code=status or result.status,
+        headers={"Wow-Error-Code": result.error_code},
+    )
+
+
+def create_host_app(host: DomainHost, *, title: str = "wow-temporal domain host") -> FastAPI:
+    """The host's ASGI app over `host` (which the caller starts and closes)."""
+    contexts = ", ".join(sorted(host.apps)) or "none"
+    app = FastAPI(
+        title=title,
+        description=f"Wow's command API for the contexts {contexts}. A command is answered "
+        "with Wow's CommandResult once its events (and the schedules it set) are committed.",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+
+    def refused(
+        request: Request, code: str, message: str, status: int | None = None
+    ) -> JSONResponse:
+        headers = request.headers
+        ref = AggregateRef.model_construct(
+            context_name=headers.get("command-aggregate-context", ""),
+            aggregate_name=headers.get("command-aggregate-name", ""),
+            tenant_id=headers.get("command-tenant-id", DEFAULT_TENANT),
+            aggregate_id=headers.get("command-aggregate-id", ""),
+        )
+        command_id = uuid.uuid4().hex
+        result = CommandResult(
+            id=command_id,
+            wait_command_id=command_id,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            tenant_id=ref.tenant_id,
+            aggregate_id=ref.aggregate_id,
+            request_id=headers.get("command-request-id", "") or command_id,
+            command_id=command_id,
+            error_code=code,
+            error_msg=message,
+        )
+        return _result_response(result, status)
+
+    @app.post(
+        "/wow/command/send",
+        summary="Send a command",
+        response_model=CommandResult,
+        responses={
+            400: {"model": CommandResult, "description": "Refused: see errorCode"},
+            404: {"model": CommandResult, "description": "NotFound"},
+            409: {"model": CommandResult, "description": "A version conflict"},
+            410: {"model": CommandResult, "description": "IllegalAccessDeletedAggregate"},
+            413: {"model": CommandResult, "description": "The body is over 256 KiB"},
+            500: {"model": CommandResult, "description": "The domain code failed: retry"},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+                "description": "The command's body, a JSON object",
+            }
+        },
+    )
+    async def send(
+        request: Request,
+        command_type: Annotated[
+            str, Header(alias="Command-Type", description=_HEADERS_DOC["Command-Type"])
+        ],
+        context: Annotated[
+            str,
+            Header(
+                alias="Command-Aggregate-Context",
+                description=_HEADERS_DOC["Command-Aggregate-Context"],
+            ),
+        ],
+        aggregate: Annotated[
+            str,
+            Header(
+                alias="Command-Aggregate-Name", description=_HEADERS_DOC["Command-Aggregate-Name"]
+            ),
+        ],
+        aggregate_id: Annotated[
+            str | None,
+            Header(alias="Command-Aggregate-Id", description=_HEADERS_DOC["Command-Aggregate-Id"]),
+        ] = None,
+        tenant_id: Annotated[
+            str | None,
+            Header(alias="Command-Tenant-Id", description=_HEADERS_DOC["Command-Tenant-Id"]),
+        ] = None,
+        version: Annotated[
+            str | None,
+            Header(
+                alias="Command-Aggregate-Version",
+                description=_HEADERS_DOC["Command-Aggregate-Version"],
+            ),
+        ] = None,
+        request_id: Annotated[
+            str | None,
+            Header(alias="Command-Request-Id", description=_HEADERS_DOC["Command-Request-Id"]),
+        ] = None,
+        wait_stage: Annotated[
+            str | None,
+            Header(alias="Command-Wait-Stage", description=_HEADERS_DOC["Command-Wait-Stage"]),
+        ] = None,
+    ) -> JSONResponse:
+        headers = request.headers
+        raw = await request.body()
+        if len(raw) > MAX_COMMAND_BODY_BYTES:
+            return refused(
+                request,
+                "BadRequest",
+                f"the body is {len(raw)} bytes, more than the {MAX_COMMAND_BODY_BYTES} "
+                "(256 KiB) allowed",
+                413,
+            )
+        for name, value in (
+            ("Command-Type", command_type),
+            ("Command-Aggregate-Context", context),
+            ("Command-Aggregate-Name", aggregate),
+            ("Command-Aggregate-Id", aggregate_id),
+            ("Command-Tenant-Id", tenant_id),
+            ("Command-Request-Id", request_id),
+        ):
+            if value is not None and not _ID.fullmatch(value):
+                return refused(request, "BadRequest", f"{name}: 1 to 256 printable characters")
+        expected: int | None = None
+        if version is not None:
+            try:
+                expected = int(version)
+            except ValueError:
+                return refused(
+                    request, "BadRequest", f"Command-Aggregate-Version {version!r} is not a number"
+                )
+        if wait_stage is not None and wait_stage.upper() not in WAIT_STAGES:
+            return refused(
+                request,
+                "BadRequest",
+                f"Command-Wait-Stage {wait_stage!r}: one of {', '.join(sorted(WAIT_STAGES))}",
+            )
+        try:
+            body: Any = json.loads(raw) if raw.strip() else {}
+        except (ValueError, UnicodeDecodeError) as error:
+            return refused(request, "BadRequest", f"the body is not JSON: {error}")
+        if not isinstance(body, dict):
+            return refused(
+                request,
+                "CommandValidation",
+                f"the body is a JSON object, not {type(body).__name__}",
+            )
+        message_headers = {
+            name[len(_HEADER_PREFIX) :]: value
+            for name, value in headers.items()
+            if name.startswith(_HEADER_PREFIX)
+        }
+        if "traceparent" in headers:
+            message_headers["traceparent"] = headers["traceparent"]
+        message = CommandMessage(
+            type=command_type,
+            ref=AggregateRef(
+                context_name=context,
+                aggregate_name=aggregate,
+                tenant_id=tenant_id if tenant_id is not None else DEFAULT_TENANT,
+                aggregate_id=aggregate_id or uuid.uuid4().hex[:16],
+            ),
+            body=body,
+            request_id=request_id or "",
+            owner_id=headers.get("command-owner-id", ""),
+            space_id=headers.get("wow-space-id", ""),
+            expected_version=expected,
+            headers=message_headers,
+        )
+        return _result_response(await host.send(message))
+
+    @app.get(
+        "/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}",
+        summary="Read an aggregate: its version, state and commits",
+    )
+    async def read(context: str, aggregate: str, tenant_id: str, aggregate_id: str) -> JSONResponse:
+        ref = AggregateRef(
+            context_name=context,
+            aggregate_name=aggregate,
+            tenant_id=tenant_id,
+            aggregate_id=aggregate_id,
+        )
+        found = await host.current(ref)
+        if isinstance(found, Rejection):
+            return JSONResponse(
+                {"errorCode": found.code, "errorMsg": found.message}, status_code=found.status
+            )
+        _, current = found
+        if current.version == 0:
+            return JSONResponse(
+                {"errorCode": "NotFound", "errorMsg": f"{ref} (tenant {tenant_id}) does not exist"},
+                status_code=404,
+            )
+        commits = await host.commits(ref)
+        return JSONResponse(
+            {
+                "aggregate": str(ref.named),
+                "tenantId": tenant_id,
+                "aggregateId": aggregate_id,
+                "version": current.version,
+                "deleted": current.deleted,
+                "state": jsonable_encoder(_public(vars(current.state))),
+                "commits": [commit.model_dump(mode="json") for commit in commits],
+            }
+        )
+
+    @app.get("/health", summary="The host is up")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def _public(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: sorted(value) if isinstance(value, set) else value
+        for key, value in values.items()
+        if not key.startswith("_")
+    }

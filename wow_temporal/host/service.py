@@ -1,0 +1,317 @@
+"""The domain host's command pipeline: one command in, Wow's `CommandResult` out.
+
+A command finds its aggregate (rebuilt from its commits, then kept in memory), is decided by the
+app's pure core, and its events — schedule events among them — are committed in one transaction.
+It never waits on Temporal: the relay hands the schedules to the timers afterwards, from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from wow_temporal.domain.aggregate import AggregateModel, Current
+from wow_temporal.domain.app import App
+from wow_temporal.domain.messages import ScheduleInfo
+from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
+from wow_temporal.host.store import (
+    DuplicateRequestError,
+    EventStore,
+    VersionConflictError,
+    stream_id,
+)
+from wow_temporal.schedule import AggregateRef, Commit, CommitEvent
+
+__all__ = ["CommandMessage", "CommandResult", "DomainHost", "Fallback"]
+
+logger = logging.getLogger("wow_temporal.host")
+
+T = TypeVar("T")
+
+_CACHE_SIZE = 10_000
+"""Aggregates kept in memory; one that falls out is rebuilt from its commits on its next command."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandMessage:
+    """A command as the host receives it (from HTTP, a saga, or a timer's delivery)."""
+
+    type: str
+    ref: AggregateRef
+    body: Mapping[str, Any]
+    request_id: str = ""
+    owner_id: str = ""
+    space_id: str = ""
+    expected_version: int | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Message headers (`Command-Header-<key>`): upstream, trace and schedule details."""
+
+    @property
+    def schedule(self) -> ScheduleInfo | None:
+        return ScheduleInfo.from_headers(dict(self.headers))
+
+
+class FunctionInfo(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    function_kind: str = "COMMAND"
+    context_name: str = ""
+    processor_name: str = ""
+    name: str = ""
+
+
+class CommandResult(BaseModel):
+    """Wow's `CommandResult` JSON: `errorCode` is `Ok` or why not (also `Wow-Error-Code`)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
+    )
+    id: str
+    wait_command_id: str
+    stage: str = "PROCESSED"
+    context_name: str
+    aggregate_name: str
+    tenant_id: str
+    aggregate_id: str
+    aggregate_version: int | None = None
+    request_id: str
+    command_id: str
+    function: FunctionInfo = Field(default_factory=FunctionInfo)
+    error_code: str = "Ok"
+    error_msg: str = ""
+    binding_errors: list[dict[str, Any]] = Field(default_factory=list)
+    result: dict[str, Any] = Field(default_factory=dict)
+    signal_time: int = Field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def status(self) -> int:
+        """The HTTP status Wow answers this code with."""
+        return ERROR_STATUS.get(self.error_code, 400)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == "Ok"
+
+
+Fallback = Callable[[CommandMessage], CommandResult]
+"""Answers commands for contexts the host does not serve (the dev stack's echo convention)."""
+
+
+class DomainHost:
+    """Serves the commands of `apps`' aggregates over `store`. `committed` wakes the followers.
+
+    One host process per store file: it keeps aggregates in memory between commands.
+    """
+
+    def __init__(
+        self, apps: Iterable[App], store: EventStore, *, fallback: Fallback | None = None
+    ) -> None:
+        self.apps = {app.context: app for app in apps}
+        self.store = store
+        self.fallback = fallback
+        self.committed = asyncio.Event()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="wow-store")
+        self._cache: OrderedDict[str, Current] = OrderedDict()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """Run a blocking store call on the store's own thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self.store.close()
+
+    def model(self, ref: AggregateRef) -> tuple[App, AggregateModel] | Rejection:
+        """The app and aggregate `ref` names, or NotFound saying which are served."""
+        app = self.apps.get(ref.context_name)
+        if app is None:
+            served = ", ".join(sorted(self.apps)) or "none"
+            return Rejection("NotFound", f"no context {ref.context_name} here (served: {served})")
+        model = app.models.get(ref.aggregate_name)
+        if model is None:
+            known = ", ".join(sorted(app.models)) or "none"
+            return Rejection(
+                "NotFound",
+                f"no aggregate {ref.aggregate_name} in context {ref.context_name} "
+                f"(aggregates: {known})",
+            )
+        return app, model
+
+    async def current(self, ref: AggregateRef) -> tuple[AggregateModel, Current] | Rejection:
+        """The aggregate as it stands (from memory, or rebuilt from its commits)."""
+        found = self.model(ref)
+        if isinstance(found, Rejection):
+            return found
+        _, model = found
+        key = stream_id(ref)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return model, cached
+        commits = await self.run(lambda: self.store.load(ref))
+        current = model.new(ref.aggregate_id)
+        for commit in commits:
+            model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
+        self._remember(key, current)
+        return model, current
+
+    async def commits(self, ref: AggregateRef) -> list[Commit]:
+        return await self.run(lambda: self.store.load(ref))
+
+    def _remember(self, key: str, current: Current) -> None:
+        self._cache[key] = current
+        self._cache.move_to_end(key)
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    async def send(self, message: CommandMessage) -> CommandResult:
+        """Decide and commit one command; Wow's answer. A bug in domain code answers
+        `InternalServerError` (500): a technical failure, which a sender retries."""
+        command_id = uuid.uuid4().hex
+        result = _Answer(message, command_id)
+        if message.ref.context_name not in self.apps and self.fallback is not None:
+            return self.fallback(message)
+        found = self.model(message.ref)
+        if isinstance(found, Rejection):
+            return result.refused(found)
+        app, model = found
+        key = stream_id(message.ref)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            try:
+                return await self._decide(app, model, message, result, key)
+            except Exception as error:
+                logger.exception("%s %s failed", message.type, message.ref)
+                self._cache.pop(key, None)
+                return result.refused(
+                    Rejection("InternalServerError", f"{type(error).__name__}: {error}")
+                )
+
+    async def _decide(
+        self,
+        app: App,
+        model: AggregateModel,
+        message: CommandMessage,
+        result: _Answer,
+        key: str,
+    ) -> CommandResult:
+        ref = message.ref
+        if message.request_id:
+            earlier = await self.run(lambda: self.store.request(ref, message.request_id))
+            if earlier is not None:
+                return result.duplicate(earlier.version)
+        found = await self.current(ref)
+        if isinstance(found, Rejection):
+            return result.refused(found)
+        _, current = found
+        if message.expected_version is not None and message.expected_version != current.version:
+            return result.refused(
+                Rejection(
+                    "CommandExpectVersionConflict",
+                    f"{ref} is at version {current.version}, the command expects "
+                    f"{message.expected_version}",
+                ),
+                current.version,
+            )
+        decided = model.handle(
+            current,
+            ref,
+            message.type,
+            message.body,
+            app.bound[ref.aggregate_name],
+            message.schedule,
+        )
+        if isinstance(decided, Rejection):
+            return result.refused(decided, current.version)
+        result.function = decided.function
+        if not decided.events:
+            return result.done(current.version)
+        commit_id = uuid.uuid4().hex
+        commit = Commit(
+            id=commit_id,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            tenant_id=ref.tenant_id,
+            aggregate_id=ref.aggregate_id,
+            owner_id=message.owner_id,
+            space_id=message.space_id,
+            version=current.version + 1,
+            create_time=int(time.time() * 1000),
+            request_id=message.request_id,
+            command_id=result.command_id,
+            header={k: v for k, v in message.headers.items() if k in _KEPT_HEADERS},
+            body=[
+                CommitEvent(id=f"{commit_id}-{index}", name=name, body=body)
+                for index, (name, body) in enumerate(decided.events)
+            ],
+        )
+        try:
+            await self.run(lambda: self.store.append(commit))
+        except DuplicateRequestError as duplicate:
+            return result.duplicate(duplicate.record.version)
+        except VersionConflictError as conflict:
+            self._cache.pop(key, None)
+            return result.refused(Rejection("EventVersionConflict", str(conflict)))
+        model.source(current, commit.version, decided.events)
+        self.committed.set()
+        return result.done(commit.version)
+
+
+_KEPT_HEADERS = frozenset({"upstream_id", "upstream_name", "trace_id", "traceparent"})
+"""Message headers a commit keeps (its causation and trace), passed on to what it schedules."""
+
+
+class _Answer:
+    """Builds the `CommandResult` of one command."""
+
+    def __init__(self, message: CommandMessage, command_id: str) -> None:
+        self.message = message
+        self.command_id = command_id
+        self.function = ""
+
+    def _result(self, code: str, text: str, version: int | None) -> CommandResult:
+        ref = self.message.ref
+        return CommandResult(
+            id=self.command_id,
+            wait_command_id=self.command_id,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            tenant_id=ref.tenant_id,
+            aggregate_id=ref.aggregate_id,
+            aggregate_version=version,
+            request_id=self.message.request_id or self.command_id,
+            command_id=self.command_id,
+            function=FunctionInfo(
+                context_name=ref.context_name,
+                processor_name=ref.aggregate_name,
+                name=self.function,
+            ),
+            error_code=code,
+            error_msg=text,
+        )
+
+    def done(self, version: int) -> CommandResult:
+        return self._result("Ok", "", version)
+
+    def duplicate(self, version: int) -> CommandResult:
+        return self._result(
+            "DuplicateRequestId",
+            f"request {self.message.request_id} was already decided (version {version})",
+            version,
+        )
+
+    def refused(self, rejection: Rejection, version: int | None = None) -> CommandResult:
+        return self._result(rejection.code, rejection.message, version)

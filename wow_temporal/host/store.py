@@ -1,0 +1,160 @@
+"""The domain host's event store: one SQLite file, kept by the `eventsourcing` package's recorder.
+
+Each commit (Wow's `DomainEventStream`: a command's events, schedule events among them) is one
+stored event of its aggregate's stream, at the aggregate's version, so a commit is written whole
+or not at all, and two writers of one version conflict. The command's request id is stored in
+the same transaction, so a second command with it is a duplicate. The recorder's notification
+log (SQLite's rowid, gap-free: one writer at a time) orders every commit for the followers — the
+relay to the timers and the sagas — whose positions are tracking records in the same file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
+from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
+
+from wow_temporal.ids import encode_part
+from wow_temporal.schedule import AggregateRef, Commit
+
+__all__ = [
+    "COMMIT_TOPIC",
+    "DuplicateRequestError",
+    "EventStore",
+    "RequestRecord",
+    "VersionConflictError",
+    "stream_id",
+]
+
+COMMIT_TOPIC = "wow.DomainEventStream"
+"""The topic of a commit in the notification log."""
+
+_REQUEST_TOPIC = "wow.RequestId"
+
+
+class DuplicateRequestError(Exception):
+    """A commit's request id was already committed (the first commit is `record`)."""
+
+    def __init__(self, record: RequestRecord) -> None:
+        super().__init__(f"request {record.request_id} was already committed")
+        self.record = record
+
+
+class VersionConflictError(Exception):
+    """Another commit took this aggregate version first."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """The commit a request id made: its aggregate version and commit id."""
+
+    request_id: str
+    commit_id: str
+    version: int
+
+
+def stream_id(ref: AggregateRef) -> str:
+    """An aggregate's stream: `{context}.{aggregate}:{tenant}:{id}`, parts encoded as in ids."""
+    return (
+        f"{encode_part(ref.context_name, dot=True)}.{encode_part(ref.aggregate_name)}:"
+        f"{encode_part(ref.tenant_id)}:{encode_part(ref.aggregate_id)}"
+    )
+
+
+def _request_stream(ref: AggregateRef, request_id: str) -> str:
+    return f"request:{stream_id(ref)}:{encode_part(request_id)}"
+
+
+class EventStore:
+    """Commits, request ids and follower positions in one SQLite file (`:memory:` for tests).
+
+    Its methods block (SQLite); the host calls them from one thread of its own.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._datastore = SQLiteDatastore(self.path, originator_id_type="text")
+        self._recorder = SQLiteProcessRecorder(self._datastore)
+        self._recorder.create_table()
+
+    def close(self) -> None:
+        self._datastore.close()
+
+    def load(self, ref: AggregateRef) -> list[Commit]:
+        """The aggregate's commits, by version."""
+        return [
+            Commit.model_validate_json(stored.state)
+            for stored in self._recorder.select_events(stream_id(ref))
+        ]
+
+    def request(self, ref: AggregateRef, request_id: str) -> RequestRecord | None:
+        """The commit `request_id` made on this aggregate, if one did."""
+        if not request_id:
+            return None
+        found = self._recorder.select_events(_request_stream(ref, request_id), limit=1)
+        if not found:
+            return None
+        data = json.loads(found[0].state)
+        return RequestRecord(request_id, data["commitId"], data["version"])
+
+    def append(self, commit: Commit) -> int:
+        """Write `commit` (with its request id) in one transaction; its notification id.
+
+        `DuplicateRequestError` if the request id was committed before, `VersionConflictError`
+        if the version was taken; nothing is written then.
+        """
+        ref = commit.aggregate
+        stored = [
+            StoredEvent(
+                originator_id=stream_id(ref),
+                originator_version=commit.version,
+                topic=COMMIT_TOPIC,
+                state=commit.model_dump_json().encode(),
+            )
+        ]
+        if commit.request_id:
+            record = {"commitId": commit.id, "version": commit.version}
+            stored.append(
+                StoredEvent(
+                    originator_id=_request_stream(ref, commit.request_id),
+                    originator_version=1,
+                    topic=_REQUEST_TOPIC,
+                    state=json.dumps(record).encode(),
+                )
+            )
+        try:
+            ids = self._recorder.insert_events(stored)
+        except IntegrityError:
+            earlier = self.request(ref, commit.request_id)
+            if earlier is not None:
+                raise DuplicateRequestError(earlier) from None
+            raise VersionConflictError(
+                f"{ref} (tenant {ref.tenant_id}): version {commit.version} was taken"
+            ) from None
+        assert ids
+        return ids[0]
+
+    def commits_after(self, position: int, limit: int = 100) -> list[tuple[int, Commit]]:
+        """Up to `limit` commits after notification `position`, in log order."""
+        notifications = self._recorder.select_notifications(
+            start=position, limit=limit, topics=[COMMIT_TOPIC], inclusive_of_start=False
+        )
+        return [(n.id, Commit.model_validate_json(n.state)) for n in notifications]
+
+    def last_position(self) -> int:
+        """The notification id of the newest record (0: none)."""
+        return self._recorder.max_notification_id() or 0
+
+    def position(self, follower: str) -> int:
+        """The last notification `follower` has handled (0: none)."""
+        return self._recorder.max_tracking_id(follower) or 0
+
+    def advance(self, follower: str, position: int) -> None:
+        """Record that `follower` has handled everything up to `position`."""
+        if position > self.position(follower):
+            self._recorder.insert_tracking(Tracking(follower, position))
