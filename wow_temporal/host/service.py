@@ -108,7 +108,7 @@ Fallback = Callable[[CommandMessage], CommandResult]
 
 
 class DomainHost:
-    """Serves the commands of `apps`' aggregates over `store`. `committed` wakes the followers.
+    """Serves the commands of `apps`' aggregates over `store`; each commit wakes the followers.
 
     One host process per store file: it keeps aggregates in memory between commands.
     """
@@ -119,10 +119,16 @@ class DomainHost:
         self.apps = {app.context: app for app in apps}
         self.store = store
         self.fallback = fallback
-        self.committed = asyncio.Event()
+        self._wakers: list[asyncio.Event] = []
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="wow-store")
         self._cache: OrderedDict[str, Current] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def follow(self) -> asyncio.Event:
+        """An event set at each commit, for one follower of the log to wait on."""
+        waker = asyncio.Event()
+        self._wakers.append(waker)
+        return waker
 
     async def run(self, call: Callable[[], T]) -> T:
         """Run a blocking store call on the store's own thread."""
@@ -266,7 +272,8 @@ class DomainHost:
             self._cache.pop(key, None)
             return result.refused(Rejection("EventVersionConflict", str(conflict)))
         model.source(current, commit.version, decided.events)
-        self.committed.set()
+        for waker in self._wakers:
+            waker.set()
         return result.done(commit.version)
 
 

@@ -146,9 +146,14 @@ class EventStore:
         )
         return [(n.id, Commit.model_validate_json(n.state)) for n in notifications]
 
-    def last_position(self) -> int:
-        """The notification id of the newest record (0: none)."""
-        return self._recorder.max_notification_id() or 0
+    def behind(self, position: int) -> int:
+        """How many commits the log holds after notification `position`."""
+        statement = (
+            f"SELECT COUNT(*) FROM {self._recorder.events_table_name} WHERE rowid > ? AND topic = ?"
+        )
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (position, COMMIT_TOPIC))
+            return int(cursor.fetchone()[0])
 
     def position(self, follower: str) -> int:
         """The last notification `follower` has handled (0: none)."""

@@ -1,0 +1,113 @@
+"""A follower of the host's commit log: it handles each commit after its tracked position, in
+order, then records the new position, so a restart resumes where it stopped (at least once).
+
+The relay and each saga are followers. A failure to handle a commit is retried with backoff
+and reported, never skipped: the position moves only past what was handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from wow_temporal.host.service import DomainHost
+from wow_temporal.schedule import Commit
+
+__all__ = ["Follower", "FollowerStatus"]
+
+logger = logging.getLogger("wow_temporal.host")
+
+_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerStatus:
+    """Where a follower is: its position, how far the log is ahead, and its last failure."""
+
+    name: str
+    position: int
+    behind: int
+    failing_since: float | None
+    last_error: str | None
+
+
+class Follower(ABC):
+    """Handles the log's commits in order from its tracked position (`name` in the store)."""
+
+    batch = 100
+    poll_interval_s = 1.0
+
+    def __init__(self, host: DomainHost, name: str) -> None:
+        self.host = host
+        self.name = name
+        self._waker = host.follow()
+        self._position: int | None = None
+        self._failing_since: float | None = None
+        self._last_error: str | None = None
+        self._attempt = 0
+
+    @abstractmethod
+    async def handle(self, commits: list[tuple[int, Commit]]) -> int:
+        """Handle commits in order; the position of the last one handled (raise to retry)."""
+
+    async def position(self) -> int:
+        if self._position is None:
+            self._position = await self.host.run(lambda: self.host.store.position(self.name))
+        return self._position
+
+    async def status(self) -> FollowerStatus:
+        position = await self.position()
+        behind = await self.host.run(lambda: self.host.store.behind(position))
+        return FollowerStatus(self.name, position, behind, self._failing_since, self._last_error)
+
+    async def step(self) -> int:
+        """Handle one batch; how many commits it moved past (0: none waiting)."""
+        start = await self.position()
+        commits = await self.host.run(lambda: self.host.store.commits_after(start, self.batch))
+        if not commits:
+            return 0
+        reached = await self.handle(commits)
+        if reached > start:
+            await self.host.run(lambda: self.host.store.advance(self.name, reached))
+            self._position = reached
+        return sum(1 for position, _ in commits if position <= reached)
+
+    async def run(self) -> None:
+        """Follow the log until cancelled."""
+        while True:
+            self._waker.clear()
+            try:
+                moved = await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                await self._failed(error)
+                continue
+            self._recovered()
+            if moved == 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval_s):
+                        await self._waker.wait()
+
+    async def _failed(self, error: Exception) -> None:
+        text = f"{type(error).__name__}: {error}".strip()
+        if self._failing_since is None:
+            self._failing_since = time.time()
+        if text != self._last_error or self._attempt % 20 == 0:
+            logger.warning("%s: %s (retrying; nothing is skipped)", self.name, text)
+        self._last_error = text
+        delay = _BACKOFF_S[min(self._attempt, len(_BACKOFF_S) - 1)]
+        self._attempt += 1
+        await asyncio.sleep(delay)
+
+    def _recovered(self) -> None:
+        if self._failing_since is not None:
+            took = time.time() - self._failing_since
+            logger.warning("%s: going again after %.1f s", self.name, took)
+        self._failing_since = None
+        self._last_error = None
+        self._attempt = 0

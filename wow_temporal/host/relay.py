@@ -1,0 +1,62 @@
+"""The relay: hands each commit's schedule events to the timers (`TimerClient.apply_many`) in
+log order, then records its position. A crash between the two hands a commit over again, which
+the timers' idempotency (commit id and version) makes changes nothing: the effect is once.
+
+Commands never wait on it: with Temporal away, commits pile up in the log and the relay hands
+them over when it is back, none lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from wow_temporal.host.follower import Follower
+from wow_temporal.host.service import DomainHost
+from wow_temporal.schedule import Commit
+
+__all__ = ["RELAY", "Relay", "Timers"]
+
+RELAY = "relay"
+"""The relay's name in the store's tracking records."""
+
+
+class Timers(Protocol):
+    """What the relay needs of `TimerClient`."""
+
+    async def apply_many(self, commits: Sequence[Commit]) -> Any: ...
+
+
+class Relay(Follower):
+    """Follows the log and hands schedule events to the timers; `connect` gives the timers
+    (called again after a failure, so the relay can start before Temporal is reachable)."""
+
+    timeout_s = 30.0
+
+    def __init__(self, host: DomainHost, connect: Callable[[], Awaitable[Timers]]) -> None:
+        super().__init__(host, RELAY)
+        self._connect = connect
+        self._timers: Timers | None = None
+        self.handed = 0
+        """Commits with schedule events handed over since start."""
+        self.on_handed: Callable[[list[Commit]], None] | None = None
+        """Called with each batch once handed over (the benchmark's lag probe)."""
+
+    async def handle(self, commits: list[tuple[int, Commit]]) -> int:
+        scheduling = [commit for _, commit in commits if commit.schedule_events()]
+        if scheduling:
+            try:
+                if self._timers is None:
+                    async with asyncio.timeout(self.timeout_s):
+                        self._timers = await self._connect()
+                async with asyncio.timeout(self.timeout_s):
+                    await self._timers.apply_many(scheduling)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"the timers did not take {len(scheduling)} commits in {self.timeout_s:.0f} s"
+                ) from None
+            self.handed += len(scheduling)
+            if self.on_handed is not None:
+                self.on_handed(scheduling)
+        return commits[-1][0]
