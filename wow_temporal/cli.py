@@ -54,8 +54,8 @@ app.add_typer(schedule_app, name="schedule")
 
 T = TypeVar("T")
 
-_EXAMPLE_APP = "workers.eshop.inventory:app"
-"""The spec's inventory job, which `dev` runs when started in the repository."""
+_EXAMPLE_APP = "workers.eshop:apps"
+"""The spec's e-shop (order and inventory), which `dev` runs when started in the repository."""
 
 
 _bridge_used = False
@@ -240,16 +240,32 @@ def worker(
     _run(work)
 
 
-def _load_app(reference: str | None) -> DomainApp | None:
-    """The App of `--app module:attr`; exit 2 with what is wrong."""
+def _load_apps(reference: str | None) -> list[DomainApp]:
+    """The Apps of `--app module:attr` (one, or a list of them); exit 2 with what is wrong."""
     if reference is None:
-        return None
-    from wow_temporal.domain.app import load_app
+        return []
+    from wow_temporal.domain.app import load_apps
 
     try:
-        return load_app(reference)
+        return load_apps(reference)
     except ValueError as error:
         raise _fail(str(error)) from None
+
+
+def _jobs_app(apps: list[DomainApp], reference: str | None) -> DomainApp | None:
+    """The one app whose jobs a worker runs (the only one with jobs, or the only one)."""
+    with_jobs = [app for app in apps if app.jobs]
+    if len(with_jobs) > 1:
+        contexts = ", ".join(app.context for app in with_jobs)
+        raise _fail(f"--app {reference}: several apps have jobs ({contexts}): run one per worker")
+    if with_jobs:
+        return with_jobs[0]
+    return apps[0] if len(apps) == 1 else None
+
+
+def _load_app(reference: str | None) -> DomainApp | None:
+    """The App whose jobs `--app module:attr` names; exit 2 with what is wrong."""
+    return _jobs_app(_load_apps(reference), reference)
 
 
 @app.command()
@@ -331,13 +347,15 @@ def dev(
         str | None,
         typer.Option(
             "--app",
-            help="module:attr of an App whose jobs to run (default: the spec's example, "
-            f"{_EXAMPLE_APP}, when run from the repository; 'none' for no jobs).",
+            help="module:attr of an App (or a list of them) to host and whose jobs to run "
+            f"(default: the spec's e-shop, {_EXAMPLE_APP}, when run from the repository; "
+            "'none' for the echo host alone).",
         ),
     ] = None,
 ) -> None:
     """Run everything on the embedded default: Temporal dev server and Web UI, the timer
-    worker, the control API (WOW_API_PORT, 8088) and a domain host, until Ctrl-C.
+    worker, the job worker, the control API (WOW_API_PORT, 8088) and the domain host
+    (WOW_DEV_HOST_PORT, 8089), until Ctrl-C.
 
     A port in use is refused, never swapped; so is a data directory another dev runs on."""
     from wow_temporal.dev import dev_main
@@ -348,10 +366,16 @@ def dev(
         TemporalServerExitedError,
     )
 
-    if app_ref is None and Path("workers/eshop/inventory.py").is_file():
+    if app_ref is None and Path("workers/eshop/__init__.py").is_file():
         app_ref = _EXAMPLE_APP
-    domain = _load_app(None if app_ref in (None, "none") else app_ref)
-    settings = _settings(domain)
+    reference = None if app_ref in (None, "none") else app_ref
+    apps = _load_apps(reference)
+    settings = _settings(_jobs_app(apps, reference))
+    try:
+        port_setting = os.environ.get("WOW_DEV_HOST_PORT")
+        host_port = int(port_setting) if port_setting else None
+    except ValueError:
+        raise _fail(f"WOW_DEV_HOST_PORT={port_setting!r}: give a port number") from None
     _configure_logging()
     try:
         dev_main(
@@ -359,7 +383,7 @@ def dev(
             port=port or None,
             ui_port=ui_port or None,
             headless=headless,
-            services=default_services(settings, domain),
+            services=default_services(settings, apps, host_port),
         )
     except TemporalServerExitedError:
         raise typer.Exit(1) from None  # run_dev has said so, in one line
@@ -367,6 +391,73 @@ def dev(
         raise _fail(str(error), 1) from None
     except OSError as error:  # a service lost its port to another program since the check
         raise _fail(str(error), 1) from None
+
+
+@app.command("host")
+def domain_host(
+    app_ref: Annotated[
+        str,
+        typer.Option("--app", help="module:attr of an App, or a list of them, to serve."),
+    ],
+    db: Annotated[
+        Path, typer.Option(help="The SQLite event store file (one host per file).")
+    ] = Path(".wow-temporal/domain.db"),
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8089,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+) -> None:
+    """Serve an App's aggregates over Wow's command API, run its sagas, and relay the schedules
+    its commits set to the timers on TEMPORAL_ADDRESS (commands never wait for Temporal)."""
+    import uvicorn
+
+    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.host.runtime import HostRuntime, StoreInUseError
+    from wow_temporal.timers.client import TimerClient
+    from wow_temporal.worker import connect, delivery_settings
+
+    apps = _load_apps(app_ref)
+    settings = _settings(_jobs_app(apps, app_ref))
+    if not port_is_free(port, host):
+        raise _fail(str(PortInUseError("domain host", port, host, "--port")), 1)
+    _configure_logging()
+    log = logging.getLogger("wow_temporal.host")
+
+    async def timers() -> TimerClient:
+        client = await connect(settings)
+        log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
+        return TimerClient(client, delivery=delivery_settings(settings.timers))
+
+    async def serve() -> None:
+        runtime = HostRuntime(apps, db, timers)
+        runtime.start()
+        log.info(
+            "domain host for %s on http://%s:%d, store %s",
+            ", ".join(a.context for a in apps), host, port, db,
+        )
+        config = uvicorn.Config(runtime.asgi, host=host, port=port, log_level="warning")
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            await runtime.stop()
+
+    try:
+        asyncio.run(serve())
+    except StoreInUseError as error:
+        raise _fail(str(error), 1) from None
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def manifest(
+    app_ref: Annotated[
+        str, typer.Option("--app", help="module:attr of an App, or a list of them.")
+    ],
+) -> None:
+    """Print JSON: each function with its command, the events it produces and the command types
+    it schedules; each saga handler; every job with its rule and scope."""
+    from wow_temporal.domain.manifest import manifest as build
+
+    typer.echo(json.dumps(build(_load_apps(app_ref)), indent=2))
 
 
 def _configure_logging(level: int = logging.INFO) -> None:

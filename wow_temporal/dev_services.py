@@ -1,10 +1,12 @@
-"""The services `wow-temporal dev` runs beside the embedded server: a domain host, the timer
-worker and the control API, each in this process."""
+"""The services `wow-temporal dev` runs beside the embedded server: the domain host (the apps'
+aggregates and sagas, with the relay to the timers), the timer worker, the job worker and the
+control API, each in this process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 
 import uvicorn
 from temporalio.worker import Worker
@@ -13,7 +15,9 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.dev import DevContext, DevService
 from wow_temporal.domain.app import App
 from wow_temporal.embedded import PortInUseError, free_port, port_is_free
-from wow_temporal.host.echo import create_echo_host
+from wow_temporal.host.echo import create_echo_host, echo_fallback
+from wow_temporal.host.relay import Timers
+from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
@@ -22,7 +26,9 @@ from wow_temporal.timers.core import short_instant
 from wow_temporal.worker import delivery_settings, job_worker, timer_worker
 
 __all__ = [
+    "DOMAIN_HOST_PORT",
     "ApiService",
+    "DomainHostService",
     "EchoHostService",
     "JobWorkerService",
     "TimerWorkerService",
@@ -73,6 +79,52 @@ class EchoHostService(_Uvicorn):
 
     async def stop(self) -> None:
         await self.shutdown()
+
+
+DOMAIN_HOST_PORT = 8089
+"""The dev domain host's port (`WOW_DEV_HOST_PORT`), used or refused like the control API's."""
+
+
+class DomainHostService(_Uvicorn):
+    """The domain host of `apps`: Wow's command API, the SQLite store in the data directory, the
+    sagas and the relay to the timers. Other contexts' commands get the echo convention, so a
+    commit typed by hand still shows every outcome."""
+
+    name = "domain host"
+
+    def __init__(self, settings: Settings, apps: Sequence[App], port: int | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.apps = list(apps)
+        self.port = DOMAIN_HOST_PORT if port is None else (port or free_port())
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.runtime: HostRuntime | None = None
+
+    def check(self) -> None:
+        if not port_is_free(self.port):
+            raise PortInUseError("domain host", self.port, "127.0.0.1", "WOW_DEV_HOST_PORT")
+
+    async def start(self, ctx: DevContext) -> str:
+        timers = TimerClient(ctx.client, delivery=delivery_settings(self.settings.timers))
+
+        async def connect() -> Timers:
+            return timers
+
+        db_path = ctx.data_dir / "domain.db"
+        self.runtime = HostRuntime(self.apps, db_path, connect, fallback=echo_fallback())
+        self.runtime.start()
+        await self.serve(self.runtime.asgi, self.port)
+        contexts = ", ".join(app.context for app in self.apps)
+        return (
+            f"{self.url}  ({contexts}; store {db_path}; followers at /wow/followers, OpenAPI "
+            "/docs; other contexts: the echo convention, refusing aggregate ids reject-…, "
+            "failing fail-…, failing flaky-… 3 times first)"
+        )
+
+    async def stop(self) -> None:
+        await self.shutdown()
+        if self.runtime is not None:
+            await self.runtime.stop()
 
 
 class _WorkerService:
@@ -186,17 +238,24 @@ class ApiService:
                 await self._task
 
 
-def default_services(settings: Settings, app: App | None = None) -> list[DevService]:
-    """Host (the echo host unless WOW_HOST_URL names one), timer worker, `app`'s job worker,
-    control API."""
+def default_services(
+    settings: Settings, apps: Sequence[App] = (), host_port: int | None = None
+) -> list[DevService]:
+    """Domain host (of `apps`; the echo host when there are none; none when WOW_HOST_URL names
+    one), timer worker, a job worker per app with jobs, control API."""
     services: list[DevService] = []
     host_url = settings.host_url
-    if host_url is None:
-        host = EchoHostService()
-        services.append(host)
-        host_url = host.url
+    if host_url is None and apps:
+        domain = DomainHostService(settings, apps, host_port)
+        services.append(domain)
+        host_url = domain.url
+    elif host_url is None:
+        echo = EchoHostService()
+        services.append(echo)
+        host_url = echo.url
     services.append(TimerWorkerService(settings, host_url))
-    if app is not None:
+    with_jobs = [app for app in apps if app.jobs]
+    for app in with_jobs:
         services.append(JobWorkerService(settings, host_url, app))
-    services.append(ApiService(settings, app=app))
+    services.append(ApiService(settings, app=with_jobs[0] if with_jobs else None))
     return services

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-__all__ = ["FAIL_PREFIX", "FLAKY_FAILURES", "FLAKY_PREFIX", "REJECT_PREFIX", "create_echo_host"]
+from wow_temporal.host.service import CommandMessage, CommandResult, Fallback
+
+__all__ = [
+    "FAIL_PREFIX",
+    "FLAKY_FAILURES",
+    "FLAKY_PREFIX",
+    "REJECT_PREFIX",
+    "create_echo_host",
+    "echo_fallback",
+]
 
 REJECT_PREFIX = "reject-"
 """Aggregate ids the echo host refuses: a business refusal, the timer is done."""
@@ -117,3 +127,35 @@ def create_echo_host(log: Callable[[str], None] | None = None) -> FastAPI:
         )
 
     return app
+
+
+def echo_fallback(log: Callable[[str], None] | None = None) -> Fallback:
+    """The echo convention for the domain host's unserved contexts: `wow-temporal dev` serves
+    the e-shop and still answers hand-made commits' commands (`reject-…`, `fail-…`, …)."""
+    emit = log or (lambda line: print(line, file=sys.stdout, flush=True))
+    convention = _Convention()
+
+    def answer(message: CommandMessage) -> CommandResult:
+        ref = message.ref
+        request_id = message.request_id or uuid.uuid4().hex
+        answered = convention.answer(ref.aggregate_id, request_id)
+        emit(
+            f"[echo host] {answered.label} ({answered.why}) {message.type} → "
+            f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} "
+            f"(tenant {ref.tenant_id}, request {request_id}) "
+            f"{json.dumps(dict(message.body), separators=(',', ':'))[:200]}"
+        )
+        return CommandResult(
+            id=request_id,
+            wait_command_id=request_id,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            tenant_id=ref.tenant_id,
+            aggregate_id=ref.aggregate_id,
+            request_id=request_id,
+            command_id=request_id,
+            error_code=answered.code,
+            error_msg="" if answered.code == "Ok" else answered.why,
+        )
+
+    return answer

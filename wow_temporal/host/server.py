@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Header, Request
 from fastapi.encoders import jsonable_encoder
@@ -15,6 +16,9 @@ from fastapi.responses import JSONResponse
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
 from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef
+
+if TYPE_CHECKING:
+    from wow_temporal.host.follower import Follower
 
 __all__ = ["DEFAULT_TENANT", "WAIT_STAGES", "create_host_app"]
 
@@ -50,8 +54,14 @@ def _result_response(result: CommandResult, status: int | None = None) -> JSONRe
     )
 
 
-def create_host_app(host: DomainHost, *, title: str = "wow-temporal domain host") -> FastAPI:
-    """The host's ASGI app over `host` (which the caller starts and closes)."""
+def create_host_app(
+    host: DomainHost,
+    *,
+    followers: Sequence[Follower] = (),
+    title: str = "wow-temporal domain host",
+) -> FastAPI:
+    """The host's ASGI app over `host` (which the caller starts and closes); `followers` are
+    shown at `/wow/followers`."""
     contexts = ", ".join(sorted(host.apps)) or "none"
     app = FastAPI(
         title=title,
@@ -250,6 +260,25 @@ def create_host_app(host: DomainHost, *, title: str = "wow-temporal domain host"
                 "commits": [commit.model_dump(mode="json") for commit in commits],
             }
         )
+
+    @app.get(
+        "/wow/followers",
+        summary="The log's followers (the relay to the timers, the sagas): where each is",
+    )
+    async def followers_status() -> list[dict[str, Any]]:
+        shown = []
+        for follower in followers:
+            status = await follower.status()
+            shown.append(
+                {
+                    "name": status.name,
+                    "position": status.position,
+                    "behind": status.behind,
+                    "failingSince": status.failing_since,
+                    "lastError": status.last_error,
+                }
+            )
+        return shown
 
     @app.get("/health", summary="The host is up")
     async def health() -> dict[str, str]:

@@ -1,0 +1,82 @@
+"""The domain host as one running thing: the store file (locked: one host per file), the command
+pipeline, its HTTP app, and the followers (sagas, relay) on tasks of the running loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from wow_temporal.domain.app import App
+from wow_temporal.host.follower import Follower
+from wow_temporal.host.relay import Relay, Timers
+from wow_temporal.host.sagas import saga_followers
+from wow_temporal.host.server import create_host_app
+from wow_temporal.host.service import DomainHost, Fallback
+from wow_temporal.host.store import EventStore
+
+__all__ = ["HostRuntime", "StoreInUseError"]
+
+
+class StoreInUseError(RuntimeError):
+    """Another host process serves this store file."""
+
+
+class HostRuntime:
+    """`apps` served over the store at `db_path`, with the relay handing schedules to the timers
+    `connect` gives (retried until Temporal is reachable: commands never wait for it)."""
+
+    def __init__(
+        self,
+        apps: Iterable[App],
+        db_path: str | Path,
+        connect: Callable[[], Awaitable[Timers]],
+        *,
+        fallback: Fallback | None = None,
+    ) -> None:
+        self.apps = list(apps)
+        self.db_path = Path(db_path)
+        self._lock_fd = _lock(self.db_path)
+        try:
+            self.host = DomainHost(self.apps, EventStore(self.db_path), fallback=fallback)
+        except Exception:
+            os.close(self._lock_fd)
+            raise
+        self.relay = Relay(self.host, connect)
+        self.followers: list[Follower] = [*saga_followers(self.host, self.apps), self.relay]
+        self.asgi: FastAPI = create_host_app(self.host, followers=self.followers)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Start the followers on the running loop."""
+        self._tasks = [asyncio.create_task(follower.run()) for follower in self.followers]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        self.host.close()
+        os.close(self._lock_fd)
+
+
+def _lock(db_path: Path) -> int:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = db_path.with_name(db_path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreInUseError(
+            f"{db_path} is served by another domain host (it holds {lock_path}); "
+            "one host per store file"
+        ) from None
+    return fd
