@@ -198,7 +198,9 @@ class DomainHost:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
             try:
-                return await self._decide(app, model, message, result, key)
+                answer = await self._decide(app, model, message, result, key)
+                _log(message, answer)
+                return answer
             except Exception as error:
                 logger.exception("%s %s failed", message.type, message.ref)
                 self._cache.pop(key, None)
@@ -275,6 +277,23 @@ class DomainHost:
         for waker in self._wakers:
             waker.set()
         return result.done(commit.version)
+
+
+def _log(message: CommandMessage, result: CommandResult) -> None:
+    """One line per command: what it was, for which aggregate, and how it was answered."""
+    ref = message.ref
+    how = result.error_code + ("" if result.ok else f" ({result.error_msg})")
+    by = f", from {message.schedule.timer}#{message.schedule.slot}" if message.schedule else ""
+    logger.info(
+        "%s → %s %s (tenant %s%s): %s, version %s",
+        message.type.rsplit(".", 1)[-1],
+        ref.named,
+        ref.aggregate_id,
+        ref.tenant_id,
+        by,
+        how,
+        result.aggregate_version,
+    )
 
 
 _KEPT_HEADERS = frozenset({"upstream_id", "upstream_name", "trace_id", "traceparent"})
