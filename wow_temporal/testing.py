@@ -479,9 +479,8 @@ class SpecResult:
         raise AssertionError(f"{self.command_type}: " + _differs("events", shown, found))
 
     def expect_schedules(self, *expected: ExpectedSchedule) -> SpecResult:
-        """Assert the schedules the decision sets and cancels are exactly these, in order (none
-        when none is given): key, rule (`ScheduleRule` equality), command type and JSON body,
-        and target."""
+        """Assert the schedules set and cancelled are exactly these, in order (none if none is
+        given), by key, rule (`ScheduleRule` equality), command type and JSON body, and target."""
         self._decided("schedules")
         wanted = [_schedule_event(e) for e in expected]
         actual = self.schedules
@@ -543,10 +542,8 @@ def _same_schedule(
 
 
 class AggregateSpec:
-    """One aggregate instance's history (`given`) and the command to decide on it (`when`).
-
-    Immutable: `given` returns a new spec, so one spec can start many tests.
-    """
+    """One aggregate instance's history (`given`) and the command to decide on it (`when`);
+    immutable (`given` returns a new spec), so one spec can start many tests."""
 
     def __init__(
         self,
@@ -623,9 +620,8 @@ def aggregate_spec(
     tenant_id: str = "t1",
     aggregate_id: str = "a1",
 ) -> AggregateSpec:
-    """A spec of `aggregate_cls` in `context` (read by `App`, so a missing service is refused as
-    the host refuses it), for the instance `aggregate_id` of `tenant_id`: `given(...).when(...)`.
-    """
+    """A spec of the instance `aggregate_id` of `tenant_id`, `given(...).when(...)`; the class is
+    read by `App(context, ...)`, so a missing service is refused as the host refuses it."""
     app = App(context, aggregates=[aggregate_cls], services=services)
     (model,) = app.models.values()
     return AggregateSpec(app, model, model.named.ref(tenant_id, aggregate_id))
