@@ -444,6 +444,7 @@ def test_the_eshop_manifest() -> None:
         "function": "Order.confirm_stock",
         "command": "eshop.order.ConfirmOrderStock",
         "creates": False,
+        "takes": ["PaymentPolicy", "DecideScope"],
         "produces": ["eshop.order.OrderStockItemConfirmed", "eshop.order.OrderStockConfirmed"],
         "schedules": ["eshop.order.CancelOrder"],
     }

@@ -460,6 +460,30 @@ def manifest(
     typer.echo(json.dumps(build(_load_apps(app_ref)), indent=2))
 
 
+@app.command()
+def demo(
+    host_url: Annotated[
+        str, typer.Option(help="The dev stack's domain host.")
+    ] = "http://127.0.0.1:8089",
+    api_url: Annotated[
+        str | None, typer.Option(help="The control API (default: WOW_API_PORT).")
+    ] = None,
+    ui_url: Annotated[str, typer.Option(help="The Temporal Web UI.")] = "http://127.0.0.1:8233",
+) -> None:
+    """Walk through the spec's e-shop on a running `./run dev` in about a minute: an order that
+    cancels itself when not paid in time, one paid in time, and the morning job."""
+    from wow_temporal.demo import DemoError, run_demo
+
+    settings = _settings()
+    api = api_url or f"http://127.0.0.1:{settings.api_port}"
+    try:
+        asyncio.run(run_demo(host_url, api, ui_url, token=settings.api_token))
+    except DemoError as error:
+        raise _fail(str(error), 1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
 def _configure_logging(level: int = logging.INFO) -> None:
     """Plain one-line log records on stderr; the Temporal core's among them (no ANSI)."""
     from wow_temporal.logs import configure_logging

@@ -327,7 +327,7 @@ def _name(event: BaseModel | type[BaseModel]) -> str:
 
 def _body(model: BaseModel) -> dict[str, Any]:
     """A model's JSON body as `AggregateModel.handle` writes events and scheduled commands."""
-    return model.model_dump(mode="json")
+    return model.model_dump(mode="json", by_alias=True)
 
 
 def _wire_event(event: BaseModel | Scheduled | Cancelled) -> _Wire:

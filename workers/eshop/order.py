@@ -229,8 +229,10 @@ class Order:
             raise CommandRejected(
                 f"order {self.state.id} is already cancelled ({self.state.cancel_reason})"
             )
-        timer = command.schedule.timer if command.schedule is not None else None
-        if timer is None and status == OrderStatus.AWAITING_PAYMENT:
+        schedule = command.schedule
+        timer = schedule.timer if schedule is not None else None
+        by_grace_period = schedule is not None and schedule.key == PAYMENT_GRACE_PERIOD
+        if not by_grace_period and status == OrderStatus.AWAITING_PAYMENT:
             scope.cancel_schedule(PAYMENT_GRACE_PERIOD)
         return Decision.events(
             OrderCancelled(reason=command.reason, items=self.state.items, timer=timer)

@@ -29,6 +29,7 @@ from wow_temporal.domain.system import (
 from wow_temporal.schedule import (
     AggregateDeleted,
     AggregateRef,
+    InvalidScheduleError,
     NamedAggregate,
     ScheduleCancelled,
     ScheduleSet,
@@ -252,14 +253,7 @@ class AggregateModel:
                 if annotation is DecideScope:
                     filled.append(DecideScope)
                     continue
-                match = next(
-                    (
-                        s
-                        for s in registered
-                        if isinstance(annotation, type) and isinstance(s, annotation)
-                    ),
-                    None,
-                )
+                match = next((s for s in registered if _provides(s, annotation, function)), None)
                 if match is None:
                     shown = getattr(annotation, "__name__", repr(annotation))
                     raise ValueError(
@@ -319,6 +313,8 @@ class AggregateModel:
             decision = getattr(instance, function.attribute)(parsed, *arguments)
         except CommandRejected as refused:
             return refused.rejection
+        except (ValidationError, InvalidScheduleError):
+            raise  # the function built a bad event or schedule: a bug, not the command's fault
         except ValueError as error:
             return Rejection("IllegalArgument", str(error) or type(error).__name__)
         if not isinstance(decision, Decision):
@@ -334,11 +330,24 @@ class AggregateModel:
                     f"{function.name} decided {name}, which it does not declare: add it to "
                     f"@on_command(produces=[...]) (declared: {', '.join(function.produces)})"
                 )
-            events.append((name, event.model_dump(mode="json")))
+            events.append((name, event.model_dump(mode="json", by_alias=True)))
         events.extend((change.NAME, change.model_dump(mode="json")) for change in scope.changes)
         if current.version == 0 and not events:
             raise TypeError(f"{function.name} creates {self.named} but decided no event")
         return Decided(tuple(events), function.name)
+
+
+def _provides(service: object, annotation: Any, function: CommandFunction) -> bool:
+    """Whether `service` is what a parameter annotated `annotation` takes."""
+    if not isinstance(annotation, type):
+        return False
+    try:
+        return isinstance(service, annotation)
+    except TypeError:  # a Protocol that is not @runtime_checkable
+        raise ValueError(
+            f"{function.name} takes a {annotation.__name__}, a Protocol: mark it "
+            "@typing.runtime_checkable so the registered service can be matched to it"
+        ) from None
 
 
 def _system(command_type: str, parsed: BaseModel) -> Decided:

@@ -88,7 +88,7 @@ class DecideScope:
                 f"{self.function} scheduled {kind}, which it does not declare: add it to "
                 f"@on_command(schedules=[...]) (declared: {declared})"
             )
-        scheduled = ScheduledCommand(type=kind, body=command.model_dump(mode="json"))
+        scheduled = ScheduledCommand(type=kind, body=command.model_dump(mode="json", by_alias=True))
         self.changes.append(ScheduleSet(key=key, rule=rule, command=scheduled, target=target))
 
     def cancel_schedule(self, key: str) -> None:

@@ -1,4 +1,5 @@
-"""The manifest: what an app's functions take, produce and schedule, and its jobs' rules, as
+"""The manifest: each function's command, the services it takes, what it produces and schedules,
+and the jobs' rules, as
 JSON (`wow-temporal manifest --app module:attr`), since no compiler reads a function's body."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def _context(app: App) -> dict[str, Any]:
                         "function": function.name,
                         "command": function.command_type,
                         "creates": function.create or function.allow_create,
+                        "takes": [getattr(t, "__name__", str(t)) for t in function.extras],
                         "produces": list(function.produces),
                         "schedules": list(function.schedules),
                     }

@@ -73,7 +73,7 @@ class SagaContext:
                 f"{self.function or 'the saga'} scheduled {kind}, which it does not declare: add "
                 f"it to @on_event(..., schedules=[...]) (declared: {declared})"
             )
-        scheduled = ScheduledCommand(type=kind, body=command.model_dump(mode="json"))
+        scheduled = ScheduledCommand(type=kind, body=command.model_dump(mode="json", by_alias=True))
         return self.command(target, SetSchedule(key=key, rule=rule, command=scheduled))
 
     def cancel(self, key: str, target: AggregateRef) -> Command[CancelSchedule]:

@@ -1,0 +1,280 @@
+"""`wow-temporal demo`: a two-minute walk through the spec's e-shop on a running `./run dev`.
+
+It talks only to what a newcomer has: the domain host (Wow's command API), the control API and
+the Web UI's addresses, and prints each step with what to look at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from wow_temporal.ids import job_workflow_id, timer_workflow_id
+from wow_temporal.schedule import NamedAggregate
+
+__all__ = ["DemoError", "run_demo"]
+
+ORDER = NamedAggregate("eshop-order", "order")
+STOCK = NamedAggregate("eshop-inventory", "stock")
+JOB = "receive-deliveries"
+SYSTEM_TENANT = "(0)"
+
+
+class DemoError(RuntimeError):
+    """The dev stack is not there, or did not do what the walk expects."""
+
+
+class _Walk:
+    def __init__(
+        self,
+        host: httpx.AsyncClient,
+        api: httpx.AsyncClient,
+        ui_url: str,
+        tenant: str,
+        say: Callable[[str], None],
+    ) -> None:
+        self.host = host
+        self.api = api
+        self.ui_url = ui_url.rstrip("/")
+        self.tenant = tenant
+        self.say = say
+        self.step = 0
+
+    def heading(self, text: str) -> None:
+        self.step += 1
+        self.say("")
+        self.say(f"{self.step}. {text}")
+
+    def ui(self, workflow_id: str) -> str:
+        return f"{self.ui_url}/namespaces/default/workflows/{quote(workflow_id, safe='')}"
+
+    async def send(
+        self,
+        kind: str,
+        aggregate: NamedAggregate,
+        aggregate_id: str,
+        body: dict[str, Any],
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        response = await self.host.post(
+            "/wow/command/send",
+            json=body,
+            headers={
+                "Command-Type": kind,
+                "Command-Aggregate-Context": aggregate.context_name,
+                "Command-Aggregate-Name": aggregate.aggregate_name,
+                "Command-Aggregate-Id": aggregate_id,
+                "Command-Tenant-Id": tenant or self.tenant,
+                "Command-Wait-Stage": "PROCESSED",
+            },
+        )
+        result: dict[str, Any] = response.json()
+        code = result.get("errorCode")
+        self.say(
+            f"   → {kind.rsplit('.', 1)[-1]} {aggregate} {aggregate_id}: {code}"
+            + (f" ({result.get('errorMsg')})" if code != "Ok" else "")
+        )
+        return result
+
+    async def read(
+        self, aggregate: NamedAggregate, aggregate_id: str, tenant: str | None = None
+    ) -> dict[str, Any] | None:
+        response = await self.host.get(
+            f"/wow/aggregate/{aggregate.context_name}/{aggregate.aggregate_name}/"
+            f"{quote(tenant or self.tenant, safe='')}/{quote(aggregate_id, safe='')}"
+        )
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        found: dict[str, Any] = response.json()
+        return found
+
+    async def until(self, what: str, check: Callable[[], Any], within: float) -> Any:
+        deadline = time.monotonic() + within
+        while True:
+            value = await check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise DemoError(f"waited {within:.0f} s for {what}; see the dev stack's output")
+            await asyncio.sleep(0.25)
+
+    async def status_of(self, aggregate_id: str) -> str | None:
+        order = await self.read(ORDER, aggregate_id)
+        return None if order is None else str(order["state"]["status"])
+
+    async def timer(self, workflow_id: str) -> dict[str, Any]:
+        response = await self.api.get(f"/timers/{quote(workflow_id, safe='')}")
+        if response.status_code != 200:
+            raise DemoError(f"the control API answered {response.status_code}: {response.text}")
+        found: dict[str, Any] = response.json()
+        return found
+
+    async def job(self, suffix: str = "", body: dict[str, Any] | None = None) -> dict[str, Any]:
+        path = f"/eshop-inventory/schedule/{JOB}{suffix}"
+        response = await (self.api.post(path, json=body) if suffix else self.api.get(path))
+        if response.status_code != 200:
+            raise DemoError(f"the control API answered {response.status_code}: {response.text}")
+        found: dict[str, Any] = response.json()
+        return found
+
+
+async def run_demo(
+    host_url: str,
+    api_url: str,
+    ui_url: str,
+    *,
+    token: str | None = None,
+    say: Callable[[str], None] = print,
+) -> None:
+    """Walk through the e-shop on the dev stack at these addresses; `DemoError` if it cannot."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx.AsyncClient(base_url=host_url, timeout=15) as host,
+        httpx.AsyncClient(base_url=api_url, timeout=30, headers=headers) as api,
+    ):
+        for name, client in (("domain host", host), ("control API", api)):
+            try:
+                await client.get("/health")
+            except httpx.HTTPError:
+                raise DemoError(
+                    f"no {name} at {client.base_url}: start the dev stack first (./run dev)"
+                ) from None
+        walk = _Walk(host, api, ui_url, f"demo-{uuid.uuid4().hex[:6]}", say)
+        await _walk(walk)
+
+
+async def _walk(walk: _Walk) -> None:
+    say = walk.say
+    say(f"The spec's e-shop, tenant {walk.tenant}. Web UI: {walk.ui_url}")
+
+    walk.heading("The inventory receives stock: 10 mugs, 5 caps.")
+    await walk.send("eshop.inventory.ReceiveStock", STOCK, "mug", {"quantity": 10})
+    await walk.send("eshop.inventory.ReceiveStock", STOCK, "cap", {"quantity": 5})
+
+    walk.heading(
+        "Place order A (2 mugs, 1 cap). The inventory's saga reserves each product "
+        "and confirms it to the order."
+    )
+    order_a = f"A-{uuid.uuid4().hex[:6]}"
+    items = [{"product_id": "mug", "quantity": 2}, {"product_id": "cap", "quantity": 1}]
+    await walk.send("eshop.order.CreateOrder", ORDER, order_a, {"items": items})
+    await walk.until(
+        "order A's stock to be confirmed",
+        lambda: _is(walk, order_a, "AWAITING_PAYMENT"),
+        15,
+    )
+    order = await walk.read(ORDER, order_a)
+    assert order is not None
+    last = order["commits"][-1]
+    scheduled = next(e for e in last["body"] if e["name"] == "wow.ScheduleSet")["body"]
+    say(f"   The last confirmation committed {', '.join(e['name'] for e in last['body'])}")
+    say(
+        f"   in one commit (version {last['version']}): {scheduled['command']['type']} "
+        f"{scheduled['rule']} under {scheduled['key']}."
+    )
+    timer_a = timer_workflow_id(ORDER.ref(walk.tenant, order_a), scheduled["key"])
+    shown = await walk.until(
+        "the relay to start order A's timer", lambda: _timer_started(walk, timer_a), 15
+    )
+    say(f"   The relay handed it to Temporal: timer {shown['status']}, due {shown['due']}.")
+    say(f"   Look at it in the Web UI: {walk.ui(timer_a)}")
+    say("   (its Summary names the timer; Current Details show the command, due time and rule)")
+
+    walk.heading("Place order B and pay it in time: paying cancels its payment-grace-period.")
+    order_b = f"B-{uuid.uuid4().hex[:6]}"
+    await walk.send(
+        "eshop.order.CreateOrder", ORDER, order_b, {"items": [{"product_id": "mug", "quantity": 1}]}
+    )
+    await walk.until("order B's stock", lambda: _is(walk, order_b, "AWAITING_PAYMENT"), 15)
+    await walk.send("eshop.order.PayOrder", ORDER, order_b, {})
+    timer_b = timer_workflow_id(ORDER.ref(walk.tenant, order_b), scheduled["key"])
+    ended = await walk.until(
+        "order B's timer to end", lambda: _timer_in(walk, timer_b, {"Cancelled"}), 20
+    )
+    say(f"   Order B is PAID; its timer is {ended['status']}: {walk.ui(timer_b)}")
+
+    walk.heading(
+        "Wait for order A's grace period to end: its timer sends CancelOrder("
+        "PAYMENT_TIMEOUT), and the saga releases its stock."
+    )
+    due = shown.get("due") or ""
+    say(f"   due {due}; waiting …")
+    await walk.until("order A to cancel itself", lambda: _is(walk, order_a, "CANCELLED"), 180)
+    order = await walk.read(ORDER, order_a)
+    assert order is not None
+    cancelled = next(
+        e for c in order["commits"] for e in c["body"] if e["name"].endswith("OrderCancelled")
+    )["body"]
+    say(f"   Order A is CANCELLED ({cancelled['reason']}), sent by {cancelled['timer']}.")
+    done = await walk.until(
+        "order A's timer to be Delivered", lambda: _timer_in(walk, timer_a, {"Delivered"}), 20
+    )
+    say(
+        f"   Its timer is {done['status']}. A second delivery would be a DuplicateRequestId: "
+        "decided once."
+    )
+    await walk.send("eshop.order.PayOrder", ORDER, order_a, {})
+    say("   (paying now is refused: the order decides on its state then)")
+    mug = await walk.read(STOCK, "mug")
+    if mug is not None:
+        say(f"   mug stock: {mug['state']['on_hand']} on hand, reserved {mug['state']['reserved']}")
+
+    walk.heading(f"The morning job {JOB}: enable it and reschedule it to run every 5 seconds.")
+    job_id = job_workflow_id("eshop-inventory", JOB)
+    await walk.job("/wow.schedule.enable")
+    info = await walk.job("/wow.schedule.reschedule", {"expression": "*/5 * * * * *"})
+    say(f"   {JOB} is {info['status']}, next {', '.join(info['next_due'][:2])}")
+    say(f"   Watch its ticks in the Web UI: {walk.ui(job_id)}")
+    recent = info.get("recent") or []
+    before = recent[-1]["slot"] if recent else 0
+    ticked = await walk.until("a tick of the job", lambda: _ticked(walk, before), 30)
+    tick = ticked["recent"][-1]
+    say(
+        f"   tick: slot {tick['slot']}, {tick['outcome']}: {tick['commands']} ReceiveStock "
+        f"commands, {tick['delivered']} delivered"
+    )
+    stock = await walk.read(STOCK, "mug", SYSTEM_TENANT)
+    if stock is not None:
+        say(
+            f"   the suppliers' deliveries reached tenant {SYSTEM_TENANT}'s stock: mug "
+            f"{stock['state']['on_hand']} on hand"
+        )
+    restored = await walk.job("/wow.schedule.reschedule", {"expression": "0 0 6 * * *"})
+    say(f"   rescheduled back to 0 0 6 * * *: next {', '.join(restored['next_due'][:1])}")
+
+    say("")
+    say(
+        "Done. Try `wow-temporal timers list`, `wow-temporal schedule show receive-deliveries`, "
+        "and the README's commit by hand."
+    )
+
+
+async def _is(walk: _Walk, order_id: str, status: str) -> bool:
+    return await walk.status_of(order_id) == status
+
+
+async def _timer_started(walk: _Walk, workflow_id: str) -> dict[str, Any] | None:
+    response = await walk.api.get(f"/timers/{quote(workflow_id, safe='')}")
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    found: dict[str, Any] = response.json()
+    return found
+
+
+async def _timer_in(walk: _Walk, workflow_id: str, statuses: set[str]) -> dict[str, Any] | None:
+    found = await _timer_started(walk, workflow_id)
+    return found if found is not None and found["status"] in statuses else None
+
+
+async def _ticked(walk: _Walk, after_slot: int) -> dict[str, Any] | None:
+    info = await walk.job()
+    recent = info.get("recent") or []
+    return info if recent and recent[-1]["slot"] > after_slot else None
