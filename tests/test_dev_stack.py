@@ -1,6 +1,7 @@
-"""`wow-temporal dev` as a user runs it: the whole stack starts, a commit handed to the control
-API is delivered to the domain host, and Ctrl-C / SIGTERM leaves no process behind; a second
-one on the same data directory is refused; the stack stops when its server dies."""
+"""`wow-temporal dev` as a user runs it: the whole stack starts, `wow-temporal demo` walks the
+e-shop on it, a commit handed to the control API is delivered (the echo convention for a
+context the host does not serve), and Ctrl-C / SIGTERM leaves no process behind; a second one
+on the same data directory is refused; the stack stops when its server dies."""
 
 from __future__ import annotations
 
@@ -37,9 +38,17 @@ def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], time
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> None:
+def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
+    tmp_path: Path,
+) -> None:
     api_port = free_port()
-    env = {**os.environ, "WOW_API_PORT": str(api_port), "WOW_HOST_URL": "", "WOW_CONFIG": ""}
+    env = {
+        **os.environ,
+        "WOW_API_PORT": str(api_port),
+        "WOW_HOST_URL": "",
+        "WOW_CONFIG": "",
+        "ESHOP_PAYMENT_GRACE_PERIOD": "PT2S",
+    }
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -49,6 +58,8 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
             "--headless",
             "--port",
             "0",  # 7233 may be another stack's
+            "--host-port",
+            "0",
             "--data-dir",
             str(tmp_path / "dev"),
         ],
@@ -65,11 +76,37 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
             assert service in printed
         children = _descendants(proc.pid)
         assert children, "the dev server runs as a child process"
+        host_url = printed.split("domain host:", 1)[1].split()[0]
+
+        demo = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "wow-temporal"),
+                "demo",
+                "--host-url",
+                host_url,
+                "--api-url",
+                f"http://127.0.0.1:{api_port}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        for seen in (
+            "wow.ScheduleSet",
+            "its timer is Cancelled",
+            "is CANCELLED (PAYMENT_TIMEOUT)",
+            "Its timer is Delivered",
+            "IllegalState",
+            "delivered",
+        ):
+            assert seen in demo.stdout, demo.stdout
 
         created = int(datetime.now(UTC).timestamp() * 1000)
         commit = {
             "id": "commit-dev",
-            "contextName": "eshop-order",
+            "contextName": "hand-made",
             "aggregateName": "order",
             "tenantId": "t1",
             "aggregateId": "42",
@@ -111,7 +148,12 @@ def test_dev_delivers_a_commit_end_to_end_and_stops_cleanly(tmp_path: Path) -> N
 
 def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
     """`wow-temporal dev` on any free Temporal ports, the control API on `api_port`."""
-    env = {**os.environ, "WOW_API_PORT": str(api_port), "WOW_HOST_URL": "", "WOW_CONFIG": ""}
+    env = {
+        **os.environ,
+        "WOW_API_PORT": str(api_port),
+        "WOW_HOST_URL": "",
+        "WOW_CONFIG": "",
+    }
     return subprocess.Popen(
         [
             str(Path(sys.executable).parent / "wow-temporal"),
@@ -119,6 +161,8 @@ def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
             "--port",
             "0",
             "--ui-port",
+            "0",
+            "--host-port",
             "0",
             "--data-dir",
             str(data_dir),

@@ -343,6 +343,10 @@ def dev(
         typer.Option(min=0, max=65535, help="Web UI port, used or refused; 0: any free."),
     ] = 8233,
     headless: Annotated[bool, typer.Option(help="No Web UI.")] = False,
+    host_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Domain host port, used or refused; 0: any free."),
+    ] = 8089,
     app_ref: Annotated[
         str | None,
         typer.Option(
@@ -355,7 +359,7 @@ def dev(
 ) -> None:
     """Run everything on the embedded default: Temporal dev server and Web UI, the timer
     worker, the job worker, the control API (WOW_API_PORT, 8088) and the domain host
-    (WOW_DEV_HOST_PORT, 8089), until Ctrl-C.
+    (--host-port, 8089), until Ctrl-C.
 
     A port in use is refused, never swapped; so is a data directory another dev runs on."""
     from wow_temporal.dev import dev_main
@@ -371,11 +375,6 @@ def dev(
     reference = None if app_ref in (None, "none") else app_ref
     apps = _load_apps(reference)
     settings = _settings(_jobs_app(apps, reference))
-    try:
-        port_setting = os.environ.get("WOW_DEV_HOST_PORT")
-        host_port = int(port_setting) if port_setting else None
-    except ValueError:
-        raise _fail(f"WOW_DEV_HOST_PORT={port_setting!r}: give a port number") from None
     _configure_logging()
     try:
         dev_main(

@@ -82,7 +82,7 @@ class EchoHostService(_Uvicorn):
 
 
 DOMAIN_HOST_PORT = 8089
-"""The dev domain host's port (`WOW_DEV_HOST_PORT`), used or refused like the control API's."""
+"""The dev domain host's port (`--host-port`), used or refused like the control API's."""
 
 
 class DomainHostService(_Uvicorn):
@@ -102,7 +102,7 @@ class DomainHostService(_Uvicorn):
 
     def check(self) -> None:
         if not port_is_free(self.port):
-            raise PortInUseError("domain host", self.port, "127.0.0.1", "WOW_DEV_HOST_PORT")
+            raise PortInUseError("domain host", self.port, "127.0.0.1", "--host-port")
 
     async def start(self, ctx: DevContext) -> str:
         timers = TimerClient(ctx.client, delivery=delivery_settings(self.settings.timers))
