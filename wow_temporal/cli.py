@@ -406,7 +406,10 @@ def domain_host(
 ) -> None:
     """Serve an App's aggregates over Wow's command API, run its sagas, and relay the schedules
     its commits set to the timers on TEMPORAL_ADDRESS (commands never wait for Temporal)."""
+    import sqlite3
+
     import uvicorn
+    from eventsourcing.persistence import PersistenceError
 
     from wow_temporal.embedded import PortInUseError, port_is_free
     from wow_temporal.host.runtime import HostRuntime, StoreInUseError
@@ -442,6 +445,8 @@ def domain_host(
         asyncio.run(serve())
     except StoreInUseError as error:
         raise _fail(str(error), 1) from None
+    except (OSError, PersistenceError, sqlite3.Error) as error:
+        raise _fail(f"--db {db}: {error}", 1) from None
     except KeyboardInterrupt:
         pass
 

@@ -169,8 +169,13 @@ def load_apps(reference: str) -> list[App]:
         if not hasattr(value, part):
             raise ValueError(f"--app {reference!r}: {module_name} has no {attribute}")
         value = getattr(value, part)
-    if callable(value) and not isinstance(value, App):
-        value = value()
+    if callable(value) and not isinstance(value, (App, type)):
+        try:
+            value = value()  # a factory: `module:create_apps`
+        except Exception as error:
+            raise ValueError(
+                f"--app {reference!r}: {attribute}() failed: {type(error).__name__}: {error}"
+            ) from None
     apps = list(value) if isinstance(value, (list, tuple)) else [value]
     for app in apps:
         if not isinstance(app, App):
