@@ -543,22 +543,12 @@ async def test_a_missing_required_header_commits_nothing(db: Path, header: str) 
         assert [commit.version for commit in await host.commits()] == [1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wow_temporal/host/server.py: a missing Command-Type (a required FastAPI Header) is "
-    "answered by FastAPI's 422 {'detail': [...]}, with no errorCode and no Wow-Error-Code",
-)
 async def test_a_missing_command_type_is_answered_as_wow_does(db: Path) -> None:
     async with serve([make_app()], db, start=False) as host:
         response = await host.send("hosttest.Touch", thing("t"), {}, omit=["Command-Type"])
         expect(response, "BadRequest", 400)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wow_temporal/host/service.py: FunctionInfo has no serialize_by_alias, so the answer's "
-    "`function` is snake_case (function_kind, context_name, ...) inside a camelCase CommandResult",
-)
 async def test_the_answers_function_is_camel_case_as_the_rest(db: Path) -> None:
     async with serve([make_app()], db, start=False) as host:
         response = await host.send("hosttest.CreateThing", thing("t"), {"name": "one"})
@@ -641,14 +631,31 @@ async def test_a_request_id_is_decided_once(db: Path) -> None:
         assert (await host.state(ref))["touches"] == 3
 
 
-async def test_a_refused_or_noop_request_id_is_not_remembered(db: Path) -> None:
+async def test_a_refused_or_noop_request_id_is_decided_once(db: Path) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
         expect(await host.send("hosttest.Refuse", ref, request_id="r-x"), "IllegalState", 400)
         await host.ok("hosttest.DoNothing", ref, request_id="r-y")
-        assert await host.ok("hosttest.Touch", ref, {"count": 1}, request_id="r-x") == 2
-        assert await host.ok("hosttest.Touch", ref, {"count": 1}, request_id="r-y") == 3
+        again = expect(
+            await host.send("hosttest.Touch", ref, {"count": 1}, request_id="r-x"),
+            "IllegalState",
+            400,
+        )
+        assert "decided before" in again["errorMsg"]
+        expect(
+            await host.send("hosttest.Touch", ref, {"count": 1}, request_id="r-y"),
+            "DuplicateRequestId",
+            400,
+        )
+        # a malformed request decides nothing: the same id, fixed, is decided
+        expect(
+            await host.send("hosttest.Touch", ref, {"count": "x"}, request_id="r-z"),
+            "CommandValidation",
+            400,
+        )
+        assert await host.ok("hosttest.Touch", ref, {"count": 1}, request_id="r-z") == 2
+        assert [commit.version for commit in await host.commits()] == [1, 2]
 
 
 async def test_the_same_request_id_in_another_tenant_is_another_command(db: Path) -> None:
@@ -1300,6 +1307,8 @@ async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path
         assert {name: p.get("required", False) for name, p in parameters.items()} == {
             "Command-Type": True,
             "Command-Aggregate-Context": True,
+            "Command-Owner-Id": False,
+            "Wow-Space-Id": False,
             "Command-Aggregate-Name": True,
             "Command-Aggregate-Id": False,
             "Command-Tenant-Id": False,

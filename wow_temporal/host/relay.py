@@ -29,8 +29,9 @@ class Timers(Protocol):
 
 
 class Relay(Follower):
-    """Follows the log and hands schedule events to the timers; `connect` gives the timers
-    (called again after a failure, so the relay can start before Temporal is reachable)."""
+    """Follows the log and hands schedule events to the timers; `connect` gives the timers,
+    retried until it succeeds, so the relay can start before Temporal is reachable (the
+    client it gives reconnects by itself afterwards)."""
 
     timeout_s = 30.0
 

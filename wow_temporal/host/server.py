@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Header, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from wow_temporal.domain.rejection import Rejection
@@ -43,6 +44,8 @@ _HEADERS_DOC = {
     "Command-Aggregate-Version": "The version the command expects the aggregate at",
     "Command-Request-Id": "Idempotency: a second command with it is DuplicateRequestId",
     "Command-Wait-Stage": "Accepted for Wow's clients; every command is answered when committed",
+    "Command-Owner-Id": "The owner, kept in the commit's scope and passed to what it schedules",
+    "Wow-Space-Id": "The space, kept in the commit's scope and passed to what it schedules",
 }
 
 
@@ -70,6 +73,18 @@ def create_host_app(
         docs_url="/docs",
         redoc_url=None,
     )
+
+    @app.exception_handler(RequestValidationError)
+    async def _malformed(request: Request, error: RequestValidationError) -> JSONResponse:
+        if request.url.path != "/wow/command/send":
+            return JSONResponse({"detail": jsonable_encoder(error.errors())}, status_code=422)
+        missing = [str(item["loc"][-1]) for item in error.errors() if item.get("type") == "missing"]
+        text = (
+            f"missing header{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+            if missing
+            else "malformed headers"
+        )
+        return refused(request, "BadRequest", text)
 
     def refused(
         request: Request, code: str, message: str, status: int | None = None
@@ -153,19 +168,25 @@ def create_host_app(
             str | None,
             Header(alias="Command-Request-Id", description=_HEADERS_DOC["Command-Request-Id"]),
         ] = None,
+        owner_id: Annotated[
+            str | None,
+            Header(alias="Command-Owner-Id", description=_HEADERS_DOC["Command-Owner-Id"]),
+        ] = None,
+        space_id: Annotated[
+            str | None, Header(alias="Wow-Space-Id", description=_HEADERS_DOC["Wow-Space-Id"])
+        ] = None,
         wait_stage: Annotated[
             str | None,
             Header(alias="Command-Wait-Stage", description=_HEADERS_DOC["Command-Wait-Stage"]),
         ] = None,
     ) -> JSONResponse:
         headers = request.headers
-        raw = await request.body()
-        if len(raw) > MAX_COMMAND_BODY_BYTES:
+        raw = await _read_capped(request)
+        if raw is None:
             return refused(
                 request,
                 "BadRequest",
-                f"the body is {len(raw)} bytes, more than the {MAX_COMMAND_BODY_BYTES} "
-                "(256 KiB) allowed",
+                f"the body is more than the {MAX_COMMAND_BODY_BYTES} bytes (256 KiB) allowed",
                 413,
             )
         for name, value in (
@@ -175,6 +196,8 @@ def create_host_app(
             ("Command-Aggregate-Id", aggregate_id),
             ("Command-Tenant-Id", tenant_id),
             ("Command-Request-Id", request_id),
+            ("Command-Owner-Id", owner_id),
+            ("Wow-Space-Id", space_id),
         ):
             if value is not None and not _ID.fullmatch(value):
                 return refused(request, "BadRequest", f"{name}: 1 to 256 printable characters")
@@ -219,8 +242,8 @@ def create_host_app(
             ),
             body=body,
             request_id=request_id or "",
-            owner_id=headers.get("command-owner-id", ""),
-            space_id=headers.get("wow-space-id", ""),
+            owner_id=owner_id or "",
+            space_id=space_id or "",
             expected_version=expected,
             headers=message_headers,
         )
@@ -239,15 +262,10 @@ def create_host_app(
         )
         found = await host.current(ref)
         if isinstance(found, Rejection):
-            return JSONResponse(
-                {"errorCode": found.code, "errorMsg": found.message}, status_code=found.status
-            )
+            return _error(found)
         _, current = found
         if current.version == 0:
-            return JSONResponse(
-                {"errorCode": "NotFound", "errorMsg": f"{ref} (tenant {tenant_id}) does not exist"},
-                status_code=404,
-            )
+            return _error(Rejection("NotFound", f"{ref} (tenant {tenant_id}) does not exist"))
         commits = await host.commits(ref)
         return JSONResponse(
             {
@@ -285,6 +303,29 @@ def create_host_app(
         return {"status": "ok"}
 
     return app
+
+
+def _error(rejection: Rejection) -> JSONResponse:
+    return JSONResponse(
+        {"errorCode": rejection.code, "errorMsg": rejection.message},
+        status_code=rejection.status,
+        headers={"Wow-Error-Code": rejection.code},
+    )
+
+
+async def _read_capped(request: Request) -> bytes | None:
+    """The body, or None once it is over the limit (refused before it is read whole)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_COMMAND_BODY_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_COMMAND_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _public(values: dict[str, Any]) -> dict[str, Any]:

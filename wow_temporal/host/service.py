@@ -28,6 +28,7 @@ from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
 from wow_temporal.host.store import (
     DuplicateRequestError,
     EventStore,
+    RequestRecord,
     VersionConflictError,
     stream_id,
 )
@@ -63,7 +64,11 @@ class CommandMessage:
 
 
 class FunctionInfo(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    """Which function decided the command (Wow's `FunctionInfoData`)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
+    )
     function_kind: str = "COMMAND"
     context_name: str = ""
     processor_name: str = ""
@@ -219,12 +224,28 @@ class DomainHost:
         ref = message.ref
         if message.request_id:
             earlier = await self.run(lambda: self.store.request(ref, message.request_id))
+            if earlier is not None and earlier.refused is not None:
+                return result.refused(
+                    Rejection(
+                        earlier.refused,
+                        f"{earlier.message} (request {message.request_id}, decided before)",
+                    ),
+                    earlier.version,
+                )
             if earlier is not None:
                 return result.duplicate(earlier.version)
         found = await self.current(ref)
         if isinstance(found, Rejection):
             return result.refused(found)
         _, current = found
+        if current.deleted:
+            return result.refused(
+                Rejection(
+                    "IllegalAccessDeletedAggregate",
+                    f"{ref} (tenant {ref.tenant_id}) was deleted at version {current.version}",
+                ),
+                current.version,
+            )
         if message.expected_version is not None and message.expected_version != current.version:
             return result.refused(
                 Rejection(
@@ -243,9 +264,17 @@ class DomainHost:
             message.schedule,
         )
         if isinstance(decided, Rejection):
+            if message.request_id and decided.code not in _NOT_DECISIONS:
+                record = RequestRecord(
+                    message.request_id, "", current.version, decided.code, decided.message
+                )
+                await self.run(lambda: self.store.decided(ref, record))
             return result.refused(decided, current.version)
         result.function = decided.function
         if not decided.events:
+            if message.request_id:
+                noop = RequestRecord(message.request_id, "", current.version)
+                await self.run(lambda: self.store.decided(ref, noop))
             return result.done(current.version)
         commit_id = uuid.uuid4().hex
         commit = Commit(
@@ -295,6 +324,10 @@ def _log(message: CommandMessage, result: CommandResult) -> None:
         result.aggregate_version,
     )
 
+
+_NOT_DECISIONS = frozenset({"BadRequest", "CommandValidation", "InternalServerError"})
+"""Refusals that decide nothing (the request itself was malformed): the same request id may
+come again, fixed. Every other refusal is the command's decision, answered again the same."""
 
 _KEPT_HEADERS = frozenset({"upstream_id", "upstream_name", "trace_id", "traceparent"})
 """Message headers a commit keeps (its causation and trace), passed on to what it schedules."""

@@ -10,6 +10,7 @@ relay to the timers and the sagas — whose positions are tracking records in th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,11 +50,14 @@ class VersionConflictError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
-    """The commit a request id made: its aggregate version and commit id."""
+    """How a request id was decided: the commit it made (its id and the version after), or
+    the refusal (`refused`: Wow's code, `message`) or nothing (a NoOp, `commit_id` empty)."""
 
     request_id: str
     commit_id: str
     version: int
+    refused: str | None = None
+    message: str = ""
 
 
 def stream_id(ref: AggregateRef) -> str:
@@ -65,7 +69,12 @@ def stream_id(ref: AggregateRef) -> str:
 
 
 def _request_stream(ref: AggregateRef, request_id: str) -> str:
-    return f"request:{stream_id(ref)}:{encode_part(request_id)}"
+    """Request ids are one aggregate type's in one tenant, as Wow's idempotency checker has
+    them (per named aggregate): another tenant's same id is another command."""
+    return (
+        f"request:{encode_part(ref.context_name, dot=True)}.{encode_part(ref.aggregate_name)}:"
+        f"{encode_part(ref.tenant_id)}:{encode_part(request_id)}"
+    )
 
 
 class EventStore:
@@ -100,7 +109,28 @@ class EventStore:
         if not found:
             return None
         data = json.loads(found[0].state)
-        return RequestRecord(request_id, data["commitId"], data["version"])
+        return RequestRecord(
+            request_id,
+            data.get("commitId", ""),
+            data["version"],
+            data.get("refused"),
+            data.get("message", ""),
+        )
+
+    def decided(self, ref: AggregateRef, record: RequestRecord) -> None:
+        """Remember a request id decided without a commit (refused, or a NoOp), so the same
+        request again gets the same answer; a record already there is kept."""
+        state: dict[str, object] = {"version": record.version}
+        if record.refused is not None:
+            state.update(refused=record.refused, message=record.message)
+        stored = StoredEvent(
+            originator_id=_request_stream(ref, record.request_id),
+            originator_version=1,
+            topic=_REQUEST_TOPIC,
+            state=json.dumps(state).encode(),
+        )
+        with contextlib.suppress(IntegrityError):  # decided already: the first answer stands
+            self._recorder.insert_events([stored])
 
     def append(self, commit: Commit) -> int:
         """Write `commit` (with its request id) in one transaction; its notification id.
