@@ -31,20 +31,17 @@ from temporalio.worker import Worker
 
 from workers.eshop.inventory import app as inventory_app
 from workers.eshop.order import (
-    CANCEL_ORDER,
     ORDER,
     PAYMENT_GRACE_PERIOD,
-    PAYMENT_TIMEOUT,
     Order,
     PaymentPolicy,
 )
 from workers.eshop.stock import STOCK
 from wow_temporal import App, Commit
-from wow_temporal.delivery import CommandSender, DeliveryRequest, ScheduleDetails
+from wow_temporal.delivery import CommandSender
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.ids import timer_workflow_id
-from wow_temporal.schedule import AggregateRef, ScheduledCommand
-from wow_temporal.schedule import Scope as CommitScope
+from wow_temporal.schedule import AggregateRef
 from wow_temporal.timers.client import Applied, TimerClient
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.workflow import DeliverySettings
@@ -60,7 +57,6 @@ __all__ = [
     "RecordingTimers",
     "Seen",
     "new_tenant",
-    "timer_delivery_refusal",
     "timer_result",
     "wait_until",
 ]
@@ -541,25 +537,3 @@ async def timer_result(
         await asyncio.sleep(0.1)
 
 
-async def timer_delivery_refusal(stack: EshopStack) -> str | None:
-    """Why the host refuses a command exactly as a timer worker sends it for an order (whose
-    commit has no owner or space), or None when it takes it (here: NotFound, no such order)."""
-    ref = ORDER.ref(new_tenant(), "probe")
-    timer = f"probe-{uuid.uuid4().hex[:10]}"
-    request = DeliveryRequest(
-        command=ScheduledCommand(type=CANCEL_ORDER, body={"reason": PAYMENT_TIMEOUT}),
-        target=ref,
-        scope=CommitScope(tenant_id=ref.tenant_id),
-        request_id=f"{timer}#1",
-        upstream_id="probe",
-        upstream_name=str(ORDER),
-        schedule=ScheduleDetails(
-            timer=timer, key=PAYMENT_GRACE_PERIOD, slot=1, due=int(time.time() * 1000)
-        ),
-        owner=ref,
-    )
-    async with CommandSender(stack.url) as sender:
-        outcome = await sender.send(request)
-    if outcome.error_code == "NotFound":
-        return None
-    return f"{outcome.error_code} (HTTP {outcome.http_status}): {outcome.error_msg}"

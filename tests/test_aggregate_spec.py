@@ -414,8 +414,9 @@ def test_expect_schedules_shows_the_expected_and_the_actual_schedules() -> None:
     )
     assert "expected schedules:\n  (none)" in _failure(lambda: result.expect_schedules())
     assert "actual schedules:\n  (none)" in _failure(
-        lambda: awaiting_payment.when(CancelOrder(reason="X"), schedule=spec.schedule_info(PAYMENT_GRACE_PERIOD))
-        .expect_schedules(Cancelled(PAYMENT_GRACE_PERIOD))
+        lambda: awaiting_payment.when(
+            CancelOrder(reason="X"), schedule=spec.schedule_info(PAYMENT_GRACE_PERIOD)
+        ).expect_schedules(Cancelled(PAYMENT_GRACE_PERIOD))
     )
 
 

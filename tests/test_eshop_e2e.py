@@ -28,7 +28,6 @@ from tests.eshop_stack import (
     OrderView,
     Seen,
     new_tenant,
-    timer_delivery_refusal,
     timer_result,
     wait_until,
 )
@@ -68,22 +67,9 @@ async def stack(dev_client: Client, tmp_path: Path) -> AsyncIterator[EshopStack]
         yield started
 
 
-async def require_timer_delivery(stack: EshopStack) -> None:
-    """Stop the test as an expected failure, saying why, while the host refuses every command
-    the timers send (the tests below need it delivered; they run in full once it is)."""
-    refused = await timer_delivery_refusal(stack)
-    if refused is not None:
-        pytest.xfail(
-            "the host refuses every timer's command as wow_temporal/delivery.py "
-            "CommandSender.headers sends it (an empty Command-Owner-Id / Wow-Space-Id, which "
-            f"wow_temporal/host/server.py answers BadRequest): {refused}"
-        )
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def delivering(stack: EshopStack) -> EshopStack:
     """`stack`, for a test that needs the timers' commands taken by the host."""
-    await require_timer_delivery(stack)
     return stack
 
 
@@ -439,7 +425,6 @@ async def test_a_crash_between_the_hand_over_and_the_checkpoint_applies_the_sche
 
     monkeypatch.setattr(EventStore, "advance", crash_before_checkpoint)
     async with EshopStack(dev_client, tmp_path / "domain.db", grace=GRACE) as stack:
-        await require_timer_delivery(stack)
         stack.timers.on_handed = lambda commits: trail.extend(("handed", c.id) for c in commits)
         tenant = new_tenant()
         confirmed = await confirmed_order(stack, tenant)
@@ -563,7 +548,6 @@ async def test_a_worker_killed_while_grace_periods_fire_cancels_every_order_once
     ) as stack:
         # The host answers each timer's command 0.5 s after deciding it, so some answers are
         # still on their way when the worker dies.
-        await require_timer_delivery(stack)
         stack.front.answer_delay = 0.5
         worker = WorkerProcess(server, stack.url, tmp_path / "worker.log")
         await worker.start()
@@ -618,7 +602,6 @@ async def test_orders_placed_while_temporal_is_down_are_all_scheduled_once_it_is
     count = 200
     client = await server.connect()
     async with EshopStack(client, tmp_path / "domain.db", grace=FAULT_GRACE) as stack:
-        await require_timer_delivery(stack)
         assert stack.runtime is not None
         stack.runtime.relay.timeout_s = 5.0  # try again soon after the server is back
         tenant = new_tenant()

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
@@ -34,6 +35,9 @@ is never part of its wait, and neither are the sagas and projections that follow
 
 _HEADER_PREFIX = "command-header-"
 _ID = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+_OPTIONAL_ID = re.compile(r"[^\x00-\x1f\x7f]{0,256}")
+"""An optional id may be empty (a commit without an owner or space is delivered with empty
+`Command-Owner-Id` and `Wow-Space-Id`); an empty aggregate id gets a new one."""
 
 _HEADERS_DOC = {
     "Command-Type": "The command's full type name, e.g. eshop.order.CreateOrder",
@@ -189,18 +193,20 @@ def create_host_app(
                 f"the body is more than the {MAX_COMMAND_BODY_BYTES} bytes (256 KiB) allowed",
                 413,
             )
-        for name, value in (
-            ("Command-Type", command_type),
-            ("Command-Aggregate-Context", context),
-            ("Command-Aggregate-Name", aggregate),
-            ("Command-Aggregate-Id", aggregate_id),
-            ("Command-Tenant-Id", tenant_id),
-            ("Command-Request-Id", request_id),
-            ("Command-Owner-Id", owner_id),
-            ("Wow-Space-Id", space_id),
+        for name, value, pattern, shown in (
+            ("Command-Type", command_type, _ID, "1"),
+            ("Command-Aggregate-Context", context, _ID, "1"),
+            ("Command-Aggregate-Name", aggregate, _ID, "1"),
+            ("Command-Aggregate-Id", aggregate_id, _OPTIONAL_ID, "0"),
+            ("Command-Tenant-Id", tenant_id, _OPTIONAL_ID, "0"),
+            ("Command-Request-Id", request_id, _OPTIONAL_ID, "0"),
+            ("Command-Owner-Id", owner_id, _OPTIONAL_ID, "0"),
+            ("Wow-Space-Id", space_id, _OPTIONAL_ID, "0"),
         ):
-            if value is not None and not _ID.fullmatch(value):
-                return refused(request, "BadRequest", f"{name}: 1 to 256 printable characters")
+            if value is not None and not pattern.fullmatch(value):
+                return refused(
+                    request, "BadRequest", f"{name}: {shown} to 256 printable characters"
+                )
         expected: int | None = None
         if version is not None:
             try:
@@ -320,11 +326,14 @@ async def _read_capped(request: Request) -> bytes | None:
         return None
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_COMMAND_BODY_BYTES:
-            return None
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_COMMAND_BODY_BYTES:
+                return None
+            chunks.append(chunk)
+    except ClientDisconnect:
+        return b""  # the sender is gone and reads no answer; it will send again
     return b"".join(chunks)
 
 
