@@ -40,24 +40,41 @@ class Follower(ABC):
 
     batch = 100
     poll_interval_s = 1.0
+    record_idle_s = 1.0
+    """A batch that acted on nothing is recorded at most this often: re-reading it after a
+    crash costs nothing, and each record is a write (an fsync) per commit otherwise."""
 
     def __init__(self, host: DomainHost, name: str) -> None:
         self.host = host
         self.name = name
         self._waker = host.follow()
         self._position: int | None = None
+        self._recorded: int | None = None
+        self._recorded_at = 0.0
+        self.acted = False
+        """Set by `handle` when it did something for a commit (sent, handed over)."""
         self._failing_since: float | None = None
         self._last_error: str | None = None
         self._attempt = 0
 
     @abstractmethod
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
-        """Handle commits in order; the position of the last one handled (raise to retry)."""
+        """Handle commits in order; the position of the last one handled (raise to retry).
+        Set `acted` if any commit needed something done."""
 
     async def position(self) -> int:
         if self._position is None:
             self._position = await self.host.run(lambda: self.host.store.position(self.name))
+            self._recorded = self._position
         return self._position
+
+    async def record(self) -> None:
+        """Record the position reached, if it is not yet (the runtime calls it at stop)."""
+        position = self._position
+        if position is not None and position != self._recorded:
+            await self.host.run(lambda: self.host.store.advance(self.name, position))
+            self._recorded = position
+            self._recorded_at = time.monotonic()
 
     async def status(self) -> FollowerStatus:
         position = await self.position()
@@ -70,10 +87,14 @@ class Follower(ABC):
         commits = await self.host.run(lambda: self.host.store.commits_after(start, self.batch))
         if not commits:
             return 0
+        self.acted = False
         reached = await self.handle(commits)
         if reached > start:
-            await self.host.run(lambda: self.host.store.advance(self.name, reached))
-            self._position = reached
+            if self.acted or time.monotonic() - self._recorded_at >= self.record_idle_s:
+                await self.host.run(lambda: self.host.store.advance(self.name, reached))
+                self._recorded = reached
+                self._recorded_at = time.monotonic()
+            self._position = reached  # only now: a failure to record handles them again
         return sum(1 for position, _ in commits if position <= reached)
 
     async def run(self) -> None:
@@ -89,6 +110,7 @@ class Follower(ABC):
                 continue
             self._recovered()
             if moved == 0:
+                await self.record()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll_interval_s):
                         await self._waker.wait()

@@ -57,6 +57,7 @@ class Relay(Follower):
                 raise TimeoutError(
                     f"the timers did not take {len(scheduling)} commits in {self.timeout_s:.0f} s"
                 ) from None
+            self.acted = True
             self.handed += len(scheduling)
             if self.on_handed is not None:
                 self.on_handed(scheduling)

@@ -63,6 +63,9 @@ class HostRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        for follower in self.followers:
+            with contextlib.suppress(Exception):  # a position not recorded is read again
+                await follower.record()
         self.host.close()
         os.close(self._lock_fd)
 

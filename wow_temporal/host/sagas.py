@@ -55,6 +55,7 @@ class SagaFollower(Follower):
         for _, commit in commits:
             for index, event in enumerate(commit.body):
                 for handler in self.handlers.get(event.name, ()):
+                    self.acted = True
                     await self._on_event(commit, index, event, handler)
         return commits[-1][0]
 
