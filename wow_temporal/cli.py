@@ -424,7 +424,14 @@ def domain_host(
     log = logging.getLogger("wow_temporal.host")
 
     async def timers() -> TimerClient:
-        client = await connect(settings)
+        try:
+            client = await connect(settings)
+        except RuntimeError as error:
+            config = settings.temporal_connect_config()
+            raise ConnectionError(
+                f"cannot reach Temporal at {config['target_host']} (namespace "
+                f"{config['namespace']}): {_connect_reason(str(error))}"
+            ) from None
         log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
         return TimerClient(client, delivery=delivery_settings(settings.timers))
 
