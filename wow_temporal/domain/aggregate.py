@@ -42,6 +42,7 @@ __all__ = [
     "Current",
     "Decided",
     "aggregate",
+    "deleted",
     "on_command",
     "on_sourcing",
 ]
@@ -278,10 +279,7 @@ class AggregateModel:
         not answered: it is a technical failure, and the sender retries.
         """
         if current.deleted:
-            return Rejection(
-                "IllegalAccessDeletedAggregate",
-                f"{ref} (tenant {ref.tenant_id}) was deleted at version {current.version}",
-            )
+            return deleted(ref, current.version)
         system = SYSTEM_COMMANDS.get(command_type)
         function = self.functions.get(command_type)
         if system is None and function is None:
@@ -348,6 +346,14 @@ def _provides(service: object, annotation: Any, function: CommandFunction) -> bo
             f"{function.name} takes a {annotation.__name__}, a Protocol: mark it "
             "@typing.runtime_checkable so the registered service can be matched to it"
         ) from None
+
+
+def deleted(ref: AggregateRef, version: int) -> Rejection:
+    """The refusal of every command to a deleted aggregate."""
+    return Rejection(
+        "IllegalAccessDeletedAggregate",
+        f"{ref} (tenant {ref.tenant_id}) was deleted at version {version}",
+    )
 
 
 def _system(command_type: str, parsed: BaseModel) -> Decided:

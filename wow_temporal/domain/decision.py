@@ -70,31 +70,44 @@ class DecideScope:
     ) -> None:
         """Send `command` to `target` (this aggregate when None) each time `rule` is due; setting
         `key` again replaces it. The command's type must be in the function's `schedules`."""
-        validate_key(key)
-        if not isinstance(rule, ScheduleRule):
-            raise TypeError(
-                f"schedule {key}: the rule is a ScheduleRule, not {type(rule).__name__}"
-            )
-        if not isinstance(command, BaseModel):
-            raise TypeError(
-                f"schedule {key}: the command is a pydantic model, not {type(command).__name__}"
-            )
         if target is not None and not isinstance(target, AggregateRef):
             raise TypeError(f"schedule {key}: the target is an AggregateRef or None")
-        kind = type_name(command)
-        if kind not in self.declared:
-            declared = ", ".join(sorted(self.declared)) or "none"
-            raise UndeclaredError(
-                f"{self.function} scheduled {kind}, which it does not declare: add it to "
-                f"@on_command(schedules=[...]) (declared: {declared})"
-            )
-        scheduled = ScheduledCommand(type=kind, body=command.model_dump(mode="json", by_alias=True))
+        scheduled = scheduled_command(
+            key, rule, command, self.declared, self.function, "@on_command(schedules=[...])"
+        )
         self.changes.append(ScheduleSet(key=key, rule=rule, command=scheduled, target=target))
 
     def cancel_schedule(self, key: str) -> None:
         """Cancel the schedule under `key`; a command it already sent is not recalled."""
         validate_key(key)
         self.changes.append(ScheduleCancelled(key=key))
+
+
+def scheduled_command(
+    key: str,
+    rule: ScheduleRule,
+    command: BaseModel,
+    declared: frozenset[str],
+    function: str,
+    declare_in: str,
+) -> ScheduledCommand:
+    """`command` as a schedule carries it, once `key`, `rule` and its declared type are
+    checked; `UndeclaredError` names the function, the type and where to declare it."""
+    validate_key(key)
+    if not isinstance(rule, ScheduleRule):
+        raise TypeError(f"schedule {key}: the rule is a ScheduleRule, not {type(rule).__name__}")
+    if not isinstance(command, BaseModel):
+        raise TypeError(
+            f"schedule {key}: the command is a pydantic model, not {type(command).__name__}"
+        )
+    kind = type_name(command)
+    if kind not in declared:
+        shown = ", ".join(sorted(declared)) or "none"
+        raise UndeclaredError(
+            f"{function} scheduled {kind}, which it does not declare: add it to {declare_in} "
+            f"(declared: {shown})"
+        )
+    return ScheduledCommand(type=kind, body=command.model_dump(mode="json", by_alias=True))
 
 
 def declared_types(types: Iterable[type[BaseModel] | str], what: str) -> tuple[str, ...]:

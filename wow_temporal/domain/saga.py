@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from wow_temporal.domain.commands import B, Command
-from wow_temporal.domain.decision import UndeclaredError, declared_types
-from wow_temporal.domain.messages import event_name, type_name
+from wow_temporal.domain.decision import declared_types, scheduled_command
+from wow_temporal.domain.messages import event_name
 from wow_temporal.domain.system import CancelSchedule, SetSchedule
-from wow_temporal.schedule import AggregateRef, ScheduledCommand, ScheduleRule, validate_key
+from wow_temporal.schedule import AggregateRef, ScheduleRule, validate_key
 
 __all__ = [
     "EventHandler",
@@ -59,21 +59,14 @@ class SagaContext:
         """The system command `wow.schedule.Set` asking `target` to schedule `command` for itself
         under `key`: return it from the handler. A target that does not exist rejects it (the
         saga's `@on_rejected` hears). `command`'s type must be in `@on_event(schedules=[...])`."""
-        validate_key(key)
-        if not isinstance(rule, ScheduleRule):
-            raise TypeError(
-                f"schedule {key}: the rule is a ScheduleRule, not {type(rule).__name__}"
-            )
-        if not isinstance(command, BaseModel):
-            raise TypeError(f"schedule {key}: the command is a pydantic model")
-        kind = type_name(command)
-        if kind not in self.schedules:
-            declared = ", ".join(sorted(self.schedules)) or "none"
-            raise UndeclaredError(
-                f"{self.function or 'the saga'} scheduled {kind}, which it does not declare: add "
-                f"it to @on_event(..., schedules=[...]) (declared: {declared})"
-            )
-        scheduled = ScheduledCommand(type=kind, body=command.model_dump(mode="json", by_alias=True))
+        scheduled = scheduled_command(
+            key,
+            rule,
+            command,
+            self.schedules,
+            self.function or "the saga",
+            "@on_event(..., schedules=[...])",
+        )
         return self.command(target, SetSchedule(key=key, rule=rule, command=scheduled))
 
     def cancel(self, key: str, target: AggregateRef) -> Command[CancelSchedule]:

@@ -145,17 +145,12 @@ def echo_fallback(log: Callable[[str], None] | None = None) -> Fallback:
             f"(tenant {ref.tenant_id}, request {request_id}) "
             f"{json.dumps(dict(message.body), separators=(',', ':'))[:200]}"
         )
-        return CommandResult(
-            id=request_id,
-            wait_command_id=request_id,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            tenant_id=ref.tenant_id,
-            aggregate_id=ref.aggregate_id,
-            request_id=request_id,
+        return CommandResult.of(
+            ref,
             command_id=request_id,
-            error_code=answered.code,
-            error_msg="" if answered.code == "Ok" else answered.why,
+            request_id=request_id,
+            code=answered.code,
+            message="" if answered.code == "Ok" else answered.why,
         )
 
     return answer

@@ -103,18 +103,12 @@ def create_host_app(
             tenant_id=headers.get("command-tenant-id", DEFAULT_TENANT),
             aggregate_id=headers.get("command-aggregate-id", ""),
         )
-        command_id = uuid.uuid4().hex
-        result = CommandResult(
-            id=command_id,
-            wait_command_id=command_id,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            tenant_id=ref.tenant_id,
-            aggregate_id=ref.aggregate_id,
-            request_id=headers.get("command-request-id", "") or command_id,
-            command_id=command_id,
-            error_code=code,
-            error_msg=message,
+        result = CommandResult.of(
+            ref,
+            command_id=uuid.uuid4().hex,
+            request_id=headers.get("command-request-id", ""),
+            code=code,
+            message=message,
         )
         return _result_response(result, status)
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from wow_temporal.domain.aggregate import AggregateModel, Current
+from wow_temporal.domain.aggregate import AggregateModel, Current, deleted
 from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
 from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
@@ -97,6 +97,36 @@ class CommandResult(BaseModel):
     binding_errors: list[dict[str, Any]] = Field(default_factory=list)
     result: dict[str, Any] = Field(default_factory=dict)
     signal_time: int = Field(default_factory=lambda: int(time.time() * 1000))
+
+    @classmethod
+    def of(
+        cls,
+        ref: AggregateRef,
+        *,
+        command_id: str,
+        request_id: str,
+        code: str,
+        message: str = "",
+        version: int | None = None,
+        function: str = "",
+    ) -> CommandResult:
+        """The answer to a command for `ref` (its request id, or the command's id when none)."""
+        return cls(
+            id=command_id,
+            wait_command_id=command_id,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            tenant_id=ref.tenant_id,
+            aggregate_id=ref.aggregate_id,
+            aggregate_version=version,
+            request_id=request_id or command_id,
+            command_id=command_id,
+            function=FunctionInfo(
+                context_name=ref.context_name, processor_name=ref.aggregate_name, name=function
+            ),
+            error_code=code,
+            error_msg=message,
+        )
 
     @property
     def status(self) -> int:
@@ -238,14 +268,8 @@ class DomainHost:
         if isinstance(found, Rejection):
             return result.refused(found)
         _, current = found
-        if current.deleted:
-            return result.refused(
-                Rejection(
-                    "IllegalAccessDeletedAggregate",
-                    f"{ref} (tenant {ref.tenant_id}) was deleted at version {current.version}",
-                ),
-                current.version,
-            )
+        if current.deleted:  # before the version check: gone is gone, whatever was expected
+            return result.refused(deleted(ref, current.version), current.version)
         if message.expected_version is not None and message.expected_version != current.version:
             return result.refused(
                 Rejection(
@@ -342,24 +366,14 @@ class _Answer:
         self.function = ""
 
     def _result(self, code: str, text: str, version: int | None) -> CommandResult:
-        ref = self.message.ref
-        return CommandResult(
-            id=self.command_id,
-            wait_command_id=self.command_id,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            tenant_id=ref.tenant_id,
-            aggregate_id=ref.aggregate_id,
-            aggregate_version=version,
-            request_id=self.message.request_id or self.command_id,
+        return CommandResult.of(
+            self.message.ref,
             command_id=self.command_id,
-            function=FunctionInfo(
-                context_name=ref.context_name,
-                processor_name=ref.aggregate_name,
-                name=self.function,
-            ),
-            error_code=code,
-            error_msg=text,
+            request_id=self.message.request_id,
+            code=code,
+            message=text,
+            version=version,
+            function=self.function,
         )
 
     def done(self, version: int) -> CommandResult:
