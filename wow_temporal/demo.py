@@ -212,7 +212,8 @@ async def _walk(walk: _Walk) -> None:
     cancelled = next(
         e for c in order["commits"] for e in c["body"] if e["name"].endswith("OrderCancelled")
     )["body"]
-    say(f"   Order A is CANCELLED ({cancelled['reason']}), sent by {cancelled['timer']}.")
+    say(f"   Order A is CANCELLED ({cancelled['reason']}), sent by its {scheduled['key']} timer")
+    say(f"   (request id {cancelled['timer']}#1: the schedule and its slot).")
     done = await walk.until(
         "order A's timer to be Delivered", lambda: _timer_in(walk, timer_a, {"Delivered"}), 20
     )

@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from wow_temporal.domain.rejection import ERROR_STATUS
 from wow_temporal.host.service import CommandMessage, CommandResult, Fallback
 
 __all__ = [
@@ -139,6 +140,8 @@ def echo_fallback(log: Callable[[str], None] | None = None) -> Fallback:
         ref = message.ref
         request_id = message.request_id or uuid.uuid4().hex
         answered = convention.answer(ref.aggregate_id, request_id)
+        # the domain host answers with Wow's status for the code (500, not the echo host's 503)
+        answered = _Answer(ERROR_STATUS.get(answered.code, 400), answered.code, answered.why)
         emit(
             f"[echo host] {answered.label} ({answered.why}) {message.type} → "
             f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} "
