@@ -19,6 +19,7 @@ from wow_temporal.settings import (
     Settings,
     SettingsError,
     TimerSettings,
+    WorkerSettings,
     effective_rule,
     load_settings,
     parse_duration,
@@ -126,7 +127,8 @@ def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> N
     [
         (
             "wow:\n  host-urll: http://x\n",
-            r"^wow\.host-urll: unknown key; known: host-url, api, timers, schedules \(in ",
+            r"^wow\.host-urll: unknown key; known: host-url, api, timers, schedules, worker, "
+            r"log-format \(in ",
         ),
         ("wow:\n  timerz:\n    max-attempts: 3\n", r"^wow\.timerz: unknown key; known: "),
         ("wow:\n  dev:\n    ui: true\n", r"^wow\.dev: unknown key; known: .*timers, schedules"),
@@ -782,3 +784,131 @@ def test_temporal_bad_profile_fails_at_start(tmp_path: Path) -> None:
         load_settings(None, {"TEMPORAL_CONFIG_FILE": str(toml)})
     with pytest.raises(SettingsError, match="not found"):
         load_settings(None, {"TEMPORAL_CONFIG_FILE": str(toml) + ".none", "TEMPORAL_PROFILE": "x"})
+
+
+# --- the production worker and the log format ----------------------------------------------
+
+
+def test_worker_and_log_format_defaults(env: dict[str, str]) -> None:
+    settings = load_settings(None, env)
+    assert settings.worker == WorkerSettings(
+        health_port=8081,
+        metrics_port=9464,
+        shutdown_timeout=timedelta(seconds=30),
+        max_concurrent_activities=200,
+        max_concurrent_workflow_tasks=100,
+    )
+    assert settings.log_format == "text"
+
+
+def test_worker_settings_from_yaml_and_env(tmp_path: Path, env: dict[str, str]) -> None:
+    text = (
+        "wow:\n  log-format: json\n  worker:\n    health-port: 9000\n    metrics-port: 0\n"
+        "    shutdown-timeout: PT2M\n    max-concurrent-activities: 5\n"
+        "    max_concurrent_workflow_tasks: 7\n"
+    )
+    settings = load_settings(write(tmp_path, text), env)
+    assert settings.log_format == "json"
+    assert settings.worker == WorkerSettings(
+        health_port=9000,
+        metrics_port=0,
+        shutdown_timeout=timedelta(minutes=2),
+        max_concurrent_activities=5,
+        max_concurrent_workflow_tasks=7,
+    )
+    environ = {
+        **env,
+        "WOW_LOG_FORMAT": "Text",
+        "WOW_WORKER_HEALTH_PORT": "0",
+        "WOW_WORKER_METRICS_PORT": "9100",
+        "WOW_WORKER_SHUTDOWN_TIMEOUT": "45",
+        "WOW_WORKER_MAX_CONCURRENT_ACTIVITIES": "50",
+        "WOW_WORKER_MAX_CONCURRENT_WORKFLOW_TASKS": "60",
+    }
+    settings = load_settings(write(tmp_path, text), environ)
+    assert settings.log_format == "text"
+    assert settings.worker == WorkerSettings(
+        health_port=0,
+        metrics_port=9100,
+        shutdown_timeout=timedelta(seconds=45),
+        max_concurrent_activities=50,
+        max_concurrent_workflow_tasks=60,
+    )
+    zero = load_settings(None, {**env, "WOW_WORKER_SHUTDOWN_TIMEOUT": "0s"})
+    assert zero.worker.shutdown_timeout == timedelta(0)  # cancel at once
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        ("WOW_WORKER_HEALTH_PORT", "web", r"^WOW_WORKER_HEALTH_PORT: .*integer.*'web'$"),
+        (
+            "WOW_WORKER_HEALTH_PORT",
+            "70000",
+            r"^WOW_WORKER_HEALTH_PORT: must be a port from 1 to 65535, or 0 for off, got 70000$",
+        ),
+        ("WOW_WORKER_METRICS_PORT", "-1", r"^WOW_WORKER_METRICS_PORT: must be a port from 1"),
+        (
+            "WOW_WORKER_METRICS_PORT",
+            "8081",
+            r"^wow\.worker: health-port and metrics-port must differ, both are 8081$",
+        ),
+        (
+            "WOW_WORKER_SHUTDOWN_TIMEOUT",
+            "later",
+            r"^WOW_WORKER_SHUTDOWN_TIMEOUT: invalid duration 'later'",
+        ),
+        (
+            "WOW_WORKER_SHUTDOWN_TIMEOUT",
+            "-PT5S",
+            r"^WOW_WORKER_SHUTDOWN_TIMEOUT: must not be a negative duration, got -5s$",
+        ),
+        (
+            "WOW_WORKER_MAX_CONCURRENT_ACTIVITIES",
+            "0",
+            r"^WOW_WORKER_MAX_CONCURRENT_ACTIVITIES: must be at least 1, got 0$",
+        ),
+        (
+            "WOW_WORKER_MAX_CONCURRENT_WORKFLOW_TASKS",
+            "many",
+            r"^WOW_WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: .*integer.*'many'$",
+        ),
+        (
+            "WOW_WORKER_HEALTHPORT",
+            "1",
+            r"^WOW_WORKER_HEALTHPORT: unknown worker setting; known: WOW_WORKER_HEALTH_PORT, ",
+        ),
+        ("WOW_LOG_FORMAT", "xml", r"^WOW_LOG_FORMAT: Input should be 'text' or 'json', got 'xml'$"),
+    ],
+)
+def test_invalid_worker_settings_name_the_variable(
+    env: dict[str, str], var: str, value: str, message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message) as caught:
+        load_settings(None, {**env, var: value})
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("wow:\n  log-format: yaml\n", r"^wow\.log-format: Input should be 'text' or 'json'"),
+        ("wow:\n  worker:\n    health-port: x\n", r"^wow\.worker\.health-port: .*integer"),
+        ("wow:\n  worker:\n    shutdown-timeout: soon\n", r"^wow\.worker\.shutdown-timeout: inv"),
+        (
+            "wow:\n  worker:\n    pollers: 3\n",
+            r"^wow\.worker\.pollers: unknown key; known: health-port, metrics-port, "
+            r"shutdown-timeout, max-concurrent-activities, max-concurrent-workflow-tasks",
+        ),
+    ],
+)
+def test_invalid_worker_settings_in_the_file_name_the_key(
+    tmp_path: Path, env: dict[str, str], text: str, message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings(write(tmp_path, text), env)
+
+
+def test_a_service_named_wow_worker_is_not_a_setting(env: dict[str, str]) -> None:
+    links = {"WOW_WORKER_SERVICE_HOST": "10.0.0.9", "WOW_WORKER_PORT": "tcp://10.0.0.9:8081"}
+    assert load_settings(None, {**env, **links}).worker == WorkerSettings()

@@ -1,4 +1,5 @@
-"""Settings: timers, per-job schedule overrides, the domain host, the control API and Temporal.
+"""Settings: timers, the production worker, per-job schedule overrides, the domain host, the
+control API, the log format and Temporal.
 
 They come from a YAML file with Wow/Spring-style keys (`wow.timers.poll-interval`, path from
 `WOW_CONFIG` or an argument) and from `WOW_*` environment variables, the environment winning.
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 import yaml
@@ -47,6 +48,7 @@ __all__ = [
     "SettingsError",
     "TenantTokensFile",
     "TimerSettings",
+    "WorkerSettings",
     "effective_rule",
     "load_settings",
     "parse_duration",
@@ -220,6 +222,37 @@ def _tenant_id(value: Any) -> str:
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(_positive)]
+
+
+def _not_negative(value: timedelta) -> timedelta:
+    if value < timedelta(0):
+        raise ValueError(f"must not be a negative duration, got {_show(value)}")
+    return value
+
+
+def _log_format(value: Any) -> Any:
+    """`text` or `json`, case-insensitively."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _port_or_off(value: int) -> int:
+    if not 0 <= value <= 65535:
+        raise ValueError(f"must be a port from 1 to 65535, or 0 for off, got {value}")
+    return value
+
+
+def _at_least_one(value: int) -> int:
+    if value < 1:
+        raise ValueError(f"must be at least 1, got {value}")
+    return value
+
+
+GraceDuration = Annotated[
+    timedelta, BeforeValidator(parse_duration), AfterValidator(_not_negative)
+]
+PortOrOff = Annotated[int, AfterValidator(_port_or_off)]
+AtLeastOne = Annotated[int, AfterValidator(_at_least_one)]
+LogFormat = Annotated[Literal["text", "json"], BeforeValidator(_log_format)]
 CronSetting = Annotated[CronText | None, BeforeValidator(_blank_is_none)]
 
 
@@ -284,6 +317,32 @@ class TimerSettings(_Config):
             raise ValueError(
                 f"retry-max-interval ({_show(self.retry_max_interval)}) must not be less than "
                 f"retry-initial-interval ({_show(self.retry_initial_interval)})"
+            )
+        return self
+
+
+class WorkerSettings(_Config):
+    """The production worker: its health and metrics ports, shutdown and concurrency."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    health_port: PortOrOff = 8081
+    """Where `/livez` and `/readyz` are served (on every interface); 0: no health endpoints."""
+    metrics_port: PortOrOff = 9464
+    """Where the Prometheus metrics are to be served; 0: none."""
+    shutdown_timeout: GraceDuration = timedelta(seconds=30)
+    """How long a stopping worker lets in-flight deliveries and ticks finish before it cancels
+    them (they are then retried by another worker)."""
+    max_concurrent_activities: AtLeastOne = 200
+    """Deliveries and ticks one worker runs at once (per task queue)."""
+    max_concurrent_workflow_tasks: AtLeastOne = 100
+    """Workflow tasks one worker runs at once (per task queue); the Temporal SDK's default."""
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> Self:
+        if self.health_port and self.health_port == self.metrics_port:
+            raise ValueError(
+                f"health-port and metrics-port must differ, both are {self.health_port}"
             )
         return self
 
@@ -455,6 +514,9 @@ class Settings(_Config):
     timers: TimerSettings = Field(default_factory=TimerSettings)
     schedules: dict[JobName, JobOverride] = Field(default_factory=dict)
     """Per-job overrides by job name (the host's layer of `effective_rule`)."""
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    log_format: LogFormat = "text"
+    """How the CLI writes log records: `text` (one plain line each) or `json` (one object)."""
 
     _environ: Mapping[str, str] | None = PrivateAttr(default=None)
     """The TEMPORAL_* variables `load_settings` saw; None: read `os.environ` when asked."""
@@ -563,6 +625,7 @@ def effective_rule(
 # --- loading -------------------------------------------------------------------------------
 
 _TIMER_KEYS = tuple(_kebab(name) for name in TimerSettings.model_fields)
+_WORKER_KEYS = tuple(_kebab(name) for name in WorkerSettings.model_fields)
 _JOB_KEYS = tuple(_kebab(name) for name in JobOverride.model_fields)
 _CONFIG_ENV = "WOW_CONFIG"
 _ENV: dict[str, tuple[str, ...]] = {
@@ -570,16 +633,30 @@ _ENV: dict[str, tuple[str, ...]] = {
     "WOW_API_TOKEN": ("api", "token"),
     "WOW_API_PORT": ("api", "port"),
     "WOW_API_TENANT_TOKENS_FILE": ("api", "tenant-tokens-file"),
+    "WOW_LOG_FORMAT": ("log-format",),
 }
 """The single-value variables and the key each one sets."""
 _TIMERS_ENV = "WOW_TIMERS_"
+_WORKER_ENV = "WOW_WORKER_"
 _SCHEDULES_ENV = "WOW_SCHEDULES_"
 _KNOWN_ENV = ", ".join(
-    [_CONFIG_ENV, *_ENV, f"{_TIMERS_ENV}<SETTING>", f"{_SCHEDULES_ENV}<JOB>_<FIELD>"]
+    [
+        _CONFIG_ENV,
+        *_ENV,
+        f"{_TIMERS_ENV}<SETTING>",
+        f"{_WORKER_ENV}<SETTING>",
+        f"{_SCHEDULES_ENV}<JOB>_<FIELD>",
+    ]
 )
+_PREFIXED: dict[str, tuple[str, tuple[str, ...], str]] = {
+    _TIMERS_ENV: ("timers", _TIMER_KEYS, "timer"),
+    _WORKER_ENV: ("worker", _WORKER_KEYS, "worker"),
+}
+"""`WOW_<SECTION>_<SETTING>` prefixes: the section, its keys, and what to call them."""
 _SECTIONS: dict[str, type[BaseModel]] = {
     "api": ApiSettings,
     "timers": TimerSettings,
+    "worker": WorkerSettings,
     "schedules": JobOverride,
 }
 """The model of each `wow.<section>` (a job's keys under `wow.schedules.<name>`)."""
@@ -710,13 +787,14 @@ def _apply_env(
             origins[loc] = var
         elif _is_service_link(var, value):
             continue
-        elif var.startswith(_TIMERS_ENV):
-            key = _kebab(var[len(_TIMERS_ENV) :].lower())
-            if key not in _TIMER_KEYS:
-                known = ", ".join(_TIMERS_ENV + k.replace("-", "_").upper() for k in _TIMER_KEYS)
-                raise SettingsError(f"{var}: unknown timer setting; known: {known}")
-            _set(_section(wow, "timers"), key, value)
-            origins[("timers", key)] = var
+        elif prefix := next((p for p in _PREFIXED if var.startswith(p)), None):
+            section, keys, what = _PREFIXED[prefix]
+            key = _kebab(var[len(prefix) :].lower())
+            if key not in keys:
+                known = ", ".join(prefix + k.replace("-", "_").upper() for k in keys)
+                raise SettingsError(f"{var}: unknown {what} setting; known: {known}")
+            _set(_section(wow, section), key, value)
+            origins[(section, key)] = var
         elif var.startswith(_SCHEDULES_ENV):
             rest = var[len(_SCHEDULES_ENV) :]
             field = next((k for k in _JOB_KEYS if rest.upper().endswith("_" + k.upper())), None)
