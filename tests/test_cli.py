@@ -27,7 +27,7 @@ from tests.recording_host import RecordingHost
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
 from wow_temporal.embedded import EmbeddedTemporal, free_port
-from wow_temporal.logs import LOG_FORMAT, OneLineFormatter
+from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
 from wow_temporal.worker import timer_worker
 
 WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
@@ -229,8 +229,7 @@ _COMMIT = {
 
 @pytest.mark.parametrize(
     "args",
-    [
-        ["worker"],
+    [  # not `worker`: it stays up, unready, and retries (tests/test_worker_prod.py)
         ["api", "--port", "{port}"],
         ["setup"],
         ["apply", "{commit}"],
@@ -341,6 +340,33 @@ def test_log_records_are_one_plain_line() -> None:
         r"Traceback \(most recent call last\):.* \| ValueError: bad \| value",
         line,
     ), line
+
+
+def test_json_log_records_are_one_object_per_line_with_their_extra_fields() -> None:
+    formatter = JsonFormatter()
+    try:
+        raise ValueError("bad\nvalue")
+    except ValueError:
+        record = logging.LogRecord(
+            "wow_temporal.delivery", logging.WARNING, "x", 1, "sent %s\nagain", ("t#1",),
+            sys.exc_info(),
+        )
+    record.timer = "wow-timer:a.b:t:1:k"
+    record.slot = 3
+    record.opaque = object()
+    line = formatter.format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry.pop("time"))
+    assert entry.pop("exception").endswith("ValueError: bad\nvalue")
+    assert entry.pop("opaque").startswith("<object object at")
+    assert entry == {
+        "level": "WARNING",
+        "logger": "wow_temporal.delivery",
+        "message": "sent t#1\nagain",
+        "timer": "wow-timer:a.b:t:1:k",
+        "slot": 3,
+    }
 
 
 _RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) [\w.]+: .+")

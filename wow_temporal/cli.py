@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -54,6 +53,55 @@ app.add_typer(schedule_app, name="schedule")
 
 T = TypeVar("T")
 
+_Address = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="Temporal frontend host:port (default TEMPORAL_ADDRESS, localhost:7233).",
+        show_default=False,
+    ),
+]
+_Namespace = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        help="Temporal namespace (default TEMPORAL_NAMESPACE, default).",
+        show_default=False,
+    ),
+]
+_LogFormat = Annotated[
+    str | None,
+    typer.Option(
+        "--log-format",
+        help="text (one plain line per record) or json (one object per line); "
+        "default WOW_LOG_FORMAT, text.",
+        show_default=False,
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"wow-temporal {version('wow-temporal')}")
+        except PackageNotFoundError:
+            typer.echo("wow-temporal (not installed: no version)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Wow-style scheduled commands and recurring jobs, run durably on Temporal."""
+
 _EXAMPLE_APP = "workers.eshop:apps"
 """The spec's e-shop (order and inventory), which `dev` runs when started in the repository."""
 
@@ -93,7 +141,7 @@ async def _connect(settings: Settings) -> Client:
     """Connect as `worker.connect` does, Temporal's core logging through Python's; a
     `_CommandError` (exit 1) naming the address when Temporal does not answer."""
     from wow_temporal.logs import configure_temporal_runtime
-    from wow_temporal.worker import connect
+    from wow_temporal.worker import connect, connect_reason
 
     configure_temporal_runtime()
     try:
@@ -109,32 +157,32 @@ async def _connect(settings: Settings) -> Client:
         if not text.startswith("Failed client connect"):
             raise
         raise _CommandError(
-            f"cannot reach Temporal at {where}: {_connect_reason(text)}", 1
+            f"cannot reach Temporal at {where}: {connect_reason(text)}", 1
         ) from None
 
 
-_REASONS = (
-    re.compile(r'message: "([^"]+)" \}'),  # an OS error: Connection refused, ...
-    re.compile(r'error: "([^"]+)"'),  # a custom one: failed to lookup address information ...
-    re.compile(r'Status \{ code: (\w+), message: "([^"]*)"'),  # the server answered, oddly
-)
+def _settings(
+    domain: DomainApp | None = None,
+    *,
+    address: str | None = None,
+    namespace: str | None = None,
+) -> Settings:
+    """The settings (exit 2 naming a bad key); with an App, its jobs' overrides checked.
 
-
-def _connect_reason(text: str) -> str:
-    """The readable part of the SDK's `Failed client connect: <Rust debug output>`."""
-    for pattern in _REASONS:
-        found = pattern.search(text)
-        if found:
-            return ": ".join(part for part in found.groups() if part)
-    rest = " ".join(text.removeprefix("Failed client connect:").split())
-    return rest if len(rest) <= 200 else rest[:199] + "…"
-
-
-def _settings(domain: DomainApp | None = None) -> Settings:
-    """The settings (exit 2 naming a bad key); with an App, its jobs' overrides checked."""
+    `--address` and `--namespace` win over TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and a profile.
+    """
     known = list(domain.jobs) if domain is not None else []
+    environ = dict(os.environ)
+    for flag, value, var in (
+        ("--address", address, "TEMPORAL_ADDRESS"),
+        ("--namespace", namespace, "TEMPORAL_NAMESPACE"),
+    ):
+        if value is not None:
+            if not value.strip():
+                raise _fail(f"{flag}: must not be empty")
+            environ[var] = value.strip()
     try:
-        settings = load_settings(known_jobs=known)
+        settings = load_settings(environ=environ, known_jobs=known)
         if domain is not None:
             from wow_temporal.jobs.overrides import host_rules
 
@@ -224,18 +272,52 @@ def worker(
             help="module:attr of an App: run its recurring jobs too (and enable its SYSTEM jobs).",
         ),
     ] = None,
+    address: _Address = None,
+    namespace: _Namespace = None,
+    log_format: _LogFormat = None,
 ) -> None:
-    """Run the timer worker (and an App's jobs), delivering every command to WOW_HOST_URL."""
-    from wow_temporal.worker import run_worker
+    """Run the timer worker (and an App's jobs), delivering every command to WOW_HOST_URL,
+    until SIGTERM or Ctrl-C, which let the deliveries in flight finish
+    (WOW_WORKER_SHUTDOWN_TIMEOUT, 30 s). Health: /livez and /readyz on WOW_WORKER_HEALTH_PORT
+    (8081). While Temporal cannot be reached it stays up, unready, and keeps trying."""
+    import signal
 
+    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.worker import WorkerFailedError, run_worker
+
+    fmt = _log_format(log_format)
     domain = _load_app(app_ref)
-    settings = _settings(domain)
+    settings = _settings(domain, address=address, namespace=namespace)
     if settings.host_url is None:  # before connecting: the fix is here, not in Temporal
         raise _fail("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
-    _configure_logging()
+    health_port = settings.worker.health_port
+    every = "0.0.0.0"  # the health endpoints listen on every interface, for the probes
+    if health_port and not port_is_free(health_port, every):
+        error = PortInUseError("health", health_port, every, "WOW_WORKER_HEALTH_PORT")
+        raise _fail(str(error), 1)
+    _configure_logging(settings, log_format=fmt)
+    log = logging.getLogger("wow_temporal.worker")
 
     async def work() -> None:
-        await run_worker(settings, client=await _connect(settings), app=domain)
+        from wow_temporal.logs import configure_temporal_runtime
+
+        configure_temporal_runtime()
+        stop = asyncio.Event()
+
+        def on_signal(name: str) -> None:
+            if stop.is_set():
+                log.info("%s: already stopping", name)
+                return
+            log.info("%s: stopping", name)
+            stop.set()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        try:
+            await run_worker(settings, stop=stop, app=domain)
+        except WorkerFailedError as error:
+            raise _CommandError(str(error), 1) from None
 
     _run(work)
 
@@ -279,19 +361,23 @@ def api(
             help="module:attr of an App whose job instances the API may create (TENANT jobs).",
         ),
     ] = None,
+    address: _Address = None,
+    namespace: _Namespace = None,
+    log_format: _LogFormat = None,
 ) -> None:
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
     from wow_temporal.embedded import PortInUseError, port_is_free
     from wow_temporal.worker import delivery_settings
 
+    fmt = _log_format(log_format)
     domain = _load_app(app_ref)
-    settings = _settings(domain)
+    settings = _settings(domain, address=address, namespace=namespace)
     listen = port or settings.api_port
     if not port_is_free(listen, host):
         error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
         raise _fail(str(error), 1)
-    _configure_logging()
+    _configure_logging(settings, log_format=fmt)
 
     async def work() -> None:
         from wow_temporal.timers.client import TimerClient
@@ -314,12 +400,12 @@ def _jobs(client: Client, settings: Settings, domain: DomainApp | None) -> JobCl
 
 
 @app.command()
-def setup() -> None:
+def setup(address: _Address = None, namespace: _Namespace = None) -> None:
     """Register the search attributes on TEMPORAL_NAMESPACE (idempotent)."""
     from wow_temporal.embedded import register_search_attributes
 
-    settings = _settings()
-    _configure_logging(logging.WARNING)
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> list[str]:
         client = await _connect(settings)
@@ -375,7 +461,7 @@ def dev(
     reference = None if app_ref in (None, "none") else app_ref
     apps = _load_apps(reference)
     settings = _settings(_jobs_app(apps, reference))
-    _configure_logging()
+    _configure_logging(settings)
     try:
         dev_main(
             data_dir,
@@ -403,6 +489,9 @@ def domain_host(
     ] = Path(".wow-temporal/domain.db"),
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8089,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    address: _Address = None,
+    namespace: _Namespace = None,
+    log_format: _LogFormat = None,
 ) -> None:
     """Serve an App's aggregates over Wow's command API, run its sagas, and relay the schedules
     its commits set to the timers on TEMPORAL_ADDRESS (commands never wait for Temporal)."""
@@ -414,13 +503,14 @@ def domain_host(
     from wow_temporal.embedded import PortInUseError, port_is_free
     from wow_temporal.host.runtime import HostRuntime, StoreInUseError
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect, delivery_settings
+    from wow_temporal.worker import connect, connect_reason, delivery_settings
 
+    fmt = _log_format(log_format)
     apps = _load_apps(app_ref)
-    settings = _settings(_jobs_app(apps, app_ref))
+    settings = _settings(_jobs_app(apps, app_ref), address=address, namespace=namespace)
     if not port_is_free(port, host):
         raise _fail(str(PortInUseError("domain host", port, host, "--port")), 1)
-    _configure_logging()
+    _configure_logging(settings, log_format=fmt)
     log = logging.getLogger("wow_temporal.host")
 
     async def timers() -> TimerClient:
@@ -430,7 +520,7 @@ def domain_host(
             config = settings.temporal_connect_config()
             raise ConnectionError(
                 f"cannot reach Temporal at {config['target_host']} (namespace "
-                f"{config['namespace']}): {_connect_reason(str(error))}"
+                f"{config['namespace']}): {connect_reason(str(error))}"
             ) from None
         log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
         return TimerClient(client, delivery=delivery_settings(settings.timers))
@@ -495,11 +585,24 @@ def demo(
         raise typer.Exit(130) from None
 
 
-def _configure_logging(level: int = logging.INFO) -> None:
-    """Plain one-line log records on stderr; the Temporal core's among them (no ANSI)."""
+def _log_format(value: str | None) -> str | None:
+    """`--log-format`, checked (exit 2): text or json, any case; None: the setting's."""
+    if value is None:
+        return None
+    if value.strip().lower() not in ("text", "json"):
+        raise _fail(f"--log-format: use text or json, got {value!r}")
+    return value.strip().lower()
+
+
+def _configure_logging(
+    settings: Settings, level: int = logging.INFO, log_format: str | None = None
+) -> None:
+    """One log line per record on stderr, the Temporal core's among them (no ANSI): plain
+    text, or JSON objects with `--log-format json` or `wow.log-format: json`."""
     from wow_temporal.logs import configure_logging
 
-    configure_logging(level)
+    configure_logging(level, log_format="json" if (log_format or settings.log_format) == "json"
+                      else "text")
 
 
 # --- commits ----------------------------------------------------------------------------------
@@ -510,6 +613,8 @@ def apply_commits(
     files: Annotated[
         list[Path], typer.Argument(help="JSON files of commits (one commit or a list); - is stdin.")
     ],
+    address: _Address = None,
+    namespace: _Namespace = None,
 ) -> None:
     """Hand commits' schedule events to the timers (as a host's relay would)."""
     from wow_temporal.schedule import Commit
@@ -528,8 +633,8 @@ def apply_commits(
                 commits.append(Commit.parse(item))
             except InvalidCommitError as error:
                 raise _fail(f"{path}: {error}") from None
-    settings = _settings()
-    _configure_logging(logging.WARNING)
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
@@ -559,11 +664,13 @@ def timers_list(
     running: Annotated[bool | None, typer.Option("--running/--closed")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
 ) -> None:
     """List timers matching the filters (the same query works in the Web UI)."""
     from wow_temporal.timers.client import TimerClient, TimerFilter
 
-    settings = _settings()
+    settings = _settings(address=address, namespace=namespace)
     try:
         where = TimerFilter(
             aggregate=aggregate,
@@ -575,7 +682,7 @@ def timers_list(
         )
     except ValidationError as error:
         raise _fail(explain(error)) from None
-    _configure_logging(logging.WARNING)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
@@ -592,12 +699,12 @@ def timers_list(
 
 
 @timers_app.command("show")
-def timers_show(workflow_id: str) -> None:
+def timers_show(workflow_id: str, address: _Address = None, namespace: _Namespace = None) -> None:
     """Show one timer with its full state."""
     from wow_temporal.timers.client import TimerClient
 
-    settings = _settings()
-    _configure_logging(logging.WARNING)
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
@@ -607,22 +714,28 @@ def timers_show(workflow_id: str) -> None:
 
 
 @timers_app.command("retry")
-def timers_retry(workflow_id: str) -> None:
+def timers_retry(
+    workflow_id: str, address: _Address = None, namespace: _Namespace = None
+) -> None:
     """Retry a parked timer's delivery now (same request id)."""
-    _operate(workflow_id, "retry")
+    _operate(workflow_id, "retry", address, namespace)
 
 
 @timers_app.command("cancel")
-def timers_cancel(workflow_id: str) -> None:
+def timers_cancel(
+    workflow_id: str, address: _Address = None, namespace: _Namespace = None
+) -> None:
     """Cancel a pending or parked timer."""
-    _operate(workflow_id, "cancel")
+    _operate(workflow_id, "cancel", address, namespace)
 
 
-def _operate(workflow_id: str, operation: str) -> None:
+def _operate(
+    workflow_id: str, operation: str, address: str | None, namespace: str | None
+) -> None:
     from wow_temporal.timers.client import TimerClient
 
-    settings = _settings()
-    _configure_logging(logging.WARNING)
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         timers = TimerClient(await _connect(settings))
@@ -657,6 +770,8 @@ def schedule_list(
     status: Annotated[str | None, typer.Option(help="Enabled, Disabled or Parked.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
     as_json: _Json = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
 ) -> None:
     """List the running job instances (as visibility lists them: it may lag a second)."""
     from wow_temporal.jobs.core import JobStatus
@@ -664,8 +779,8 @@ def schedule_list(
     if status is not None and status.lower() not in {s.value.lower() for s in JobStatus}:
         known = ", ".join(s.value for s in JobStatus)
         raise _fail(f"--status {status!r}: use one of {known}")
-    settings = _settings()
-    _configure_logging(logging.WARNING)
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         jobs = _jobs(await _connect(settings), settings, None)
@@ -685,27 +800,39 @@ def schedule_list(
 def schedule_show(
     context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
     as_json: _Json = False,
+    address: _Address = None, namespace: _Namespace = None,
 ) -> None:
     """Show one instance: the rule in force and where it comes from, next due times, last ticks."""
-    _job_operation("show", context, name, tenant, partition, None, as_json, None)
+    _job_operation(
+        "show", context, name, tenant, partition, None, as_json, None,
+        address=address, namespace=namespace,
+    )
 
 
 @schedule_app.command("enable")
 def schedule_enable(
     context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
-    as_json: _Json = False, app_ref: _AppRef = None,
+    as_json: _Json = False,
+    address: _Address = None, namespace: _Namespace = None, app_ref: _AppRef = None,
 ) -> None:
     """Enable an instance (wow.schedule.enable): ticks from the next due time after now."""
-    _job_operation("enable", context, name, tenant, partition, None, as_json, app_ref)
+    _job_operation(
+        "enable", context, name, tenant, partition, None, as_json, app_ref,
+        address=address, namespace=namespace,
+    )
 
 
 @schedule_app.command("disable")
 def schedule_disable(
     context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
     as_json: _Json = False,
+    address: _Address = None, namespace: _Namespace = None,
 ) -> None:
     """Disable an instance (wow.schedule.disable): in force when this returns."""
-    _job_operation("disable", context, name, tenant, partition, None, as_json, None)
+    _job_operation(
+        "disable", context, name, tenant, partition, None, as_json, None,
+        address=address, namespace=namespace,
+    )
 
 
 @schedule_app.command("reschedule")
@@ -720,6 +847,8 @@ def schedule_reschedule(
     tenant: _Tenant = None,
     partition: _Partition = None,
     as_json: _Json = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
 ) -> None:
     """Give an instance its own rule (wow.schedule.reschedule): any of expression, zone, misfire."""
     from wow_temporal.jobs.core import RuleLayer, reschedule_refusal
@@ -735,16 +864,23 @@ def schedule_reschedule(
     )
     if problem is not None:
         raise _fail(problem)
-    _job_operation("reschedule", context, name, tenant, partition, rule, as_json, None)
+    _job_operation(
+        "reschedule", context, name, tenant, partition, rule, as_json, None,
+        address=address, namespace=namespace,
+    )
 
 
 @schedule_app.command("retry")
 def schedule_retry(
     context: _Context, name: _Name, tenant: _Tenant = None, partition: _Partition = None,
     as_json: _Json = False,
+    address: _Address = None, namespace: _Namespace = None,
 ) -> None:
     """Retry an instance's parked tick (same request ids); later slots follow by the policy."""
-    _job_operation("retry", context, name, tenant, partition, None, as_json, None)
+    _job_operation(
+        "retry", context, name, tenant, partition, None, as_json, None,
+        address=address, namespace=namespace,
+    )
 
 
 def _job_operation(
@@ -756,6 +892,9 @@ def _job_operation(
     rule: Any,
     as_json: bool,
     app_ref: str | None,
+    *,
+    address: str | None,
+    namespace: str | None,
 ) -> None:
     try:
         validate_key(name, "job name")
@@ -764,8 +903,8 @@ def _job_operation(
     domain = _load_app(app_ref)
     if domain is not None and domain.context != context:
         raise _fail(f"--app {app_ref}: its context is {domain.context}, not {context}")
-    settings = _settings(domain)
-    _configure_logging(logging.WARNING)
+    settings = _settings(domain, address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         jobs = _jobs(await _connect(settings), settings, domain)

@@ -1,22 +1,26 @@
-"""Logging for the command line and the Temporal runtime: one plain line per record.
+"""Logging for the command line and the Temporal runtime: one line per record, plain or JSON.
 
 Unless told otherwise, the Temporal SDK's Rust core writes its own warnings (gRPC calls
 retried, polls failing while the server is away) straight to stderr, coloured with ANSI codes
 that end up in log files. `configure_temporal_runtime` routes them through Python logging
-instead; `configure_logging` gives every record one plain line.
+instead; `configure_logging` gives every record one plain line, or with `json` one JSON object
+per line (`JsonFormatter`), for a log pipeline to read.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
 import threading
-from typing import TextIO
+from datetime import UTC, datetime
+from typing import Any, Literal, TextIO
 
 __all__ = [
     "CORE_LOGGER",
     "LOG_FORMAT",
+    "JsonFormatter",
     "OneLineFormatter",
     "configure_logging",
     "configure_temporal_runtime",
@@ -73,11 +77,49 @@ class OneLineFormatter(logging.Formatter):
         return " | ".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 
-def configure_logging(level: int = logging.INFO, stream: TextIO | None = None) -> None:
-    """One plain line per record on `stream` (stderr) at `level`, httpx's per-request lines
-    quieted, and the Temporal core's logs among them; leaves an existing setup alone."""
+_STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+"""The attributes every LogRecord has; the others are a call's `extra` fields."""
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line: `time` (UTC ISO-8601, milliseconds), `level`,
+    `logger`, `message`, the record's `extra` fields (as they are, or as text when JSON cannot
+    hold them), and `exception` (the traceback as text) when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.fromtimestamp(record.created, UTC)
+        entry: dict[str, Any] = {
+            "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": _ANSI.sub("", record.getMessage()),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_") and key not in entry:
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+LogFormatName = Literal["text", "json"]
+
+
+def configure_logging(
+    level: int = logging.INFO,
+    stream: TextIO | None = None,
+    log_format: LogFormatName = "text",
+) -> None:
+    """One line per record on `stream` (stderr) at `level` — plain text, or a JSON object with
+    `log_format="json"` — httpx's per-request lines quieted, and the Temporal core's logs among
+    them; leaves an existing setup alone."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(OneLineFormatter(LOG_FORMAT))
+    formatter = JsonFormatter() if log_format == "json" else OneLineFormatter(LOG_FORMAT)
+    handler.setFormatter(formatter)
     logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("httpx").setLevel(logging.WARNING)
     configure_temporal_runtime()

@@ -1,21 +1,29 @@
 """The worker: runs the timer workflows and, for an `App`, its job instances; delivers their
-commands to the domain host."""
+commands to the domain host.
+
+`run_worker` is the production worker (`wow-temporal worker`): health endpoints on a port of
+their own (`wow_temporal.health`), a start that waits for Temporal instead of failing, the
+concurrency limits of `wow.worker.*`, and a graceful stop (see `run_worker`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.domain.app import App
+from wow_temporal.health import HealthServer, Readiness
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.core import HostRule
 from wow_temporal.jobs.directory import TenantsWorkflow
@@ -28,8 +36,12 @@ from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
 from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
 
 __all__ = [
+    "CONNECT_RETRY",
+    "PROBE_INTERVAL",
     "WORKFLOW_RUNNER",
+    "WorkerFailedError",
     "connect",
+    "connect_reason",
     "delivery_settings",
     "job_worker",
     "run_worker",
@@ -37,6 +49,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+CONNECT_RETRY = 3.0
+"""Seconds between attempts to reach Temporal while the worker starts (one log line each)."""
+
+PROBE_INTERVAL = 3.0
+"""Seconds between the readiness probes of Temporal while the worker runs."""
+
+PROBE_TIMEOUT = timedelta(seconds=2)
+"""How long a readiness probe waits for Temporal's answer before the worker is unready."""
 
 STICKY_TIMEOUT = timedelta(seconds=3)
 """How long a workflow task waits for the worker that ran its workflow before others take it."""
@@ -67,9 +88,12 @@ def timer_worker(
     task_queue: str = TIMER_TASK_QUEUE,
     activities: Sequence[Any] | None = None,
     max_concurrent_activities: int = 200,
+    max_concurrent_workflow_tasks: int | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(0),
 ) -> Worker:
     """A worker for the timer workflows, the deletion records and the delivery activity
-    (which checks the deletion records before it sends; replaceable in tests)."""
+    (which checks the deletion records before it sends; replaceable in tests).
+    `max_concurrent_workflow_tasks` None is the SDK's default (100)."""
     if activities is None:
         deletions = DeletionRecords(client, task_queue=task_queue)
         activities = [DeliveryActivities(sender, deletions=deletions).deliver]
@@ -80,6 +104,8 @@ def timer_worker(
         activities=list(activities),
         workflow_runner=WORKFLOW_RUNNER,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
         # Pollers scale with the backlog the server reports, on the sticky queue (the
         # workflow tasks that follow a delivery) and the normal one (a timer's first task,
         # when its start delay ends) alike. Fixed pollers starved one or the other under
@@ -102,6 +128,8 @@ def job_worker(
     task_queue: str | None = None,
     host: Mapping[str, HostRule] | None = None,
     max_concurrent_activities: int = 200,
+    max_concurrent_workflow_tasks: int | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(0),
 ) -> Worker:
     """A worker for `app`'s job instances (on `job_task_queue(app.context)`) and their ticks,
     whose commands go to `sink`; `host` is the override each tick brings back to its instance."""
@@ -113,15 +141,125 @@ def job_worker(
         activities=[ticks.tick],
         workflow_runner=WORKFLOW_RUNNER,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
         workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
         activity_task_poller_behavior=PollerBehaviorAutoscaling(),
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
     )
 
 
+class WorkerFailedError(RuntimeError):
+    """A worker stopped by itself (a fatal error of the Temporal SDK): the process should exit
+    non-zero so that it is restarted."""
+
+
 async def connect(settings: Settings) -> Client:
     """A client on the Temporal namespace the settings name (pydantic data converter)."""
     return await Client.connect(**settings.temporal_connect_config())
+
+
+_REASONS = (
+    re.compile(r'message: "([^"]+)" \}'),  # an OS error: Connection refused, ...
+    re.compile(r'error: "([^"]+)"'),  # a custom one: failed to lookup address information ...
+    re.compile(r'Status \{ code: (\w+), message: "([^"]*)"'),  # the server answered, oddly
+)
+
+
+def connect_reason(text: str) -> str:
+    """The readable part of the SDK's `Failed client connect: <Rust debug output>`."""
+    for pattern in _REASONS:
+        found = pattern.search(text)
+        if found:
+            return ": ".join(part for part in found.groups() if part)
+    rest = " ".join(text.removeprefix("Failed client connect:").split())
+    return rest if len(rest) <= 200 else rest[:199] + "…"
+
+
+def _where(settings: Settings) -> str:
+    config = settings.temporal_connect_config()
+    return f"{config['target_host']} (namespace {config['namespace']})"
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait `seconds` or until `stop` is set; True when it is."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+async def connect_until_up(
+    settings: Settings, readiness: Readiness, stop: asyncio.Event
+) -> Client | None:
+    """Connect, and while Temporal cannot be reached say so (one warning per attempt, every
+    `CONNECT_RETRY` seconds, and as `/readyz`'s reason) and try again; None if `stop` is set
+    first. An address the SDK refuses outright is a `SettingsError`: retrying cannot help."""
+    where = _where(settings)
+    attempt = 0
+    while not stop.is_set():
+        attempt += 1
+        try:
+            client = await connect(settings)
+        except SettingsError:
+            raise
+        except ValueError as error:  # the SDK refuses the address itself
+            raise SettingsError(f"invalid Temporal address {where}: {error}") from None
+        except RuntimeError as error:
+            text = str(error)
+            if not text.startswith("Failed client connect"):
+                raise
+            reason = f"cannot reach Temporal at {where}: {connect_reason(text)}"
+        else:
+            if attempt > 1:
+                log.info("connected to Temporal at %s after %d attempts", where, attempt)
+            return client
+        readiness.set_unready(reason)
+        log.warning("%s; retrying in %gs (attempt %d)", reason, CONNECT_RETRY, attempt)
+        await _wait(stop, CONNECT_RETRY)
+    return None
+
+
+async def probe(client: Client) -> str | None:
+    """None when Temporal answers a cheap call (its system info) within `PROBE_TIMEOUT`; else
+    why not, in one line."""
+    where = f"Temporal at {client.service_client.config.target_host}"
+    try:
+        await asyncio.wait_for(
+            client.workflow_service.get_system_info(
+                GetSystemInfoRequest(), retry=False, timeout=PROBE_TIMEOUT
+            ),
+            PROBE_TIMEOUT.total_seconds() + 1,
+        )
+    except TimeoutError:
+        return f"{where} did not answer within {PROBE_TIMEOUT.total_seconds():g}s"
+    except Exception as error:  # any failure of the probe: unready
+        detail = " ".join(str(getattr(error, "message", "") or error).split())
+        return f"{where} does not answer: {detail[:200] or type(error).__name__}"
+    return None
+
+
+async def _watch(
+    client: Client, workers: Sequence[Worker], readiness: Readiness, stop: asyncio.Event
+) -> None:
+    """Keep `readiness` true to Temporal and the workers, logging each change once."""
+    where = f"Temporal at {client.service_client.config.target_host}"
+    said: str | None = ""  # "": nothing said yet; None: ready
+    while not stop.is_set():
+        reason = await probe(client)
+        if reason is None and not all(worker.is_running for worker in workers):
+            reason = "the worker is not polling yet"
+        if stop.is_set():
+            return
+        if reason is None:
+            readiness.set_ready()
+            if said:
+                log.info("ready again: %s answers", where)
+        else:
+            readiness.set_unready(reason)
+            if reason != said:
+                log.warning("not ready: %s", reason)
+        said = reason
+        await _wait(stop, PROBE_INTERVAL if reason is None else 1.0)
 
 
 async def run_worker(
@@ -130,34 +268,100 @@ async def run_worker(
     client: Client | None = None,
     stop: asyncio.Event | None = None,
     app: App | None = None,
+    readiness: Readiness | None = None,
 ) -> None:
     """Run the timers (and `app`'s jobs) until `stop` is set (or forever), delivering to
     `settings.host_url`. At start, every SYSTEM instance of `app` is brought to the host's
-    override and enabled unless `wow.schedules.<name>.enabled` is false."""
+    override and enabled unless `wow.schedules.<name>.enabled` is false.
+
+    Health: with `wow.worker.health-port` (8081; 0: off), `/livez` answers 200 from the start
+    and `/readyz` 200 only while Temporal answers a probe (every `PROBE_INTERVAL` s, within
+    `PROBE_TIMEOUT`) and the workers poll; 503 with the reason otherwise (`readiness` is that
+    state, for callers that serve it themselves).
+
+    Start: without a `client`, Temporal is connected to with `connect_until_up`: a worker
+    started before Temporal (or while it is away) stays up, unready, and keeps trying, as a
+    Kubernetes Deployment expects.
+
+    Stop: when `stop` is set (the CLI sets it on SIGTERM and SIGINT) the worker turns unready,
+    stops polling (no new deliveries or ticks are taken) and lets those in flight finish for up
+    to `wow.worker.shutdown-timeout` (30 s); then the SDK cancels what is left, and returns.
+    A delivery being sent when it is cancelled still waits for the host's answer (at most the
+    sender's 10 s timeout), so its outcome is recorded. Nothing unfinished is lost: an attempt
+    that did not report back is timed out by Temporal (the activity's heartbeat timeout, 5 s)
+    and retried by another worker with the same request id, which a host that had already
+    decided it answers `DuplicateRequestId` (delivered); a tick is retried the same way with
+    its request ids. Give Kubernetes a `terminationGracePeriodSeconds` longer than the shutdown
+    timeout plus that send timeout.
+
+    Raises `WorkerFailedError` when a worker stops by itself (a fatal SDK error), so that the
+    process exits non-zero and is restarted.
+    """
     if settings.host_url is None:
         raise SettingsError("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
     rules = host_rules(settings, app) if app is not None else {}
-    client = client or await connect(settings)
-    async with CommandSender(settings.host_url) as sender, contextlib.AsyncExitStack() as stack:
-        await stack.enter_async_context(timer_worker(client, sender))
-        log.info(
-            "timer worker on task queue %s, namespace %s, delivering to %s",
-            TIMER_TASK_QUEUE,
-            client.namespace,
-            settings.host_url,
-        )
+    stop = stop if stop is not None else asyncio.Event()
+    readiness = readiness if readiness is not None else Readiness("connecting to Temporal")
+    options = settings.worker
+    async with contextlib.AsyncExitStack() as stack:
+        if options.health_port:
+            health = await stack.enter_async_context(HealthServer(readiness, options.health_port))
+            log.info("health on port %d: /livez, /readyz", health.port)
+        if client is None:
+            client = await connect_until_up(settings, readiness, stop)
+            if client is None:
+                log.info("stopped before Temporal could be reached")
+                return
+        limits: dict[str, Any] = {
+            "max_concurrent_activities": options.max_concurrent_activities,
+            "max_concurrent_workflow_tasks": options.max_concurrent_workflow_tasks,
+            "graceful_shutdown_timeout": options.shutdown_timeout,
+        }
+        sender = await stack.enter_async_context(CommandSender(settings.host_url))
+        workers = [timer_worker(client, sender, **limits)]
         if app is not None:
-            await stack.enter_async_context(job_worker(client, app, sender, host=rules))
-            jobs = JobClient(
-                client, app, host_rules=rules, delivery=delivery_settings(settings.timers)
-            )
-            for info in await jobs.bring_to_settings(app):
-                log.info("job %s: %s, %s %s", info.workflow_id, info.status, info.expression,
-                         info.zone)
+            workers.append(job_worker(client, app, sender, host=rules, **limits))
+        runs = [asyncio.create_task(worker.run()) for worker in workers]
+        try:
             log.info(
-                "job worker for %s on task queue %s: %s",
-                app.context,
-                job_task_queue(app.context),
-                ", ".join(sorted(app.jobs)) or "no jobs",
+                "timer worker on task queue %s, namespace %s, delivering to %s",
+                TIMER_TASK_QUEUE,
+                client.namespace,
+                settings.host_url,
             )
-        await (stop.wait() if stop is not None else asyncio.Event().wait())
+            if app is not None:
+                jobs = JobClient(
+                    client, app, host_rules=rules, delivery=delivery_settings(settings.timers)
+                )
+                for info in await jobs.bring_to_settings(app):
+                    log.info(
+                        "job %s: %s, %s %s", info.workflow_id, info.status, info.expression,
+                        info.zone,
+                    )
+                log.info(
+                    "job worker for %s on task queue %s: %s",
+                    app.context,
+                    job_task_queue(app.context),
+                    ", ".join(sorted(app.jobs)) or "no jobs",
+                )
+            watch = asyncio.create_task(_watch(client, workers, readiness, stop))
+            stopping = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait([stopping, *runs], return_when=asyncio.FIRST_COMPLETED)
+            stop.set()  # ends the watch, whichever came first
+            await watch
+            failed = [run for run in runs if run in done]
+            if failed:
+                error = failed[0].exception()
+                readiness.set_unready(f"the worker stopped: {error}")
+                raise WorkerFailedError(f"the worker stopped: {error}") from error
+            readiness.set_unready("shutting down")
+            log.info(
+                "stopping: polling stopped, waiting up to %gs for the deliveries and ticks in "
+                "flight",
+                options.shutdown_timeout.total_seconds(),
+            )
+        finally:
+            stop.set()
+            await asyncio.gather(*(worker.shutdown() for worker in workers), return_exceptions=True)
+            await asyncio.gather(*runs, return_exceptions=True)
+        log.info("stopped")
