@@ -168,14 +168,16 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     client = await dev_server.connect()
     data = commit(after=0.5)
     rid = f"{data['id']}:e1#1"
-    recording_host.behave("hang", request_id=rid, times=1, delay=3)  # slow, then Ok
+    # The host fails the first attempt (an expected failure: retried), then is slow (3 s, Ok).
+    recording_host.behave("hang", request_id=rid, times=1, delay=3)
+    recording_host.behave("fail", request_id=rid, times=1)
     await worker.start()
     try:
         assert await health(port, "/livez") == (200, {"status": "ok"})
         assert await readyz_is(port, 200, within=10) == {"status": "ready"}
         [applied] = await TimerClient(client).apply(data)
         await recording_host.wait_for(
-            lambda host: any(r.request_id == rid for r in host.requests), timeout=15
+            lambda host: [r.request_id for r in host.requests].count(rid) == 2, timeout=15
         )
         signalled = time.monotonic()
         assert worker.proc is not None
@@ -190,7 +192,7 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     assert code == 0, log.read_text()[-3000:]
     assert 1.5 < took < 10, f"exited {took:.1f}s after SIGTERM: not after the delivery finished"
     mine = [r for r in recording_host.requests if r.request_id == rid]
-    assert [r.behaviour for r in mine] == ["hang"]  # sent once, answered Ok after 3 s
+    assert [r.behaviour for r in mine] == ["fail", "hang"]  # the second answered Ok after 3 s
     # The attempt's outcome reached Temporal before the worker left: nothing to retry.
     handle = client.get_workflow_handle(applied.workflow_id)
     events = [event.event_type async for event in handle.fetch_history_events()]
@@ -201,7 +203,7 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
             applied.workflow_id, result_type=TimerState
         ).result()
     assert state.status is Status.DELIVERED and state.delivered == 1
-    assert [r.request_id for r in recording_host.requests].count(rid) == 1
+    assert [r.request_id for r in recording_host.requests].count(rid) == 2
 
     lines = [line for line in log.read_text().splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is one JSON object
@@ -209,8 +211,11 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     delivered = [
         r for r in records if r["logger"] == "wow_temporal.delivery" and rid in r["message"]
     ]
-    assert [r["level"] for r in delivered] == ["INFO"], delivered
-    assert delivered[0]["message"].startswith("delivered eshop.order.CancelOrder")
+    assert [r["level"] for r in delivered] == ["WARNING", "INFO"], delivered
+    assert delivered[0]["message"].startswith("delivery of eshop.order.CancelOrder")
+    assert "failed (1 of 10 before parking)" in delivered[0]["message"]
+    assert delivered[1]["message"].startswith("delivered eshop.order.CancelOrder")
+    assert not [r for r in records if "exception" in r], "a traceback for an expected failure"
     messages = [r["message"] for r in records]
     assert "SIGTERM: stopping" in messages and messages[-1] == "stopped"
     assert not any("Traceback" in line for line in lines)
@@ -399,4 +404,38 @@ def test_worker_refuses_a_health_port_in_use() -> None:
     assert result.stderr.splitlines() == [
         f"error: health port {port} on 0.0.0.0 is already in use; free it or choose another "
         "with WOW_WORKER_HEALTH_PORT"
+    ]
+
+
+@on_the_session_loop
+async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
+    dev_server: EmbeddedTemporal,
+) -> None:
+    from google.protobuf.duration_pb2 import Duration
+    from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+
+    from wow_temporal.embedded import SEARCH_ATTRIBUTES
+
+    client = await dev_server.connect()
+    namespace = f"setup-{uuid.uuid4().hex[:8]}"
+    await client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
+        )
+    )
+    env = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "default"}
+    flags = ["--address", dev_server.address, "--namespace", namespace]
+
+    async def first() -> subprocess.CompletedProcess[str] | None:
+        done = await asyncio.to_thread(_console, "setup", *flags, env=env)
+        return done if done.returncode == 0 or "not found" not in done.stderr else None
+
+    result = await until(first, 20, "the new namespace")  # visible once the server caches it
+    assert result.returncode == 0, result.stderr
+    every = ", ".join(f"{name} ({SEARCH_ATTRIBUTES[name]})" for name in sorted(SEARCH_ATTRIBUTES))
+    assert result.stdout.splitlines() == [f"namespace {namespace}: registered {every}"]
+    again = await asyncio.to_thread(_console, "setup", *flags, env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [
+        f"namespace {namespace}: search attributes already there: {', '.join(SEARCH_ATTRIBUTES)}"
     ]

@@ -401,18 +401,33 @@ def _jobs(client: Client, settings: Settings, domain: DomainApp | None) -> JobCl
 
 @app.command()
 def setup(address: _Address = None, namespace: _Namespace = None) -> None:
-    """Register the search attributes on TEMPORAL_NAMESPACE (idempotent)."""
-    from wow_temporal.embedded import register_search_attributes
+    """Register the search attributes on TEMPORAL_NAMESPACE (idempotent) and say which were
+    added and which were already there."""
+    from wow_temporal.embedded import (
+        SEARCH_ATTRIBUTES,
+        EmbeddedTemporalError,
+        register_search_attributes,
+    )
 
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
-    async def work() -> list[str]:
+    async def work() -> tuple[str, list[str]]:
         client = await _connect(settings)
-        return await register_search_attributes(client, client.namespace)
+        try:
+            return client.namespace, await register_search_attributes(client, client.namespace)
+        except EmbeddedTemporalError as error:  # a name taken with another type
+            raise _CommandError(str(error), 1) from None
 
-    added = _run(work)
-    typer.echo(f"registered: {', '.join(added)}" if added else "search attributes already there")
+    where, added = _run(work)
+    kept = [name for name in SEARCH_ATTRIBUTES if name not in added]
+    if added:
+        typer.echo(
+            f"namespace {where}: registered "
+            + ", ".join(f"{name} ({SEARCH_ATTRIBUTES[name]})" for name in added)
+        )
+    if kept:
+        typer.echo(f"namespace {where}: search attributes already there: {', '.join(kept)}")
 
 
 @app.command()
