@@ -37,6 +37,7 @@ class WorkerProcess:
             "TEMPORAL_ADDRESS": server.address,
             "TEMPORAL_NAMESPACE": server.namespace,
             "WOW_HOST_URL": host_url,
+            "WOW_WORKER_HEALTH_PORT": "0",  # no health server: workers here would share 8081
             "PYTHONPATH": os.pathsep.join(
                 p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
             ),

@@ -367,6 +367,19 @@ class DeletionCheck(Protocol):
 log = logging.getLogger(__name__)
 
 
+def _fields(request: DeliveryRequest, outcome: str) -> dict[str, object]:
+    """A delivery's log fields (the JSON log format shows them): timer, slot, outcome, lateness."""
+    schedule = request.schedule
+    return {
+        "timer": schedule.timer,
+        "key": schedule.key,
+        "slot": schedule.slot,
+        "request_id": request.request_id,
+        "outcome": outcome,
+        "lateness_ms": max(0, int(time.time() * 1000) - schedule.due),
+    }
+
+
 class DeliveryActivities:
     """The delivery activity, bound to one `CommandSender` (register the bound method).
 
@@ -421,6 +434,7 @@ class DeliveryActivities:
                 log.warning(
                     "parking %s %s after %d failures of the host: %s",
                     request.command.type, request.request_id, failures, error,
+                    extra=_fields(request, "parked"),
                 )
                 raise ApplicationError(
                     f"the host failed {failures} times; last: {error}",
@@ -432,19 +446,23 @@ class DeliveryActivities:
             log.warning(
                 "delivery of %s %s failed (%d of %d before parking): %s",
                 request.command.type, request.request_id, failures, request.max_failures, error,
+                extra=_fields(request, "failed"),
             )
             activity.heartbeat(failures)  # the next attempt reads how many failures so far
             raise ApplicationError(
                 str(error), details, type=DELIVERY_FAILURE,
                 category=ApplicationErrorCategory.BENIGN,
             ) from None
+        fields = _fields(request, outcome.status)
         if outcome.status == "delivered":
             log.info(
-                "delivered %s %s to %s%s",
+                "delivered %s %s to %s, %d ms after due%s",
                 request.command.type,
                 request.request_id,
                 request.target,
+                fields["lateness_ms"],
                 " (duplicate: already decided)" if outcome.duplicate else "",
+                extra=fields,
             )
         else:
             log.warning(
@@ -455,6 +473,7 @@ class DeliveryActivities:
                 outcome.error_code,
                 outcome.error_msg,
                 outcome.http_status,
+                extra=fields,
             )
         return outcome
 

@@ -598,7 +598,13 @@ class Settings(_Config):
         except (RuntimeError, ValueError, OSError) as error:
             where = "TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE"
             raise SettingsError(f"{where}: cannot load the Temporal profile: {error}") from None
-        config: dict[str, Any] = dict(profile.to_client_connect_config())
+        try:  # reads the TLS files TEMPORAL_TLS_*_PATH name
+            config: dict[str, Any] = dict(profile.to_client_connect_config())
+        except OSError as error:
+            raise SettingsError(
+                f"TEMPORAL_TLS_*: cannot read {getattr(error, 'filename', None) or 'a TLS file'}: "
+                f"{error.strerror or error}"
+            ) from None
         config.setdefault("target_host", DEFAULT_TEMPORAL_ADDRESS)
         config.setdefault("namespace", DEFAULT_TEMPORAL_NAMESPACE)
         config["data_converter"] = pydantic_data_converter
