@@ -190,8 +190,13 @@ def materialize(
 
 def test_defaults_render_the_worker_and_no_optional_object(chart: Any) -> None:
     objects = render(chart)
-    # no metrics Service by default: the worker does not serve /metrics yet
-    assert kinds(objects) == {"ConfigMap", "ServiceAccount", "Deployment", "PodDisruptionBudget"}
+    assert kinds(objects) == {
+        "ConfigMap",
+        "ServiceAccount",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+    }
     worker = only(objects, "Deployment", "worker")
     one = container(worker)
     assert worker["spec"]["replicas"] == 2
@@ -219,11 +224,7 @@ def test_worker_probes_ask_the_health_endpoints_on_the_health_port(
     assert probe(one, "livenessProbe") == ("/livez", health_port)
     assert probe(one, "startupProbe") == ("/livez", health_port)
     assert probe(one, "readinessProbe") == ("/readyz", health_port)
-    if values is None:  # off by default: nothing serves /metrics yet
-        assert settings.worker.metrics_port == 0
-        assert all(p["name"] != "metrics" for p in one.get("ports", []))
-    else:
-        assert port_number(one, "metrics") == settings.worker.metrics_port == 9464
+    assert port_number(one, "metrics") == settings.worker.metrics_port == 9464
 
 
 @pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])

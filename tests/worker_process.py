@@ -38,6 +38,7 @@ class WorkerProcess:
             "TEMPORAL_NAMESPACE": server.namespace,
             "WOW_HOST_URL": host_url,
             "WOW_WORKER_HEALTH_PORT": "0",  # no health server: workers here would share 8081
+            "WOW_WORKER_METRICS_PORT": "0",  # nor metrics: they would share 9464
             "PYTHONPATH": os.pathsep.join(
                 p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
             ),

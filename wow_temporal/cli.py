@@ -295,6 +295,10 @@ def worker(
     if health_port and not port_is_free(health_port, every):
         error = PortInUseError("health", health_port, every, "WOW_WORKER_HEALTH_PORT")
         raise _fail(str(error), 1)
+    metrics_port = settings.worker.metrics_port
+    if metrics_port and not port_is_free(metrics_port, every):
+        error = PortInUseError("metrics", metrics_port, every, "WOW_WORKER_METRICS_PORT")
+        raise _fail(str(error), 1)
     _configure_logging(settings, log_format=fmt)
     log = logging.getLogger("wow_temporal.worker")
 
@@ -317,6 +321,8 @@ def worker(
         try:
             await run_worker(settings, stop=stop, app=domain)
         except WorkerFailedError as error:
+            raise _CommandError(str(error), 1) from None
+        except OSError as error:  # the metrics port was taken since the check
             raise _CommandError(str(error), 1) from None
 
     _run(work)

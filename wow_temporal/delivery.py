@@ -45,6 +45,7 @@ from pydantic import Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from wow_temporal.metrics import record_delivery
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
 
 __all__ = [
@@ -421,6 +422,7 @@ class DeliveryActivities:
             if deleted is not None and deleted > request.set_order:
                 message = f"{request.owner} was deleted at version {deleted[0]}"
                 log.info("not sending %s %s: %s", request.command.type, request.request_id, message)
+                record_delivery("cancelled")
                 return DeliveryOutcome(
                     status="cancelled", error_code="AggregateDeleted", error_msg=message,
                     http_status=0,
@@ -436,6 +438,7 @@ class DeliveryActivities:
                     request.command.type, request.request_id, failures, error,
                     extra=_fields(request, "parked"),
                 )
+                record_delivery("parked")
                 raise ApplicationError(
                     f"the host failed {failures} times; last: {error}",
                     details,
@@ -448,12 +451,15 @@ class DeliveryActivities:
                 request.command.type, request.request_id, failures, request.max_failures, error,
                 extra=_fields(request, "failed"),
             )
+            record_delivery("failed")
             activity.heartbeat(failures)  # the next attempt reads how many failures so far
             raise ApplicationError(
                 str(error), details, type=DELIVERY_FAILURE,
                 category=ApplicationErrorCategory.BENIGN,
             ) from None
         fields = _fields(request, outcome.status)
+        lateness = fields["lateness_ms"]
+        record_delivery(outcome.status, lateness if isinstance(lateness, int) else None)
         if outcome.status == "delivered":
             log.info(
                 "delivered %s %s to %s, %d ms after due%s",

@@ -15,7 +15,10 @@ import re
 import sys
 import threading
 from datetime import UTC, datetime
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+if TYPE_CHECKING:
+    from temporalio.runtime import LoggingConfig
 
 __all__ = [
     "CORE_LOGGER",
@@ -24,6 +27,7 @@ __all__ = [
     "OneLineFormatter",
     "configure_logging",
     "configure_temporal_runtime",
+    "core_logging",
 ]
 
 CORE_LOGGER = "temporalio.core"
@@ -47,25 +51,25 @@ def configure_temporal_runtime() -> None:
     with _configuring:
         if _configured:
             return
-        from temporalio.runtime import (
-            LogForwardingConfig,
-            LoggingConfig,
-            Runtime,
-            TelemetryConfig,
-            TelemetryFilter,
-        )
+        from temporalio.runtime import Runtime, TelemetryConfig
 
-        forwarding = LogForwardingConfig(
-            logger=logging.getLogger(CORE_LOGGER),
-            append_target_to_name=False,  # the target is already in the message
-        )
-        logging_config = LoggingConfig(
-            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
-            forwarding=forwarding,
-        )
-        runtime = Runtime(telemetry=TelemetryConfig(logging=logging_config))
+        runtime = Runtime(telemetry=TelemetryConfig(logging=core_logging()))
         Runtime.set_default(runtime, error_if_already_set=False)
         _configured = True
+
+
+def core_logging() -> LoggingConfig:
+    """The Temporal core's logs (WARN and up, the other crates ERROR, as the SDK's default)
+    forwarded to the `temporalio.core` logger, for every runtime this process makes."""
+    from temporalio.runtime import LogForwardingConfig, LoggingConfig, TelemetryFilter
+
+    forwarding = LogForwardingConfig(
+        logger=logging.getLogger(CORE_LOGGER),
+        append_target_to_name=False,  # the target is already in the message
+    )
+    return LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding
+    )
 
 
 class OneLineFormatter(logging.Formatter):

@@ -18,6 +18,7 @@ from typing import Any
 
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -30,6 +31,7 @@ from wow_temporal.jobs.directory import TenantsWorkflow
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.jobs.tick import CommandSink, TickActivities
 from wow_temporal.jobs.workflow import JobWorkflow
+from wow_temporal.metrics import metrics_runtime
 from wow_temporal.settings import Settings, SettingsError, TimerSettings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
@@ -154,9 +156,13 @@ class WorkerFailedError(RuntimeError):
     non-zero so that it is restarted."""
 
 
-async def connect(settings: Settings) -> Client:
-    """A client on the Temporal namespace the settings name (pydantic data converter)."""
-    return await Client.connect(**settings.temporal_connect_config())
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """A client on the Temporal namespace the settings name (pydantic data converter), on
+    `runtime` (the worker's, serving metrics) or the process's default one."""
+    config = settings.temporal_connect_config()
+    if runtime is not None:
+        config["runtime"] = runtime
+    return await Client.connect(**config)
 
 
 _REASONS = (
@@ -189,7 +195,7 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
 
 
 async def connect_until_up(
-    settings: Settings, readiness: Readiness, stop: asyncio.Event
+    settings: Settings, readiness: Readiness, stop: asyncio.Event, runtime: Runtime | None = None
 ) -> Client | None:
     """Connect, and while Temporal cannot be reached say so (one warning per attempt, every
     `CONNECT_RETRY` seconds, and as `/readyz`'s reason) and try again; None if `stop` is set
@@ -199,7 +205,7 @@ async def connect_until_up(
     while not stop.is_set():
         attempt += 1
         try:
-            client = await connect(settings)
+            client = await connect(settings, runtime)
         except SettingsError:
             raise
         except ValueError as error:  # the SDK refuses the address itself
@@ -307,8 +313,18 @@ async def run_worker(
         if options.health_port:
             health = await stack.enter_async_context(HealthServer(readiness, options.health_port))
             log.info("health on port %d: /livez, /readyz", health.port)
+        runtime = None
+        if options.metrics_port and client is None:
+            try:
+                runtime = metrics_runtime(options.metrics_port)
+            except RuntimeError as failure:
+                raise OSError(
+                    f"cannot serve metrics on port {options.metrics_port} "
+                    f"(wow.worker.metrics-port): {failure}"
+                ) from None
+            log.info("metrics on port %d: /metrics (Prometheus)", options.metrics_port)
         if client is None:
-            client = await connect_until_up(settings, readiness, stop)
+            client = await connect_until_up(settings, readiness, stop, runtime)
             if client is None:
                 log.info("stopped before Temporal could be reached")
                 return

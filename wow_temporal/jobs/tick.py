@@ -29,6 +29,7 @@ from wow_temporal.domain.app import App, Job
 from wow_temporal.domain.commands import Command
 from wow_temporal.domain.saga import SagaContext
 from wow_temporal.jobs.core import HostRule
+from wow_temporal.metrics import record_tick
 from wow_temporal.schedule import ScheduleTick, Scope
 
 __all__ = [
@@ -199,6 +200,7 @@ class TickActivities:
             request.workflow_id, request.slot, len(commands), progress.delivered,
             progress.rejected,
         )
+        record_tick("handled", request.skipped)
         return TickResult(
             commands=len(commands),
             delivered=progress.delivered,
