@@ -284,7 +284,7 @@ def expect(response: httpx.Response, code: str, status: int) -> dict[str, Any]:
 async def until(
     probe: Callable[[], Awaitable[T]],
     what: str,
-    timeout: float = 10.0,  # noqa: ASYNC109
+    timeout: float = 30.0,  # noqa: ASYNC109  (generous: a loaded machine is slow)
 ) -> T:
     """Poll `probe` until it gives a truthy value, and return it."""
     deadline = time.monotonic() + timeout
