@@ -42,7 +42,6 @@ __all__ = [
     "Current",
     "Decided",
     "aggregate",
-    "deleted",
     "on_command",
     "on_sourcing",
 ]
@@ -272,14 +271,22 @@ class AggregateModel:
         body: Mapping[str, Any],
         services: Mapping[str, tuple[Any, ...]],
         schedule: ScheduleInfo | None = None,
+        expected_version: int | None = None,
     ) -> Decided | Rejection:
         """Decide `command_type` with `body` on `current`: the events to commit, or why not.
+        `expected_version` is the version the sender expects the aggregate at, if any; a
+        deleted aggregate refuses every command before that is looked at.
 
         A bug in a function (any exception but `CommandRejected` and `ValueError`) is raised,
         not answered: it is a technical failure, and the sender retries.
         """
         if current.deleted:
-            return deleted(ref, current.version)
+            return _deleted(ref, current.version)
+        if expected_version is not None and expected_version != current.version:
+            return Rejection(
+                "CommandExpectVersionConflict",
+                f"{ref} is at version {current.version}, the command expects {expected_version}",
+            )
         system = SYSTEM_COMMANDS.get(command_type)
         function = self.functions.get(command_type)
         if system is None and function is None:
@@ -348,7 +355,7 @@ def _provides(service: object, annotation: Any, function: CommandFunction) -> bo
         ) from None
 
 
-def deleted(ref: AggregateRef, version: int) -> Rejection:
+def _deleted(ref: AggregateRef, version: int) -> Rejection:
     """The refusal of every command to a deleted aggregate."""
     return Rejection(
         "IllegalAccessDeletedAggregate",

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from wow_temporal.domain.aggregate import AggregateModel, Current, deleted
+from wow_temporal.domain.aggregate import AggregateModel, Current
 from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
 from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
@@ -268,17 +268,6 @@ class DomainHost:
         if isinstance(found, Rejection):
             return result.refused(found)
         _, current = found
-        if current.deleted:  # before the version check: gone is gone, whatever was expected
-            return result.refused(deleted(ref, current.version), current.version)
-        if message.expected_version is not None and message.expected_version != current.version:
-            return result.refused(
-                Rejection(
-                    "CommandExpectVersionConflict",
-                    f"{ref} is at version {current.version}, the command expects "
-                    f"{message.expected_version}",
-                ),
-                current.version,
-            )
         decided = model.handle(
             current,
             ref,
@@ -286,6 +275,7 @@ class DomainHost:
             message.body,
             app.bound[ref.aggregate_name],
             message.schedule,
+            message.expected_version,
         )
         if isinstance(decided, Rejection):
             if message.request_id and decided.code not in _NOT_DECISIONS:
@@ -349,9 +339,12 @@ def _log(message: CommandMessage, result: CommandResult) -> None:
     )
 
 
-_NOT_DECISIONS = frozenset({"BadRequest", "CommandValidation", "InternalServerError"})
-"""Refusals that decide nothing (the request itself was malformed): the same request id may
-come again, fixed. Every other refusal is the command's decision, answered again the same."""
+_NOT_DECISIONS = frozenset(
+    {"BadRequest", "CommandValidation", "CommandExpectVersionConflict", "InternalServerError"}
+)
+"""Refusals that decide nothing (the request was malformed, or expected another version): the
+same request id may come again, fixed. Every other refusal is the command's decision, answered
+again the same."""
 
 _KEPT_HEADERS = frozenset({"upstream_id", "upstream_name", "trace_id", "traceparent"})
 """Message headers a commit keeps (its causation and trace), passed on to what it schedules."""
