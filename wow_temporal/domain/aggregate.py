@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from wow_temporal.domain._marks import marked
 from wow_temporal.domain.decision import DecideScope, Decision, UndeclaredError, declared_types
 from wow_temporal.domain.messages import CommandBody, ScheduleInfo, event_name, type_name
 from wow_temporal.domain.rejection import CommandRejected, Rejection
@@ -188,8 +189,7 @@ class AggregateModel:
             raise ValueError(f'{aggregate_cls.__name__}: name the aggregate with @aggregate("...")')
         state_cls = _state_class(aggregate_cls)
         functions: dict[str, CommandFunction] = {}
-        for attribute, function in _members(aggregate_cls, _COMMAND):
-            declaration: _CommandDeclaration = getattr(function, _COMMAND)
+        for attribute, declaration, function in marked(aggregate_cls, _COMMAND):
             command, extras = _command_parameters(aggregate_cls, attribute, function)
             kind = type_name(command)
             if kind in functions or kind in SYSTEM_COMMANDS:
@@ -215,7 +215,7 @@ class AggregateModel:
                 "@on_command(create=True)"
             )
         sourcing: dict[str, tuple[type[BaseModel], str]] = {}
-        for attribute, function in _members(state_cls, _SOURCING):
+        for attribute, _, function in marked(state_cls, _SOURCING):
             event = _first_parameter_type(state_cls, attribute, function, "event")
             sourcing[event_name(event)] = (event, attribute)
         takes_id = _takes_one_argument(state_cls)
@@ -386,15 +386,6 @@ def _parse(
         return Rejection("CommandValidation", f"{command_type}: {explain(error)}")
     except ValueError as error:
         return Rejection("CommandValidation", f"{command_type}: {error}")
-
-
-def _members(cls: type, marker: str) -> list[tuple[str, Callable[..., Any]]]:
-    found = []
-    for attribute in dir(cls):
-        function = inspect.getattr_static(cls, attribute, None)
-        if callable(function) and getattr(function, marker, None):
-            found.append((attribute, function))
-    return found
 
 
 def _hints(owner: type, function: Callable[..., Any]) -> dict[str, Any]:

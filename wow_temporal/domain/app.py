@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from wow_temporal.domain._marks import marked
 from wow_temporal.domain.aggregate import AggregateModel
 from wow_temporal.domain.jobs import JOB_ATTRIBUTE, JobDefinition, check_handler
 from wow_temporal.domain.saga import (
@@ -126,11 +127,7 @@ def _jobs_of(saga: object) -> list[Job]:
         )
     found = []
     cls = type(saga)
-    for attribute in dir(cls):
-        function = inspect.getattr_static(cls, attribute, None)
-        if isinstance(function, (staticmethod, classmethod)):
-            function = function.__func__
-        definition = getattr(function, JOB_ATTRIBUTE, None)
+    for attribute, definition, _ in marked(cls, JOB_ATTRIBUTE):
         if not isinstance(definition, JobDefinition):
             continue
         handler = getattr(saga, attribute)

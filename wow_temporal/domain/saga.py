@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from wow_temporal.domain._marks import marked
 from wow_temporal.domain.commands import B, Command
 from wow_temporal.domain.decision import declared_types, scheduled_command
 from wow_temporal.domain.messages import event_name
@@ -152,14 +153,11 @@ def on_rejected(*command_types: type[BaseModel] | str) -> Callable[[F], F]:
 
 
 def _marked(saga: object, marker: str) -> list[tuple[str, Any, Callable[..., Any]]]:
-    cls = type(saga)
-    found = []
-    for attribute in dir(cls):
-        function = inspect.getattr_static(cls, attribute, None)
-        mark = getattr(function, marker, None)
-        if mark is not None and callable(function):
-            found.append((attribute, mark, getattr(saga, attribute)))
-    return found
+    """`(attribute, mark, bound method)` of the saga's methods marked with `marker`."""
+    return [
+        (attribute, mark, getattr(saga, attribute))
+        for attribute, mark, _ in marked(type(saga), marker)
+    ]
 
 
 def event_handlers(saga: object) -> list[EventHandler]:
