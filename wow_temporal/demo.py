@@ -109,13 +109,6 @@ class _Walk:
         order = await self.read(ORDER, aggregate_id)
         return None if order is None else str(order["state"]["status"])
 
-    async def timer(self, workflow_id: str) -> dict[str, Any]:
-        response = await self.api.get(f"/timers/{quote(workflow_id, safe='')}")
-        if response.status_code != 200:
-            raise DemoError(f"the control API answered {response.status_code}: {response.text}")
-        found: dict[str, Any] = response.json()
-        return found
-
     async def job(self, suffix: str = "", body: dict[str, Any] | None = None) -> dict[str, Any]:
         path = f"/eshop-inventory/schedule/{JOB}{suffix}"
         response = await (self.api.post(path, json=body) if suffix else self.api.get(path))

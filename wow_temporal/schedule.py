@@ -730,6 +730,11 @@ class Commit(WireModel):
     def created_at(self) -> datetime:
         return datetime.fromtimestamp(self.create_time / 1000, UTC)
 
+    @property
+    def has_schedule_events(self) -> bool:
+        """Whether any event is a schedule event (by name: validating the commit checked them)."""
+        return any(event.name in _SYSTEM_EVENTS for event in self.body)
+
     def schedule_events(self) -> list[tuple[CommitEvent, ScheduleEvent]]:
         """The commit's schedule events in order, each with its envelope; domain events skipped."""
         found: list[tuple[CommitEvent, ScheduleEvent]] = []

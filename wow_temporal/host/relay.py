@@ -45,7 +45,7 @@ class Relay(Follower):
         """Called with each batch once handed over (the benchmark's lag probe)."""
 
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
-        scheduling = [commit for _, commit in commits if commit.schedule_events()]
+        scheduling = [commit for _, commit in commits if commit.has_schedule_events]
         if scheduling:
             try:
                 if self._timers is None:
