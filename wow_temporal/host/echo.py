@@ -97,6 +97,14 @@ class _Convention:
         return _Answer(200, "Ok", "a new request id")
 
 
+def _line(answer: _Answer, command_type: str, target: str, request_id: str, body: Any) -> str:
+    """The line printed for one command: what was answered and why, to what, and the body."""
+    return (
+        f"[echo host] {answer.label} ({answer.why}) {command_type} → {target}, request "
+        f"{request_id}) {json.dumps(body, separators=(',', ':'))[:200]}"
+    )
+
+
 def create_echo_host(log: Callable[[str], None] | None = None) -> FastAPI:
     """The echo host's ASGI app; `log` receives one line per command (stdout by default)."""
     emit = log or (lambda line: print(line, file=sys.stdout, flush=True))
@@ -110,13 +118,12 @@ def create_echo_host(log: Callable[[str], None] | None = None) -> FastAPI:
         aggregate_id = headers.get("command-aggregate-id", "")
         body: Any = await request.json() if await request.body() else {}
         answer = convention.answer(aggregate_id, request_id)
-        emit(
-            f"[echo host] {answer.label} ({answer.why}) {headers.get('command-type', '?')} → "
+        target = (
             f"{headers.get('command-aggregate-context', '')}."
             f"{headers.get('command-aggregate-name', '')} {aggregate_id} "
-            f"(tenant {headers.get('command-tenant-id', '')}, request {request_id}) "
-            f"{json.dumps(body, separators=(',', ':'))[:200]}"
+            f"(tenant {headers.get('command-tenant-id', '')}"
         )
+        emit(_line(answer, headers.get("command-type", "?"), target, request_id, body))
         result = {
             "id": request_id,
             "requestId": request_id,
@@ -142,12 +149,10 @@ def echo_fallback(log: Callable[[str], None] | None = None) -> Fallback:
         answered = convention.answer(ref.aggregate_id, request_id)
         # the domain host answers with Wow's status for the code (500, not the echo host's 503)
         answered = _Answer(ERROR_STATUS.get(answered.code, 400), answered.code, answered.why)
-        emit(
-            f"[echo host] {answered.label} ({answered.why}) {message.type} → "
-            f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} "
-            f"(tenant {ref.tenant_id}, request {request_id}) "
-            f"{json.dumps(dict(message.body), separators=(',', ':'))[:200]}"
+        target = (
+            f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} (tenant {ref.tenant_id}"
         )
+        emit(_line(answered, message.type, target, request_id, dict(message.body)))
         return CommandResult.of(
             ref,
             command_id=request_id,
