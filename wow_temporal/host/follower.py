@@ -70,11 +70,13 @@ class Follower(ABC):
 
     async def record(self) -> None:
         """Record the position reached, if it is not yet (the runtime calls it at stop)."""
-        position = self._position
-        if position is not None and position != self._recorded:
-            await self.host.run(lambda: self.host.store.advance(self.name, position))
-            self._recorded = position
-            self._recorded_at = time.monotonic()
+        if self._position is not None and self._position != self._recorded:
+            await self._record(self._position)
+
+    async def _record(self, position: int) -> None:
+        await self.host.run(lambda: self.host.store.advance(self.name, position))
+        self._recorded = position
+        self._recorded_at = time.monotonic()
 
     async def status(self) -> FollowerStatus:
         position = await self.position()
@@ -91,9 +93,7 @@ class Follower(ABC):
         reached = await self.handle(commits)
         if reached > start:
             if self.acted or time.monotonic() - self._recorded_at >= self.record_idle_s:
-                await self.host.run(lambda: self.host.store.advance(self.name, reached))
-                self._recorded = reached
-                self._recorded_at = time.monotonic()
+                await self._record(reached)
             self._position = reached  # only now: a failure to record handles them again
         return sum(1 for position, _ in commits if position <= reached)
 

@@ -79,8 +79,8 @@ class SagaFollower(Follower):
         base = f"{self.name}:{commit.id}:{index}:{handler.attribute}"
         for place, command in enumerate(commands):
             request_id = f"{base}:{place}"
-            result = await self._send(command, request_id, commit, event)
-            if result.status < 500 and not result.ok and result.error_code != "DuplicateRequestId":
+            result = await self._send(command, request_id, commit, event)  # raises on a 5xx
+            if not result.ok and result.error_code != "DuplicateRequestId":
                 await self._on_rejected(command, request_id, result, commit, event)
 
     async def _send(
