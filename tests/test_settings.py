@@ -128,7 +128,7 @@ def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> N
         (
             "wow:\n  host-urll: http://x\n",
             r"^wow\.host-urll: unknown key; known: host-url, api, timers, schedules, worker, "
-            r"log-format \(in ",
+            r"telemetry, log-format \(in ",
         ),
         ("wow:\n  timerz:\n    max-attempts: 3\n", r"^wow\.timerz: unknown key; known: "),
         ("wow:\n  dev:\n    ui: true\n", r"^wow\.dev: unknown key; known: .*timers, schedules"),

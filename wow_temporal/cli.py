@@ -300,6 +300,7 @@ def worker(
         error = PortInUseError("metrics", metrics_port, every, "WOW_WORKER_METRICS_PORT")
         raise _fail(str(error), 1)
     _configure_logging(settings, log_format=fmt)
+    _configure_tracing(settings, "wow-temporal-worker")
     log = logging.getLogger("wow_temporal.worker")
 
     async def work() -> None:
@@ -384,6 +385,7 @@ def api(
         error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
         raise _fail(str(error), 1)
     _configure_logging(settings, log_format=fmt)
+    _configure_tracing(settings, "wow-temporal-api")
 
     async def work() -> None:
         from wow_temporal.timers.client import TimerClient
@@ -476,6 +478,7 @@ def dev(
         TemporalBinaryNotFoundError,
         TemporalServerExitedError,
     )
+    from wow_temporal.tracing import client_interceptors
 
     if app_ref is None and Path("workers/eshop/__init__.py").is_file():
         app_ref = _EXAMPLE_APP
@@ -483,6 +486,7 @@ def dev(
     apps = _load_apps(reference)
     settings = _settings(_jobs_app(apps, reference))
     _configure_logging(settings)
+    _configure_tracing(settings, "wow-temporal-dev")
     try:
         dev_main(
             data_dir,
@@ -490,6 +494,7 @@ def dev(
             ui_port=ui_port or None,
             headless=headless,
             services=default_services(settings, apps, host_port),
+            interceptors=client_interceptors(settings.telemetry),
         )
     except TemporalServerExitedError:
         raise typer.Exit(1) from None  # run_dev has said so, in one line
@@ -532,6 +537,7 @@ def domain_host(
     if not port_is_free(port, host):
         raise _fail(str(PortInUseError("domain host", port, host, "--port")), 1)
     _configure_logging(settings, log_format=fmt)
+    _configure_tracing(settings, "wow-temporal-host")
     log = logging.getLogger("wow_temporal.host")
 
     async def timers() -> TimerClient:
@@ -624,6 +630,16 @@ def _configure_logging(
 
     configure_logging(level, log_format="json" if (log_format or settings.log_format) == "json"
                       else "text")
+
+
+def _configure_tracing(settings: Settings, service: str) -> None:
+    """Spans on, named `service`, exported where `wow.telemetry` says (exit 2 if it cannot)."""
+    from wow_temporal.tracing import configure_tracing
+
+    try:
+        configure_tracing(settings.telemetry, service)
+    except SettingsError as error:
+        raise _fail(str(error)) from None
 
 
 # --- commits ----------------------------------------------------------------------------------

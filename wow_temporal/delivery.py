@@ -41,12 +41,14 @@ from urllib.parse import quote
 
 import httpx
 from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
 from pydantic import Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from wow_temporal.metrics import record_delivery
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
+from wow_temporal.tracing import continued_span
 
 __all__ = [
     "BUSINESS_ERROR_CODES",
@@ -417,6 +419,29 @@ class DeliveryActivities:
                 next_retry_delay=timedelta(milliseconds=early_ms + 50),
                 category=ApplicationErrorCategory.BENIGN,
             )
+        schedule = request.schedule
+        attributes: dict[str, str | int | bool] = {
+            "wow.command.type": request.command.type,
+            "wow.request_id": request.request_id,
+            "wow.timer": schedule.timer,
+            "wow.key": schedule.key,
+            "wow.slot": schedule.slot,
+            "wow.target": str(request.target),
+            "wow.attempt": info.attempt,
+        }
+        name = f"wow.deliver {request.command.type}"
+        with continued_span(name, request.traceparent, attributes, kind=SpanKind.CLIENT) as span:
+            outcome = await self._deliver(request, failures, info.heartbeat_timeout)
+            if span is not None:
+                span.set_attribute("wow.outcome", outcome.status)
+                span.set_attribute("http.response.status_code", outcome.http_status)
+            return outcome
+
+    async def _deliver(
+        self, request: DeliveryRequest, failures: int, heartbeat_timeout: timedelta | None
+    ) -> DeliveryOutcome:
+        """Check the deletion records, send, and record the outcome (log line and metrics);
+        a technical failure is raised as the retryable or the parking `ApplicationError`."""
         if self.deletions is not None and request.owner is not None:
             deleted = await self.deletions.deleted_at(request.owner)
             if deleted is not None and deleted > request.set_order:
@@ -428,7 +453,7 @@ class DeliveryActivities:
                     http_status=0,
                 )
         try:
-            outcome = await self._send(request, failures, info.heartbeat_timeout)
+            outcome = await self._send(request, failures, heartbeat_timeout)
         except DeliveryFailure as error:
             failures += 1
             details = {"httpStatus": error.http_status, "errorCode": error.error_code}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO, runtime_checkable
 
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 
 from wow_temporal.embedded import (
     DEFAULT_DATA_DIR,
@@ -79,6 +79,7 @@ async def run_dev(
     services: Sequence[DevService] = (),
     stop_event: asyncio.Event | None = None,
     out: TextIO | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> None:
     """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
 
@@ -86,7 +87,7 @@ async def run_dev(
     already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
     (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
     `check`). If the server exits while running, one line says so, everything stops and
-    `TemporalServerExitedError` is raised.
+    `TemporalServerExitedError` is raised. The services' client has `interceptors` (tracing).
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -116,7 +117,7 @@ async def run_dev(
         _print(out, f"  Database:        {server.db_path}")
         _print(out, f"  Server log:      {server.log_path}")
         ctx = DevContext(
-            client=await server.connect(),
+            client=await server.connect(interceptors=interceptors),
             address=server.address,
             namespace=server.namespace,
             data_dir=server.data_dir,
@@ -185,6 +186,7 @@ def dev_main(
     headless: bool = False,
     namespace: str = "default",
     services: Sequence[DevService] = (),
+    interceptors: Sequence[Interceptor] = (),
 ) -> None:
     """Synchronous entry point for the CLI: `asyncio.run(run_dev(...))`."""
     asyncio.run(
@@ -195,5 +197,6 @@ def dev_main(
             headless=headless,
             namespace=namespace,
             services=services,
+            interceptors=interceptors,
         )
     )

@@ -30,7 +30,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -586,10 +586,13 @@ class EmbeddedTemporal:
                 return code
             await asyncio.sleep(0.2)
 
-    async def connect(self) -> Client:
+    async def connect(self, interceptors: Sequence[Interceptor] = ()) -> Client:
         """A client on this server's namespace using the pydantic data converter."""
         return await Client.connect(
-            self.address, namespace=self.namespace, data_converter=pydantic_data_converter
+            self.address,
+            namespace=self.namespace,
+            data_converter=pydantic_data_converter,
+            interceptors=interceptors,
         )
 
     async def stop(self) -> None:

@@ -6,19 +6,46 @@ recorded from the activities through `activity.metric_meter()`:
   parked, cancelled);
 - `wow_delivery_lateness`: milliseconds from a slot's due time to its delivery (histogram);
 - `wow_ticks{outcome}` and `wow_ticks_skipped`: job ticks handled, and the slots a COALESCE
-  tick stood for.
+  tick stood for;
+- `wow_parked{kind}`: timers (`kind="timer"`) and job instances (`kind="job"`) parked for an
+  operator, counted by the worker every `PARKED_INTERVAL` seconds (from Temporal's
+  visibility, which lags a second or so: a gauge to watch, not a ledger);
+- `wow_commits_ingested` and `wow_timer_changes{kind,outcome}`: commits handed to the timers
+  (by `POST /commits` or a host's relay) and what each schedule event did, in the process
+  that ingests them;
+- `wow_relay_lag`: commits a domain host's relay has yet to hand over.
 
-Every series also carries the SDK's labels (namespace, task queue, activity type).
+The activities' series also carry the SDK's labels (namespace, task queue, activity type).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+
 from temporalio import activity
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.client import Client
+from temporalio.common import MetricMeter
+from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, TelemetryConfig
 
 from wow_temporal.logs import core_logging
+from wow_temporal.schedule import Commit
 
-__all__ = ["metrics_runtime", "record_delivery", "record_tick"]
+__all__ = [
+    "PARKED_INTERVAL",
+    "client_meter",
+    "metrics_runtime",
+    "otlp_metrics_runtime",
+    "record_delivery",
+    "record_ingest",
+    "record_parked",
+    "record_relay",
+    "record_tick",
+]
+
+PARKED_INTERVAL = 15.0
+"""Seconds between the worker's counts of parked timers and job instances."""
 
 
 def metrics_runtime(port: int, host: str = "0.0.0.0") -> Runtime:
@@ -29,6 +56,52 @@ def metrics_runtime(port: int, host: str = "0.0.0.0") -> Runtime:
         metrics=PrometheusConfig(bind_address=f"{host}:{port}", counters_total_suffix=True),
     )
     return Runtime(telemetry=telemetry)
+
+
+def otlp_metrics_runtime(endpoint: str) -> Runtime:
+    """A Temporal runtime pushing its metrics to the OTLP/HTTP collector at `endpoint`."""
+    telemetry = TelemetryConfig(
+        logging=core_logging(),
+        metrics=OpenTelemetryConfig(
+            url=f"{endpoint}/v1/metrics", http=True, metric_periodicity=timedelta(seconds=10)
+        ),
+    )
+    return Runtime(telemetry=telemetry)
+
+
+def client_meter(client: Client) -> MetricMeter:
+    """The metric meter of `client`'s runtime: its series go where that runtime's metrics go
+    (the worker's Prometheus endpoint, OTLP, or nowhere)."""
+    return (client.service_client.config.runtime or Runtime.default()).metric_meter
+
+
+def record_ingest(meter: MetricMeter, changes: list[tuple[str, str]]) -> None:
+    """Count one commit handed to the timers and its schedule events' (kind, outcome)."""
+    meter.create_counter("wow_commits_ingested", "Commits handed to the timers").add(1)
+    counter = meter.create_counter(
+        "wow_timer_changes", "Schedule events applied to timers, by kind and outcome"
+    )
+    for kind, outcome in changes:
+        counter.add(1, {"kind": kind, "outcome": outcome})
+
+
+def record_relay(meter: MetricMeter, handed: Sequence[Commit], behind: int) -> None:
+    """Record a relay batch: each commit's lag from its creation to being handed to the
+    timers, and how many commits the log still holds after the batch."""
+    now = time.time()
+    lag = meter.create_histogram(
+        "wow_relay_lag", "From a commit's creation to its hand-over to the timers", "ms"
+    )
+    for commit in handed:
+        lag.record(max(0, int((now - commit.created_at.timestamp()) * 1000)))
+    meter.create_gauge("wow_relay_behind", "Commits the relay has yet to read").set(behind)
+
+
+def record_parked(meter: MetricMeter, kind: str, count: int) -> None:
+    """Set the gauge of `kind` (timer, job) parked for an operator."""
+    meter.create_gauge("wow_parked", "Parked for an operator, by kind").set(
+        count, {"kind": kind}
+    )
 
 
 def record_delivery(outcome: str, lateness_ms: int | None = None) -> None:

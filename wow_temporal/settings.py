@@ -46,6 +46,7 @@ __all__ = [
     "JobOverride",
     "Settings",
     "SettingsError",
+    "TelemetrySettings",
     "TenantTokensFile",
     "TimerSettings",
     "WorkerSettings",
@@ -347,6 +348,47 @@ class WorkerSettings(_Config):
         return self
 
 
+def _otlp_endpoint(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"must be the OTLP/HTTP collector's base URL such as http://collector:4318, "
+            f"got {value!r}"
+        )
+    return value.strip().rstrip("/")
+
+
+class TelemetrySettings(_Config):
+    """Traces and metrics: on by default, exported only where these say."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tracing: bool = True
+    """Spans for ingest, deliveries and ticks, and the W3C trace context carried from a commit
+    to the command its timer delivers (false: the commit's `traceparent` is passed on as is)."""
+    otlp_endpoint: Annotated[
+        str | None, BeforeValidator(_blank_is_none), AfterValidator(_otlp_endpoint)
+    ] = None
+    """The OTLP/HTTP collector (`http://collector:4318`) spans are exported to; unset: none
+    are exported. Needs the `wow-temporal[otlp]` extra."""
+    metrics: Literal["prometheus", "otlp"] = "prometheus"
+    """Where the worker's metrics go: `prometheus`, served on `wow.worker.metrics-port`, or
+    `otlp`, pushed to `otlp-endpoint` (Temporal's runtime takes one metrics sink)."""
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _otlp_needs_endpoint(self) -> Self:
+        if self.metrics == "otlp" and self.otlp_endpoint is None:
+            raise ValueError("metrics: otlp needs otlp-endpoint, the collector's URL")
+        return self
+
+
 class JobOverride(_Config):
     """A host's or tenant's change to one recurring job; None keeps what comes below it."""
 
@@ -515,6 +557,7 @@ class Settings(_Config):
     schedules: dict[JobName, JobOverride] = Field(default_factory=dict)
     """Per-job overrides by job name (the host's layer of `effective_rule`)."""
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     log_format: LogFormat = "text"
     """How the CLI writes log records: `text` (one plain line each) or `json` (one object)."""
 
@@ -632,6 +675,7 @@ def effective_rule(
 
 _TIMER_KEYS = tuple(_kebab(name) for name in TimerSettings.model_fields)
 _WORKER_KEYS = tuple(_kebab(name) for name in WorkerSettings.model_fields)
+_TELEMETRY_KEYS = tuple(_kebab(name) for name in TelemetrySettings.model_fields)
 _JOB_KEYS = tuple(_kebab(name) for name in JobOverride.model_fields)
 _CONFIG_ENV = "WOW_CONFIG"
 _ENV: dict[str, tuple[str, ...]] = {
@@ -644,6 +688,7 @@ _ENV: dict[str, tuple[str, ...]] = {
 """The single-value variables and the key each one sets."""
 _TIMERS_ENV = "WOW_TIMERS_"
 _WORKER_ENV = "WOW_WORKER_"
+_TELEMETRY_ENV = "WOW_TELEMETRY_"
 _SCHEDULES_ENV = "WOW_SCHEDULES_"
 _KNOWN_ENV = ", ".join(
     [
@@ -651,18 +696,21 @@ _KNOWN_ENV = ", ".join(
         *_ENV,
         f"{_TIMERS_ENV}<SETTING>",
         f"{_WORKER_ENV}<SETTING>",
+        f"{_TELEMETRY_ENV}<SETTING>",
         f"{_SCHEDULES_ENV}<JOB>_<FIELD>",
     ]
 )
 _PREFIXED: dict[str, tuple[str, tuple[str, ...], str]] = {
     _TIMERS_ENV: ("timers", _TIMER_KEYS, "timer"),
     _WORKER_ENV: ("worker", _WORKER_KEYS, "worker"),
+    _TELEMETRY_ENV: ("telemetry", _TELEMETRY_KEYS, "telemetry"),
 }
 """`WOW_<SECTION>_<SETTING>` prefixes: the section, its keys, and what to call them."""
 _SECTIONS: dict[str, type[BaseModel]] = {
     "api": ApiSettings,
     "timers": TimerSettings,
     "worker": WorkerSettings,
+    "telemetry": TelemetrySettings,
     "schedules": JobOverride,
 }
 """The model of each `wow.<section>` (a job's keys under `wow.schedules.<name>`)."""

@@ -31,11 +31,18 @@ from wow_temporal.jobs.directory import TenantsWorkflow
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.jobs.tick import CommandSink, TickActivities
 from wow_temporal.jobs.workflow import JobWorkflow
-from wow_temporal.metrics import metrics_runtime
+from wow_temporal.metrics import (
+    PARKED_INTERVAL,
+    client_meter,
+    metrics_runtime,
+    otlp_metrics_runtime,
+    record_parked,
+)
 from wow_temporal.settings import Settings, SettingsError, TimerSettings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
 from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
+from wow_temporal.tracing import client_interceptors
 
 __all__ = [
     "CONNECT_RETRY",
@@ -157,9 +164,11 @@ class WorkerFailedError(RuntimeError):
 
 
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
-    """A client on the Temporal namespace the settings name (pydantic data converter), on
-    `runtime` (the worker's, serving metrics) or the process's default one."""
+    """A client on the Temporal namespace the settings name (pydantic data converter, tracing
+    interceptor unless `wow.telemetry.tracing` is off), on `runtime` (the worker's, exporting
+    metrics) or the process's default one."""
     config = settings.temporal_connect_config()
+    config["interceptors"] = client_interceptors(settings.telemetry)
     if runtime is not None:
         config["runtime"] = runtime
     return await Client.connect(**config)
@@ -185,6 +194,26 @@ def connect_reason(text: str) -> str:
 def _where(settings: Settings) -> str:
     config = settings.temporal_connect_config()
     return f"{config['target_host']} (namespace {config['namespace']})"
+
+
+def _metrics_runtime(settings: Settings) -> Runtime | None:
+    """The runtime exporting the worker's metrics as `wow.telemetry.metrics` says: Prometheus
+    on `wow.worker.metrics-port` (none when 0), or pushed over OTLP; `OSError` if the port
+    cannot be bound."""
+    telemetry, port = settings.telemetry, settings.worker.metrics_port
+    if telemetry.metrics == "otlp" and telemetry.otlp_endpoint is not None:
+        log.info("metrics pushed over OTLP to %s", telemetry.otlp_endpoint)
+        return otlp_metrics_runtime(telemetry.otlp_endpoint)
+    if not port:
+        return None
+    try:
+        runtime = metrics_runtime(port)
+    except RuntimeError as failure:
+        raise OSError(
+            f"cannot serve metrics on port {port} (wow.worker.metrics-port): {failure}"
+        ) from None
+    log.info("metrics on port %d: /metrics (Prometheus)", port)
+    return runtime
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
@@ -268,6 +297,28 @@ async def _watch(
         await _wait(stop, PROBE_INTERVAL if reason is None else 1.0)
 
 
+PARKED_QUERIES = {
+    "timer": "WorkflowType = 'wow.Timer' AND ExecutionStatus = 'Running' AND WowStatus = 'Parked'",
+    "job": "WorkflowType = 'wow.Job' AND ExecutionStatus = 'Running' AND WowStatus = 'Parked'",
+}
+"""The visibility queries behind the `wow_parked` gauge, by kind (the README's saved views)."""
+
+
+async def _count_parked(client: Client, stop: asyncio.Event) -> None:
+    """Keep the `wow_parked` gauge to what visibility counts, every `PARKED_INTERVAL` s (for
+    display only: visibility lags; a failed count keeps the last value)."""
+    meter = client_meter(client)
+    while not stop.is_set():
+        for kind, query in PARKED_QUERIES.items():
+            try:
+                counted = await client.count_workflows(query)
+            except Exception as error:  # visibility away or slow: keep the last value
+                log.debug("counting parked %ss failed: %s", kind, error)
+                continue
+            record_parked(meter, kind, counted.count)
+        await _wait(stop, PARKED_INTERVAL)
+
+
 async def run_worker(
     settings: Settings,
     *,
@@ -313,16 +364,7 @@ async def run_worker(
         if options.health_port:
             health = await stack.enter_async_context(HealthServer(readiness, options.health_port))
             log.info("health on port %d: /livez, /readyz", health.port)
-        runtime = None
-        if options.metrics_port and client is None:
-            try:
-                runtime = metrics_runtime(options.metrics_port)
-            except RuntimeError as failure:
-                raise OSError(
-                    f"cannot serve metrics on port {options.metrics_port} "
-                    f"(wow.worker.metrics-port): {failure}"
-                ) from None
-            log.info("metrics on port %d: /metrics (Prometheus)", options.metrics_port)
+        runtime = _metrics_runtime(settings) if client is None else None
         if client is None:
             client = await connect_until_up(settings, readiness, stop, runtime)
             if client is None:
@@ -361,10 +403,12 @@ async def run_worker(
                     ", ".join(sorted(app.jobs)) or "no jobs",
                 )
             watch = asyncio.create_task(_watch(client, workers, readiness, stop))
+            parked = asyncio.create_task(_count_parked(client, stop))
             stopping = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([stopping, *runs], return_when=asyncio.FIRST_COMPLETED)
-            stop.set()  # ends the watch, whichever came first
+            stop.set()  # ends the watch and the counts, whichever came first
             await watch
+            await parked
             failed = [run for run in runs if run in done]
             if failed:
                 error = failed[0].exception()

@@ -27,6 +27,7 @@ from wow_temporal.timers.client import (
     TimerNotFoundError,
 )
 from wow_temporal.timers.core import TimerState
+from wow_temporal.tracing import within_request_trace
 
 COMMITS_SCHEMA = "Commits"
 """The OpenAPI component naming the `POST /commits` body (read by hand, so declared by name)."""
@@ -64,8 +65,10 @@ def timer_routes(timers: TimerClient) -> APIRouter:
         for commit in commits:
             _check_tenant(caller, commit)
         applied: list[Applied] = []
-        for answers in await timers.apply_many(commits):
-            applied.extend(answers)
+        # A commit continues its own header's trace, else the request's `traceparent`.
+        with within_request_trace(request.headers.get("traceparent")):
+            for answers in await timers.apply_many(commits):
+                applied.extend(answers)
         return applied
 
     @router.get("/timers", responses=responses())

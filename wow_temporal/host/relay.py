@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import DomainHost
+from wow_temporal.metrics import record_relay
 from wow_temporal.schedule import Commit
 
 __all__ = ["RELAY", "Relay", "Timers"]
@@ -59,6 +60,11 @@ class Relay(Follower):
                 ) from None
             self.acted = True
             self.handed += len(scheduling)
+            meter = getattr(self._timers, "meter", None)
+            if meter is not None:
+                record_relay(meter, scheduling, await self.host.run(
+                    lambda: self.host.store.behind(commits[-1][0])
+                ))
             if self.on_handed is not None:
                 self.on_handed(scheduling)
         return commits[-1][0]

@@ -31,6 +31,7 @@ from wow_temporal.domain.saga import SagaContext
 from wow_temporal.jobs.core import HostRule
 from wow_temporal.metrics import record_tick
 from wow_temporal.schedule import ScheduleTick, Scope
+from wow_temporal.tracing import continued_span
 
 __all__ = [
     "EARLY_TICK",
@@ -154,6 +155,31 @@ class TickActivities:
                 type=TICK_PARKED,
                 non_retryable=True,
             )
+        attributes: dict[str, str | int | bool] = {
+            "wow.job": request.job,
+            "wow.tenant": request.tenant,
+            "wow.instance": request.workflow_id,
+            "wow.slot": request.slot,
+            "wow.skipped": request.skipped,
+            "wow.attempt": info.attempt,
+        }
+        with continued_span(f"wow.tick {request.job}", None, attributes) as span:
+            result = await self._handle(request, job, progress, info.heartbeat_timeout)
+            if span is not None:
+                span.set_attribute("wow.commands", result.commands)
+                span.set_attribute("wow.delivered", result.delivered)
+                span.set_attribute("wow.rejected", result.rejected)
+            return result
+
+    async def _handle(
+        self,
+        request: TickRequest,
+        job: Job,
+        progress: _Progress,
+        heartbeat_timeout: timedelta | None,
+    ) -> TickResult:
+        """Derive the slot's commands and send each until decided, resuming after those an
+        earlier attempt sent (`progress`); the handler's failure is retried, then parked."""
         tick = ScheduleTick(
             tenant_id=request.tenant,
             slot=request.slot,
@@ -169,8 +195,7 @@ class TickActivities:
             self._failed(request, progress, f"{job.processor} failed: {error!r}")
         if self.on_commands is not None:
             self.on_commands(request, tick, commands)
-        timeout = info.heartbeat_timeout
-        beat = timeout.total_seconds() / 3 if timeout else 1.0
+        beat = heartbeat_timeout.total_seconds() / 3 if heartbeat_timeout else 1.0
         last_beat = time.monotonic()
         for index in range(progress.sent, len(commands)):
             command = commands[index]

@@ -30,8 +30,11 @@ class AggregateChange:
     change: TimerChange
 
 
-def spec_of(commit: Commit, event_id: str, event: ScheduleSet) -> TimerSpec:
-    """The timer a `wow.ScheduleSet` of `commit` sets: its identity, due time and delivery scope."""
+def spec_of(
+    commit: Commit, event_id: str, event: ScheduleSet, traceparent: str | None = None
+) -> TimerSpec:
+    """The timer a `wow.ScheduleSet` of `commit` sets: its identity, due time and delivery
+    scope; its deliveries continue `traceparent`'s trace (default: the commit header's)."""
     owner = commit.aggregate
     return TimerSpec(
         timer=f"{commit.id}:{event_id}",
@@ -43,17 +46,20 @@ def spec_of(commit: Commit, event_id: str, event: ScheduleSet) -> TimerSpec:
         scope=commit.scope,
         upstream_id=commit.id,
         trace_id=commit.header.get("trace_id", ""),
-        traceparent=commit.header.get("traceparent"),
+        traceparent=traceparent or commit.header.get("traceparent"),
         first_due=event.rule.first_due(commit.created_at),
     )
 
 
-def changes_of(commit: Commit) -> list[KeyChange | AggregateChange]:
-    """The commit's schedule events as timer changes, in commit order, domain events skipped."""
+def changes_of(
+    commit: Commit, traceparent: str | None = None
+) -> list[KeyChange | AggregateChange]:
+    """The commit's schedule events as timer changes, in commit order, domain events skipped;
+    the timers set continue `traceparent`'s trace (default: the commit header's)."""
     found: list[KeyChange | AggregateChange] = []
     for index, (envelope, event) in enumerate(commit.schedule_events()):
         if isinstance(event, ScheduleSet):
-            spec = spec_of(commit, envelope.id, event)
+            spec = spec_of(commit, envelope.id, event, traceparent)
             found.append(
                 KeyChange(
                     event.key,

@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.ids import TIMER_ID_PREFIX, InvalidIdError, parse_timer_workflow_id
 from wow_temporal.ids import timer_workflow_id as _timer_id
+from wow_temporal.metrics import client_meter, record_ingest
 from wow_temporal.schedule import AggregateRef, Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.attributes import (
@@ -45,6 +46,7 @@ from wow_temporal.timers.core import TimerChange, TimerState, Verdict
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
+from wow_temporal.tracing import continued_span, current_traceparent
 
 __all__ = [
     "TIMER_ID_PREFIX",
@@ -188,6 +190,9 @@ class TimerClient:
         self.start_delay = start_delay
         self.answer_timeout = answer_timeout
         self.deletions = DeletionRecords(client, task_queue=task_queue)
+        self.meter = client_meter(client)
+        """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and the relay
+        that hands commits over through this client records its lag."""
 
     async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
         """Apply a commit's schedule events, in order; idempotent and order-safe.
@@ -198,8 +203,23 @@ class TimerClient:
         """
         if not isinstance(commit, Commit):
             commit = Commit.parse(commit)
+        attributes: dict[str, str | int | bool] = {
+            "wow.commit.id": commit.id,
+            "wow.aggregate": str(commit.aggregate),
+            "wow.commit.version": commit.version,
+        }
+        traceparent = commit.header.get("traceparent")
+        with continued_span("wow.apply commit", traceparent, attributes) as span:
+            applied = await self._apply(commit, current_traceparent() if span else traceparent)
+            if span is not None:
+                span.set_attribute("wow.changes", len(applied))
+        record_ingest(self.meter, [(answer.kind, answer.outcome) for answer in applied])
+        return applied
+
+    async def _apply(self, commit: Commit, traceparent: str | None) -> list[Applied]:
+        """`apply` inside its span; the timers it sets continue `traceparent`'s trace."""
         owner = commit.aggregate
-        items = changes_of(commit)
+        items = changes_of(commit, traceparent)
         deleted: DeletionRecord | None = None
         if any(isinstance(i, KeyChange) and i.change.kind == "set" for i in items):
             deleted = await self.deletions.find(owner)

@@ -1,0 +1,156 @@
+"""Tracing: one trace from the command that scheduled a timer to the command it delivered.
+
+Temporal's `TracingInterceptor` (on the client, hence on its workers) carries the trace
+context through workflow starts, updates, signals and activities; wow-temporal adds a span per
+commit applied, per delivery and per tick. A delivery continues the trace of the commit that
+set its timer (its `traceparent`), which a later replacement or a continue-as-new does not
+lose, with a link to the Temporal activity that ran it. The host gets the delivery span as the
+command's `traceparent`.
+
+With no SDK tracer provider installed (`wow.telemetry.tracing: false`, or a library user who
+set none), the OpenTelemetry API passes the incoming context through unchanged: a commit's
+`traceparent` still reaches the delivered command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from wow_temporal.settings import SettingsError, TelemetrySettings
+
+__all__ = [
+    "TRACER_NAME",
+    "client_interceptors",
+    "configure_tracing",
+    "continued_span",
+    "current_traceparent",
+    "mark_failed",
+    "traceparent_context",
+    "within_request_trace",
+]
+
+TRACER_NAME = "wow_temporal"
+"""The instrumentation scope of wow-temporal's own spans."""
+
+_W3C = TraceContextTextMapPropagator()
+
+
+def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
+    """Install an OpenTelemetry SDK tracer provider for this process, exporting over OTLP/HTTP
+    when `otlp-endpoint` is set; keep one the application installed itself. False when
+    tracing is off. `SettingsError` if the endpoint needs the `[otlp]` extra."""
+    if not telemetry.tracing:
+        return False
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        trace.set_tracer_provider(provider)
+    if telemetry.otlp_endpoint is not None:
+        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(telemetry.otlp_endpoint)))
+    return True
+
+
+def _otlp_exporter(endpoint: str) -> Any:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        raise SettingsError(
+            "wow.telemetry.otlp-endpoint: exporting spans over OTLP needs the OTLP exporter: "
+            "pip install 'wow-temporal[otlp]'"
+        ) from None
+    return OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+
+
+def client_interceptors(telemetry: TelemetrySettings) -> list[Any]:
+    """Temporal's `TracingInterceptor` when tracing is on (a client's interceptors are its
+    workers' too)."""
+    if not telemetry.tracing:
+        return []
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
+    return [TracingInterceptor()]
+
+
+def traceparent_context(traceparent: str | None) -> otel_context.Context | None:
+    """The context a W3C `traceparent` names; None when absent or malformed."""
+    if not traceparent:
+        return None
+    found = _W3C.extract({"traceparent": traceparent})
+    if not trace.get_current_span(found).get_span_context().is_valid:
+        return None
+    return found
+
+
+def current_traceparent() -> str | None:
+    """The active span's W3C `traceparent`; None outside a valid span."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier.get("traceparent")
+
+
+@contextlib.contextmanager
+def continued_span(
+    name: str,
+    traceparent: str | None,
+    attributes: Mapping[str, str | int | bool],
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+) -> Iterator[Span | None]:
+    """A span continuing `traceparent`'s trace (linked to the active span, e.g. Temporal's
+    activity span), else a child of the active span; no span (None) when there is neither,
+    so a worker without tracing invents no trace. Exceptions mark it failed."""
+    parent = traceparent_context(traceparent)
+    active = trace.get_current_span().get_span_context()
+    if parent is None and not active.is_valid:
+        yield None
+        return
+    links = [Link(active)] if parent is not None and active.is_valid else None
+    tracer = trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(
+        name,
+        context=parent,
+        kind=kind,
+        attributes=dict(attributes),
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield span
+        except BaseException as error:
+            mark_failed(span, f"{type(error).__name__}: {error}")
+            raise
+
+
+@contextlib.contextmanager
+def within_request_trace(traceparent: str | None) -> Iterator[None]:
+    """Run in the trace of a request's `traceparent` when no server span is active already
+    (FastAPI makes one, from that header, when a tracer provider is installed)."""
+    parent = None
+    if not trace.get_current_span().get_span_context().is_valid:
+        parent = traceparent_context(traceparent)
+    if parent is None:
+        yield
+        return
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def mark_failed(span: Span | None, message: str) -> None:
+    """Set `span`'s status to error with `message` (nothing without a span)."""
+    if span is not None:
+        span.set_status(Status(StatusCode.ERROR, message[:500]))
