@@ -234,7 +234,7 @@ async def test_dev_process_stops_cleanly_on_signal(
         mode,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "WOW_WORKER_METRICS_PORT": "0"},
     )
     assert proc.stdout is not None
     try:

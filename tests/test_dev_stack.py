@@ -41,10 +41,11 @@ def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], time
 def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
     tmp_path: Path,
 ) -> None:
-    api_port = free_port()
+    api_port, metrics_port = free_port(), free_port()
     env = {
         **os.environ,
         "WOW_API_PORT": str(api_port),
+        "WOW_WORKER_METRICS_PORT": str(metrics_port),
         "WOW_HOST_URL": "",
         "WOW_CONFIG": "",
         "ESHOP_PAYMENT_GRACE_PERIOD": "PT2S",
@@ -134,6 +135,26 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
             assert json.load(response)[0]["outcome"] == "started"
         _read_until(proc, "request commit-dev:e-1#1", lines, timeout=30)
 
+        # One process, one Prometheus endpoint: deliveries, ingest (the API's and the relay's)
+        # and the relay's lag beside the SDK's own metrics.
+        assert f"http://127.0.0.1:{metrics_port}/metrics" in printed
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{metrics_port}/metrics", timeout=10
+        ) as response:
+            metrics = response.read().decode()
+        for name, labels in (
+            ("wow_deliveries_total", ['outcome="delivered"']),
+            ("wow_commits_ingested_total", []),
+            ("wow_timer_changes_total", ['kind="set"', 'outcome="started"']),
+            ("wow_relay_lag_count", []),
+            ("temporal_request_total", []),
+        ):
+            assert any(
+                line.startswith(name) and all(label in line for label in labels)
+                and float(line.rsplit(" ", 1)[1]) > 0
+                for line in metrics.splitlines()
+            ), f"no {name} {labels} above 0 in the dev stack's metrics:\n{metrics}"
+
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         deadline = time.monotonic() + 10
@@ -151,6 +172,7 @@ def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "WOW_API_PORT": str(api_port),
+        "WOW_WORKER_METRICS_PORT": "0",
         "WOW_HOST_URL": "",
         "WOW_CONFIG": "",
     }

@@ -33,6 +33,7 @@ from wow_temporal.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from temporalio.client import Client
+    from temporalio.runtime import Runtime
 
     from wow_temporal.domain.app import App as DomainApp
     from wow_temporal.jobs.client import JobClient, JobInfo
@@ -137,15 +138,17 @@ class _CommandError(Exception):
         self.code = code
 
 
-async def _connect(settings: Settings) -> Client:
-    """Connect as `worker.connect` does, Temporal's core logging through Python's; a
-    `_CommandError` (exit 1) naming the address when Temporal does not answer."""
+async def _connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """Connect as `worker.connect` does (on `runtime`, exporting metrics, if given), Temporal's
+    core logging through Python's; a `_CommandError` (exit 1) naming the address when
+    Temporal does not answer."""
     from wow_temporal.logs import configure_temporal_runtime
     from wow_temporal.worker import connect, connect_reason
 
-    configure_temporal_runtime()
+    if runtime is None:
+        configure_temporal_runtime()
     try:
-        return await connect(settings)
+        return await connect(settings, runtime)
     except SettingsError:
         raise
     except (RuntimeError, ValueError) as error:
@@ -384,13 +387,15 @@ def api(
     if not port_is_free(listen, host):
         error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
         raise _fail(str(error), 1)
+    _check_metrics_port(settings.api.metrics_port, "WOW_API_METRICS_PORT")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-api")
 
     async def work() -> None:
         from wow_temporal.timers.client import TimerClient
 
-        client = await _connect(settings)
+        runtime = _metrics(settings, settings.api.metrics_port, "wow.api.metrics-port")
+        client = await _connect(settings, runtime)
         timers = TimerClient(client, delivery=delivery_settings(settings.timers))
         await serve(settings, timers, host=host, port=listen, jobs=_jobs(client, settings, domain))
 
@@ -478,6 +483,7 @@ def dev(
         TemporalBinaryNotFoundError,
         TemporalServerExitedError,
     )
+    from wow_temporal.metrics import exporting_runtime
     from wow_temporal.tracing import client_interceptors
 
     if app_ref is None and Path("workers/eshop/__init__.py").is_file():
@@ -485,8 +491,10 @@ def dev(
     reference = None if app_ref in (None, "none") else app_ref
     apps = _load_apps(reference)
     settings = _settings(_jobs_app(apps, reference))
+    metrics_port = settings.worker.metrics_port
     _configure_logging(settings)
     _configure_tracing(settings, "wow-temporal-dev")
+    pushed = settings.telemetry.metrics == "otlp"
     try:
         dev_main(
             data_dir,
@@ -495,6 +503,13 @@ def dev(
             headless=headless,
             services=default_services(settings, apps, host_port),
             interceptors=client_interceptors(settings.telemetry),
+            runtime=lambda: exporting_runtime(
+                settings.telemetry, metrics_port, "WOW_WORKER_METRICS_PORT"
+            ),
+            metrics_url=(
+                f"OTLP to {settings.telemetry.otlp_endpoint}" if pushed
+                else f"http://127.0.0.1:{metrics_port}/metrics"
+            ),
         )
     except TemporalServerExitedError:
         raise typer.Exit(1) from None  # run_dev has said so, in one line
@@ -515,6 +530,13 @@ def domain_host(
     ] = Path(".wow-temporal/domain.db"),
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8089,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    metrics_port: Annotated[
+        int,
+        typer.Option(
+            min=0, max=65535,
+            help="Serve Prometheus metrics (the relay's lag, commits handed over) here; 0: off.",
+        ),
+    ] = 0,
     address: _Address = None,
     namespace: _Namespace = None,
     log_format: _LogFormat = None,
@@ -536,13 +558,15 @@ def domain_host(
     settings = _settings(_jobs_app(apps, app_ref), address=address, namespace=namespace)
     if not port_is_free(port, host):
         raise _fail(str(PortInUseError("domain host", port, host, "--port")), 1)
+    _check_metrics_port(metrics_port, "--metrics-port")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-host")
     log = logging.getLogger("wow_temporal.host")
+    runtime: list[Runtime | None] = [None]  # set once serving: it binds the metrics port
 
     async def timers() -> TimerClient:
         try:
-            client = await connect(settings)
+            client = await connect(settings, runtime[0])
         except RuntimeError as error:
             config = settings.temporal_connect_config()
             raise ConnectionError(
@@ -553,20 +577,23 @@ def domain_host(
         return TimerClient(client, delivery=delivery_settings(settings.timers))
 
     async def serve() -> None:
-        runtime = HostRuntime(apps, db, timers)
-        runtime.start()
+        runtime[0] = _metrics(settings, metrics_port, "--metrics-port")
+        hosting = HostRuntime(apps, db, timers)
+        hosting.start()
         log.info(
             "domain host for %s on http://%s:%d, store %s",
             ", ".join(a.context for a in apps), host, port, db,
         )
-        config = uvicorn.Config(runtime.asgi, host=host, port=port, log_level="warning")
+        config = uvicorn.Config(hosting.asgi, host=host, port=port, log_level="warning")
         try:
             await uvicorn.Server(config).serve()
         finally:
-            await runtime.stop()
+            await hosting.stop()
 
     try:
         asyncio.run(serve())
+    except _CommandError as error:  # the metrics port was taken since the check
+        raise _fail(str(error), error.code) from None
     except StoreInUseError as error:
         raise _fail(str(error), 1) from None
     except (OSError, PersistenceError, sqlite3.Error) as error:
@@ -630,6 +657,25 @@ def _configure_logging(
 
     configure_logging(level, log_format="json" if (log_format or settings.log_format) == "json"
                       else "text")
+
+
+def _check_metrics_port(port: int, variable: str) -> None:
+    """Refuse (exit 1) a metrics port in use, before anything starts."""
+    from wow_temporal.embedded import PortInUseError, port_is_free
+
+    if port and not port_is_free(port, "0.0.0.0"):
+        raise _fail(str(PortInUseError("metrics", port, "0.0.0.0", variable)), 1)
+
+
+def _metrics(settings: Settings, port: int, key: str) -> Runtime | None:
+    """The runtime exporting this process's metrics (`exporting_runtime`); exit 1 if the port
+    was taken since the check."""
+    from wow_temporal.metrics import exporting_runtime
+
+    try:
+        return exporting_runtime(settings.telemetry, port, key)
+    except OSError as error:
+        raise _CommandError(str(error), 1) from None
 
 
 def _configure_tracing(settings: Settings, service: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol, TextIO, runtime_checkable
 
 from temporalio.client import Client, Interceptor
+from temporalio.runtime import Runtime
 
 from wow_temporal.embedded import (
     DEFAULT_DATA_DIR,
@@ -80,6 +81,8 @@ async def run_dev(
     stop_event: asyncio.Event | None = None,
     out: TextIO | None = None,
     interceptors: Sequence[Interceptor] = (),
+    runtime: Callable[[], Runtime | None] | None = None,
+    metrics_url: str | None = None,
 ) -> None:
     """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
 
@@ -87,7 +90,9 @@ async def run_dev(
     already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
     (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
     `check`). If the server exits while running, one line says so, everything stops and
-    `TemporalServerExitedError` is raised. The services' client has `interceptors` (tracing).
+    `TemporalServerExitedError` is raised. The services' client has `interceptors` (tracing)
+    and runs on the runtime `runtime` makes once the refusals have passed (exporting metrics,
+    served at `metrics_url`; it raises `OSError` if it cannot bind its port).
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -109,6 +114,7 @@ async def run_dev(
             check: Callable[[], None] | None = getattr(service, "check", None)
             if check is not None:
                 check()
+        made = runtime() if runtime is not None else None
         await server.start()
         _print(out, "wow-temporal dev")
         _print(out, f"  Temporal gRPC:   {server.address}")
@@ -116,8 +122,10 @@ async def run_dev(
         _print(out, f"  Namespace:       {server.namespace}")
         _print(out, f"  Database:        {server.db_path}")
         _print(out, f"  Server log:      {server.log_path}")
+        if made is not None and metrics_url is not None:
+            _print(out, f"  Metrics:         {metrics_url}")
         ctx = DevContext(
-            client=await server.connect(interceptors=interceptors),
+            client=await server.connect(interceptors=interceptors, runtime=made),
             address=server.address,
             namespace=server.namespace,
             data_dir=server.data_dir,
@@ -187,6 +195,8 @@ def dev_main(
     namespace: str = "default",
     services: Sequence[DevService] = (),
     interceptors: Sequence[Interceptor] = (),
+    runtime: Callable[[], Runtime | None] | None = None,
+    metrics_url: str | None = None,
 ) -> None:
     """Synchronous entry point for the CLI: `asyncio.run(run_dev(...))`."""
     asyncio.run(
@@ -198,5 +208,7 @@ def dev_main(
             namespace=namespace,
             services=services,
             interceptors=interceptors,
+            runtime=runtime,
+            metrics_url=metrics_url,
         )
     )

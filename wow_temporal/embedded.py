@@ -32,6 +32,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
@@ -586,13 +587,17 @@ class EmbeddedTemporal:
                 return code
             await asyncio.sleep(0.2)
 
-    async def connect(self, interceptors: Sequence[Interceptor] = ()) -> Client:
-        """A client on this server's namespace using the pydantic data converter."""
+    async def connect(
+        self, interceptors: Sequence[Interceptor] = (), runtime: Runtime | None = None
+    ) -> Client:
+        """A client on this server's namespace using the pydantic data converter (on
+        `runtime`, e.g. one exporting metrics, if given)."""
         return await Client.connect(
             self.address,
             namespace=self.namespace,
             data_converter=pydantic_data_converter,
             interceptors=interceptors,
+            runtime=runtime,
         )
 
     async def stop(self) -> None:

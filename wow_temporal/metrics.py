@@ -20,6 +20,8 @@ The activities' series also carry the SDK's labels (namespace, task queue, activ
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -31,10 +33,14 @@ from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, T
 
 from wow_temporal.logs import core_logging
 from wow_temporal.schedule import Commit
+from wow_temporal.settings import TelemetrySettings
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PARKED_INTERVAL",
     "client_meter",
+    "exporting_runtime",
     "metrics_runtime",
     "otlp_metrics_runtime",
     "record_delivery",
@@ -59,14 +65,34 @@ def metrics_runtime(port: int, host: str = "0.0.0.0") -> Runtime:
 
 
 def otlp_metrics_runtime(endpoint: str) -> Runtime:
-    """A Temporal runtime pushing its metrics to the OTLP/HTTP collector at `endpoint`."""
+    """A Temporal runtime pushing its metrics to the OTLP/HTTP collector at `endpoint`, every
+    `OTEL_METRIC_EXPORT_INTERVAL` milliseconds (OpenTelemetry's variable; 10 s here)."""
+    every = os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", "")
+    interval = timedelta(milliseconds=int(every)) if every.isdigit() else timedelta(seconds=10)
     telemetry = TelemetryConfig(
         logging=core_logging(),
         metrics=OpenTelemetryConfig(
-            url=f"{endpoint}/v1/metrics", http=True, metric_periodicity=timedelta(seconds=10)
+            url=f"{endpoint}/v1/metrics", http=True, metric_periodicity=interval
         ),
     )
     return Runtime(telemetry=telemetry)
+
+
+def exporting_runtime(telemetry: TelemetrySettings, port: int, key: str) -> Runtime | None:
+    """A runtime exporting this process's metrics as `wow.telemetry.metrics` says: served for
+    Prometheus on `port` (none when 0; `key` names the setting), or pushed over OTLP. None:
+    the default runtime, exporting nothing. `OSError` if the port cannot be bound."""
+    if telemetry.metrics == "otlp" and telemetry.otlp_endpoint is not None:
+        log.info("metrics pushed over OTLP to %s", telemetry.otlp_endpoint)
+        return otlp_metrics_runtime(telemetry.otlp_endpoint)
+    if not port:
+        return None
+    try:
+        runtime = metrics_runtime(port)
+    except RuntimeError as failure:
+        raise OSError(f"cannot serve metrics on port {port} ({key}): {failure}") from None
+    log.info("metrics on port %d: /metrics (Prometheus)", port)
+    return runtime
 
 
 def client_meter(client: Client) -> MetricMeter:

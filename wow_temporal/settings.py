@@ -486,6 +486,9 @@ class ApiSettings(_Config):
     """The operator's bearer token, reaching every tenant; None (and no tenant): no auth."""
     port: int = 8088
     """The port the HTTP control API listens on."""
+    metrics_port: PortOrOff = 0
+    """Where the control API process serves its Prometheus metrics (the commits it ingests,
+    beside the Temporal client's); 0: none."""
     tenant_tokens: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenant_token_map)] = (
         Field(default_factory=dict, repr=False)
     )
@@ -682,6 +685,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "WOW_HOST_URL": ("host-url",),
     "WOW_API_TOKEN": ("api", "token"),
     "WOW_API_PORT": ("api", "port"),
+    "WOW_API_METRICS_PORT": ("api", "metrics-port"),
     "WOW_API_TENANT_TOKENS_FILE": ("api", "tenant-tokens-file"),
     "WOW_LOG_FORMAT": ("log-format",),
 }

@@ -52,12 +52,15 @@ def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    exporter = None  # first: a missing extra changes nothing
+    if telemetry.otlp_endpoint is not None:
+        exporter = _otlp_exporter(telemetry.otlp_endpoint)
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
         trace.set_tracer_provider(provider)
-    if telemetry.otlp_endpoint is not None:
-        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(telemetry.otlp_endpoint)))
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     return True
 
 

@@ -34,8 +34,7 @@ from wow_temporal.jobs.workflow import JobWorkflow
 from wow_temporal.metrics import (
     PARKED_INTERVAL,
     client_meter,
-    metrics_runtime,
-    otlp_metrics_runtime,
+    exporting_runtime,
     record_parked,
 )
 from wow_temporal.settings import Settings, SettingsError, TimerSettings
@@ -196,26 +195,6 @@ def _where(settings: Settings) -> str:
     return f"{config['target_host']} (namespace {config['namespace']})"
 
 
-def _metrics_runtime(settings: Settings) -> Runtime | None:
-    """The runtime exporting the worker's metrics as `wow.telemetry.metrics` says: Prometheus
-    on `wow.worker.metrics-port` (none when 0), or pushed over OTLP; `OSError` if the port
-    cannot be bound."""
-    telemetry, port = settings.telemetry, settings.worker.metrics_port
-    if telemetry.metrics == "otlp" and telemetry.otlp_endpoint is not None:
-        log.info("metrics pushed over OTLP to %s", telemetry.otlp_endpoint)
-        return otlp_metrics_runtime(telemetry.otlp_endpoint)
-    if not port:
-        return None
-    try:
-        runtime = metrics_runtime(port)
-    except RuntimeError as failure:
-        raise OSError(
-            f"cannot serve metrics on port {port} (wow.worker.metrics-port): {failure}"
-        ) from None
-    log.info("metrics on port %d: /metrics (Prometheus)", port)
-    return runtime
-
-
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
     """Wait `seconds` or until `stop` is set; True when it is."""
     with contextlib.suppress(TimeoutError):
@@ -364,7 +343,11 @@ async def run_worker(
         if options.health_port:
             health = await stack.enter_async_context(HealthServer(readiness, options.health_port))
             log.info("health on port %d: /livez, /readyz", health.port)
-        runtime = _metrics_runtime(settings) if client is None else None
+        runtime = None
+        if client is None:
+            runtime = exporting_runtime(
+                settings.telemetry, options.metrics_port, "wow.worker.metrics-port"
+            )
         if client is None:
             client = await connect_until_up(settings, readiness, stop, runtime)
             if client is None:
