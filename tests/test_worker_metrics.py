@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -12,8 +14,11 @@ import httpx
 from tests.recording_host import RecordingHost
 from tests.test_worker_prod import commit, on_the_session_loop
 from tests.worker_process import WorkerProcess
+from wow_temporal.delivery import CommandSender
 from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.worker import PARKED_QUERIES, timer_worker
 
 
 async def scrape(port: int) -> str:
@@ -70,3 +75,55 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
     assert series(text, "wow_delivery_lateness_count") == 1
     assert 'activity_type="wow.deliver"' in text or "activity_type=" in text
     assert "temporal_" in text  # the SDK's own metrics beside ours
+
+
+@on_the_session_loop
+async def test_the_worker_gauges_the_parked_timers(
+    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    client = await dev_server.connect()
+    queue = f"parked-{uuid.uuid4().hex[:8]}"
+    budget = DeliverySettings(
+        max_attempts=1,
+        initial_interval=timedelta(milliseconds=100),
+        max_interval=timedelta(milliseconds=100),
+    )
+    timers = TimerClient(client, task_queue=queue, delivery=budget)
+    data = commit(after=0.1)
+    recording_host.behave("fail", request_id=f"{data['id']}:e1#1")
+    async with CommandSender(recording_host.url) as sender, timer_worker(
+        client, sender, task_queue=queue
+    ):
+        await timers.apply(data)
+        timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
+        for _ in range(200):
+            if (await timers.show(timer)).status == "Parked":
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the timer was never parked")
+        # What the gauge counts: visibility, which lags the timer a little.
+        for _ in range(100):
+            if (await client.count_workflows(PARKED_QUERIES["timer"])).count >= 1:
+                break
+            await asyncio.sleep(0.1)
+
+        port = free_port()
+        worker = WorkerProcess(
+            dev_server, recording_host.url, tmp_path / "worker.log",
+            env={"WOW_WORKER_METRICS_PORT": str(port)},
+        )
+        await worker.start()
+        try:
+            text = ""
+            for _ in range(50):  # the first count is made as the worker starts
+                text = await scrape(port)
+                if series(text, "wow_parked", kind="timer") >= 1:
+                    break
+                await asyncio.sleep(0.2)
+        finally:
+            await worker.stop()
+        await client.get_workflow_handle(timer).terminate("test over")
+    # Namespace-wide: other tests' parked timers count too, this one at least.
+    assert series(text, "wow_parked", kind="timer") >= 1, text[-2000:]
+    assert 'wow_parked{' in text and 'kind="job"' in text

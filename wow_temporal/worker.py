@@ -45,6 +45,7 @@ from wow_temporal.tracing import client_interceptors
 
 __all__ = [
     "CONNECT_RETRY",
+    "PARKED_QUERIES",
     "PROBE_INTERVAL",
     "WORKFLOW_RUNNER",
     "WorkerFailedError",
