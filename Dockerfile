@@ -15,6 +15,7 @@ COPY wow_temporal ./wow_temporal
 RUN pip wheel --no-deps --wheel-dir /dist .
 
 # --- runtime: the wheel and its runtime dependencies only (no dev or testing extras) ---------
+# With the otlp extra (the OTLP/HTTP span exporter), so wow.telemetry.otlp-endpoint works as is.
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -22,7 +23,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONPATH=/app
 COPY --from=build /dist/ /tmp/dist/
-RUN pip install /tmp/dist/*.whl \
+RUN pip install "$(ls /tmp/dist/*.whl)[otlp]" \
     && rm -rf /tmp/dist \
     && groupadd --system --gid 10001 wow \
     && useradd --system --uid 10001 --gid wow --no-create-home --home-dir /nonexistent \
@@ -31,7 +32,7 @@ RUN pip install /tmp/dist/*.whl \
 WORKDIR /app
 # Numeric, so Kubernetes can check runAsNonRoot without resolving the name.
 USER 10001:10001
-# The worker's health (/livez, /readyz) and metrics ports, and the control API's.
-EXPOSE 8081 9464 8088
+# The worker's health (/livez, /readyz) and metrics ports, and the control API's and its metrics.
+EXPOSE 8081 9464 8088 9465
 ENTRYPOINT ["wow-temporal"]
 CMD ["worker"]

@@ -59,6 +59,11 @@ EVERYTHING: dict[str, Any] = {
         "worker": {"max-concurrent-activities": 50},
         "log-format": "json",
     },
+    "telemetry": {
+        "tracing": True,
+        "otlpEndpoint": "http://otel-collector.observability:4318",
+        "metrics": "prometheus",
+    },
     "worker": {
         "app": "workers.eshop.inventory:app",
         "shutdownTimeoutSeconds": 90,
@@ -73,6 +78,7 @@ EVERYTHING: dict[str, Any] = {
         "app": "workers.eshop.inventory:app",
         "replicas": 2,
         "port": 8088,
+        "metrics": {"enabled": True, "port": 9465},
         "auth": {
             "existingSecret": "wow-api-auth",
             "tokenKey": "token",
@@ -81,6 +87,12 @@ EVERYTHING: dict[str, Any] = {
         "pdb": {"enabled": True},
     },
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+}
+
+# Metrics pushed to the collector: nothing serves /metrics, so no ServiceMonitor either.
+OTLP_METRICS: dict[str, Any] = {
+    "telemetry": {"otlpEndpoint": "https://otel-collector.observability:4318", "metrics": "otlp"},
+    "api": {"enabled": True, "auth": {"existingSecret": "wow-api-auth"}},
 }
 
 
@@ -125,6 +137,13 @@ def container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def env_of(one: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {item["name"]: item for item in one["env"]}
+
+
+def settings_file(objects: list[dict[str, Any]], root: Path) -> Path:
+    """The settings file the ConfigMap holds, written under `root`."""
+    path = root / "settings.yaml"
+    path.write_text(only(objects, "ConfigMap")["data"]["settings.yaml"], encoding="utf-8")
+    return path
 
 
 def port_number(one: dict[str, Any], name: str) -> int:
@@ -266,6 +285,7 @@ def test_the_settings_file_reaches_the_path_wow_config_names_and_loads(
         assert settings.schedules["nightly-report"].enabled is False
         assert settings.worker.max_concurrent_activities == 50
         assert settings.worker.shutdown_timeout.total_seconds() == 90
+        assert settings.telemetry.otlp_endpoint == "http://otel-collector.observability:4318"
 
 
 def test_everything_wires_temporal_cloud_and_the_api_tokens(chart: Any, tmp_path: Path) -> None:
@@ -351,13 +371,11 @@ def test_every_container_runs_locked_down(chart: Any, values: dict[str, Any] | N
 def test_service_monitor_and_keda_render_only_when_enabled(chart: Any) -> None:
     assert not {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"} & kinds(render(chart))
     objects = render(chart, EVERYTHING)
-    monitor = only(objects, "ServiceMonitor")
+    monitor = only(objects, "ServiceMonitor", "worker")
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
-    metrics = next(
-        o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].endswith("-metrics")
-    )
+    metrics = only(objects, "Service", "worker")
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= metrics["metadata"]["labels"].items()
     )
@@ -416,6 +434,122 @@ def test_metrics_off_leaves_no_metrics_port(chart: Any, tmp_path: Path) -> None:
     assert load_settings(environ=materialize(objects, worker, tmp_path)).worker.metrics_port == 0
 
 
+# --- telemetry -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values", [None, EVERYTHING, OTLP_METRICS], ids=["defaults", "everything", "otlp-metrics"]
+)
+def test_the_configmap_settings_file_loads_as_it_is(
+    chart: Any, values: dict[str, Any] | None, tmp_path: Path
+) -> None:
+    """The file alone, no WOW_* variable: a misspelt key the chart writes fails here."""
+    objects = render(chart, values)
+    settings = load_settings(settings_file(objects, tmp_path), environ={})
+    telemetry = (values or {}).get("telemetry", {})
+    assert settings.telemetry.tracing is telemetry.get("tracing", True)
+    assert settings.telemetry.otlp_endpoint == (telemetry.get("otlpEndpoint") or None)
+    assert settings.telemetry.metrics == telemetry.get("metrics", "prometheus")
+    assert settings.log_format == "json"
+
+
+def test_the_defaults_trace_and_export_nothing(chart: Any) -> None:
+    document = yaml.safe_load(only(render(chart), "ConfigMap")["data"]["settings.yaml"])
+    assert document["wow"]["telemetry"] == {"tracing": True, "metrics": "prometheus"}
+
+
+def test_the_otlp_endpoint_and_tracing_reach_the_settings_file(chart: Any, tmp_path: Path) -> None:
+    endpoint = "http://otel-collector.observability:4318"
+    objects = render(chart, {"telemetry": {"otlpEndpoint": endpoint, "tracing": False}})
+    document = yaml.safe_load(only(objects, "ConfigMap")["data"]["settings.yaml"])
+    assert document["wow"]["telemetry"] == {
+        "tracing": False,
+        "otlp-endpoint": endpoint,
+        "metrics": "prometheus",
+    }
+    worker = only(objects, "Deployment", "worker")
+    settings = load_settings(environ=materialize(objects, worker, tmp_path))
+    assert settings.telemetry.otlp_endpoint == endpoint
+    assert settings.telemetry.tracing is False
+    assert port_number(container(worker), "metrics") == settings.worker.metrics_port == 9464
+
+
+def test_otlp_metrics_leave_no_metrics_port_service_or_monitor(chart: Any, tmp_path: Path) -> None:
+    objects = render(chart, OTLP_METRICS)
+    worker = only(objects, "Deployment", "worker")
+    api = only(objects, "Deployment", "api")
+    assert [p["name"] for p in container(worker)["ports"]] == ["health"]
+    assert [p["name"] for p in container(api)["ports"]] == ["http"]
+    assert "WOW_API_METRICS_PORT" not in env_of(container(api))
+    assert [p["name"] for p in only(objects, "Service", "api")["spec"]["ports"]] == ["http"]
+    assert "ServiceMonitor" not in kinds(objects)
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-metrics")]
+    for deployment in (worker, api):
+        root = tmp_path / deployment["metadata"]["name"]
+        settings = load_settings(environ=materialize(objects, deployment, root))
+        assert settings.telemetry.metrics == "otlp"
+        assert settings.telemetry.otlp_endpoint == "https://otel-collector.observability:4318"
+        assert settings.worker.metrics_port == 0 and settings.api.metrics_port == 0
+    notes = chart.render(OTLP_METRICS, name=RELEASE, namespace=NAMESPACE)[
+        "wow-temporal/templates/NOTES.txt"
+    ]
+    assert "Metrics: pushed over OTLP/HTTP to https://otel-collector.observability:4318" in notes
+
+
+def test_the_api_serves_its_metrics_on_a_named_port_the_monitor_scrapes(
+    chart: Any, tmp_path: Path
+) -> None:
+    objects = render(chart, EVERYTHING)
+    api = only(objects, "Deployment", "api")
+    one = container(api)
+    assert env_of(one)["WOW_API_METRICS_PORT"]["value"] == "9465"
+    settings = load_settings(environ=materialize(objects, api, tmp_path))
+    assert port_number(one, "metrics") == settings.api.metrics_port == 9465
+    service = only(objects, "Service", "api")
+    assert {"name": "metrics", "port": 9465, "targetPort": "metrics", "protocol": "TCP"} in (
+        service["spec"]["ports"]
+    )
+    monitor = only(objects, "ServiceMonitor", "api")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert not selector.items() <= only(objects, "Service", "worker")["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_the_monitor_scrapes_the_api_alone_when_the_worker_serves_no_metrics(chart: Any) -> None:
+    values = {
+        "worker": {"metrics": {"enabled": False}},
+        "api": {"enabled": True, "auth": {"existingSecret": "wow-api-auth"}},
+        "serviceMonitor": {"enabled": True},
+    }
+    objects = render(chart, values)
+    assert only(objects, "ServiceMonitor")["metadata"]["name"] == f"{RELEASE}-wow-temporal-api"
+    worker = only(objects, "Deployment", "worker")
+    assert [p["name"] for p in container(worker)["ports"]] == ["health"]
+
+
+def test_api_metrics_off_serve_none_and_the_monitor_scrapes_the_worker(
+    chart: Any, tmp_path: Path
+) -> None:
+    values = {
+        "api": {
+            "enabled": True,
+            "metrics": {"enabled": False},
+            "auth": {"existingSecret": "wow-api-auth"},
+        },
+        "serviceMonitor": {"enabled": True},
+    }
+    objects = render(chart, values)
+    api = only(objects, "Deployment", "api")
+    assert [p["name"] for p in container(api)["ports"]] == ["http"]
+    assert load_settings(environ=materialize(objects, api, tmp_path)).api.metrics_port == 0
+    assert only(objects, "ServiceMonitor")["metadata"]["name"] == f"{RELEASE}-wow-temporal-worker"
+    assert [p["name"] for p in only(objects, "Service", "api")["spec"]["ports"]] == ["http"]
+
+
 # --- refused values ------------------------------------------------------------------------------
 
 
@@ -439,6 +573,20 @@ def test_metrics_off_leaves_no_metrics_port(chart: Any, tmp_path: Path) -> None:
         ),
         ({"hostUrl": "domain-host:8089"}, "/hostUrl", "pattern"),
         ({"temporal": {"address": "temporal"}}, "/temporal/address", "pattern"),
+        (
+            {"telemetry": {"otlpEndpoint": "otel-collector:4318"}},
+            "/telemetry/otlpEndpoint",
+            "does not match pattern '^(https?://",
+        ),
+        (
+            {"telemetry": {"otlpEndpoint": "grpc://otel-collector:4317"}},
+            "/telemetry/otlpEndpoint",
+            "pattern",
+        ),
+        ({"telemetry": {"metrics": "statsd"}}, "/telemetry/metrics", "'prometheus', 'otlp'"),
+        ({"telemetry": {"tracing": "yes"}}, "/telemetry/tracing", "want boolean"),
+        ({"settings": {"telemetry": {"tracing": False}}}, "/settings", "'telemetry' not allowed"),
+        ({"api": {"metrics": {"port": 0}}}, "/api/metrics/port", "minimum"),
     ],
 )
 def test_the_schema_refuses_bad_values_naming_the_key(
@@ -448,6 +596,16 @@ def test_the_schema_refuses_bad_values_naming_the_key(
         chart.render(values, name=RELEASE)
     message = str(refused.value)
     assert where in message and what in message, message
+
+
+def test_otlp_metrics_without_an_endpoint_are_refused_naming_otlp_endpoint(chart: Any) -> None:
+    with pytest.raises(helm.HelmValuesError) as refused:
+        chart.render({"telemetry": {"metrics": "otlp"}}, name=RELEASE)
+    message = str(refused.value)
+    # Either metrics stays prometheus, or otlpEndpoint is the collector's http(s) URL.
+    assert "at '/telemetry/metrics': value must be 'prometheus'" in message, message
+    assert "at '/telemetry/otlpEndpoint'" in message and "https?://" in message, message
+    chart.render({"telemetry": {"metrics": "otlp", "otlpEndpoint": "http://c:4318"}}, name=RELEASE)
 
 
 @pytest.mark.parametrize(
@@ -467,6 +625,18 @@ def test_the_schema_refuses_bad_values_naming_the_key(
             "metrics",
         ),
         ({"temporal": {"tls": {"existingSecret": "cert"}}}, "temporal.tls.enabled"),
+        ({**OTLP_METRICS, "serviceMonitor": {"enabled": True}}, "telemetry.metrics is otlp"),
+        (
+            {
+                "api": {
+                    "enabled": True,
+                    "port": 9000,
+                    "metrics": {"port": 9000},
+                    "auth": {"existingSecret": "s"},
+                }
+            },
+            "api.metrics.port and api.port must differ",
+        ),
     ],
 )
 def test_combinations_that_cannot_work_fail_with_a_reason(
@@ -477,7 +647,9 @@ def test_combinations_that_cannot_work_fail_with_a_reason(
     assert what in str(refused.value)
 
 
-@pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])
+@pytest.mark.parametrize(
+    "values", [None, EVERYTHING, OTLP_METRICS], ids=["defaults", "everything", "otlp-metrics"]
+)
 def test_helm_lint_is_clean(values: dict[str, Any] | None) -> None:
     report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE)
     assert report["errors"] == []
@@ -492,6 +664,8 @@ def test_the_defaults_pass_the_schema_and_the_notes_name_the_endpoints(chart: An
     ]
     assert "/livez" in notes and "/readyz" in notes and "port 8181" in notes
     assert "grace period is 105 s" in notes
+    assert "exported over OTLP/HTTP to http://otel-collector.observability:4318" in notes
+    assert "GET /metrics on port 9464" in notes and "GET /metrics on port 9465" in notes
 
 
 # --- the image -----------------------------------------------------------------------------------
@@ -502,8 +676,11 @@ def test_the_dockerfile_builds_a_slim_non_root_image_of_the_wheel_only() -> None
     stages = [line.split() for line in text.splitlines() if line.startswith("FROM ")]
     assert len(stages) >= 2 and all(stage[1] == "python:3.11-slim" for stage in stages)
     assert "pip wheel --no-deps" in text
-    assert "pip install /tmp/dist/*.whl" in text
+    # The otlp extra (span exporter) so wow.telemetry.otlp-endpoint works; no dev or testing.
+    assert 'pip install "$(ls /tmp/dist/*.whl)[otlp]"' in text
     assert "[dev]" not in text and "[testing]" not in text
+    exposed = next(line for line in text.splitlines() if line.startswith("EXPOSE ")).split()[1:]
+    assert {"8081", "9464", "8088", "9465"} <= set(exposed)
     user = next(line for line in text.splitlines() if line.startswith("USER "))
     assert user.split()[1].split(":")[0] not in ("0", "root")
     assert 'ENTRYPOINT ["wow-temporal"]' in text and 'CMD ["worker"]' in text

@@ -97,9 +97,22 @@ certificate, and the API's tenant tokens.
 {{- define "wow-temporal.tenantTokensPath" -}}/etc/wow-temporal/api-tokens/tenant-tokens.yaml{{- end }}
 
 {{/*
+"true" when the worker serves Prometheus metrics (worker.metrics on, telemetry.metrics
+prometheus), and when the control API does (api and api.metrics on too); empty otherwise.
+*/}}
+{{- define "wow-temporal.workerMetrics" -}}
+{{- if and .Values.worker.metrics.enabled (eq .Values.telemetry.metrics "prometheus") }}true{{ end }}
+{{- end }}
+
+{{- define "wow-temporal.apiMetrics" -}}
+{{- if and .Values.api.enabled .Values.api.metrics.enabled (eq .Values.telemetry.metrics "prometheus") }}true{{ end }}
+{{- end }}
+
+{{/*
 The settings document the ConfigMap holds (validated by wow_temporal.settings.load_settings):
-`settings` under `wow:`, empty sections left out, and `wow.worker` completed from the worker
-values the pod spec depends on too (health port, metrics port, shutdown timeout).
+`settings` under `wow:`, empty sections left out, `wow.worker` completed from the worker
+values the pod spec depends on too (health port, metrics port, shutdown timeout), and
+`wow.telemetry` from telemetry.*.
 */}}
 {{- define "wow-temporal.settingsDocument" -}}
 {{- $wow := dict }}
@@ -113,9 +126,14 @@ values the pod spec depends on too (health port, metrics port, shutdown timeout)
 {{- $_ := set $worker $key $value }}
 {{- end }}
 {{- $_ := set $worker "health-port" (int .Values.worker.healthPort) }}
-{{- $_ := set $worker "metrics-port" (ternary (int .Values.worker.metrics.port) 0 .Values.worker.metrics.enabled) }}
+{{- $_ := set $worker "metrics-port" (ternary (int .Values.worker.metrics.port) 0 (eq (include "wow-temporal.workerMetrics" .) "true")) }}
 {{- $_ := set $worker "shutdown-timeout" (printf "%ds" (int .Values.worker.shutdownTimeoutSeconds)) }}
 {{- $_ := set $wow "worker" $worker }}
+{{- $telemetry := dict "tracing" .Values.telemetry.tracing "metrics" .Values.telemetry.metrics }}
+{{- with .Values.telemetry.otlpEndpoint }}
+{{- $_ := set $telemetry "otlp-endpoint" . }}
+{{- end }}
+{{- $_ := set $wow "telemetry" $telemetry }}
 {{- dict "wow" $wow | toYaml }}
 {{- end }}
 
@@ -126,8 +144,14 @@ Refuse combinations the schema cannot say clearly.
 {{- if and .Values.worker.autoscaling.enabled .Values.worker.keda.enabled }}
 {{- fail "worker.autoscaling.enabled and worker.keda.enabled: choose one (KEDA makes its own HPA)" }}
 {{- end }}
-{{- if and .Values.serviceMonitor.enabled (not .Values.worker.metrics.enabled) }}
-{{- fail "serviceMonitor.enabled needs worker.metrics.enabled: there is no /metrics to scrape" }}
+{{- if and .Values.serviceMonitor.enabled (eq .Values.telemetry.metrics "otlp") }}
+{{- fail "serviceMonitor.enabled: telemetry.metrics is otlp, so no process serves /metrics to scrape (they are pushed to telemetry.otlpEndpoint)" }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled (not (include "wow-temporal.workerMetrics" .)) (not (include "wow-temporal.apiMetrics" .)) }}
+{{- fail "serviceMonitor.enabled needs worker.metrics.enabled (or api.metrics.enabled with api.enabled): there is no /metrics to scrape" }}
+{{- end }}
+{{- if and .Values.api.enabled .Values.api.metrics.enabled (eq (int .Values.api.metrics.port) (int .Values.api.port)) }}
+{{- fail (printf "api.metrics.port and api.port must differ, both are %d" (int .Values.api.port)) }}
 {{- end }}
 {{- if and .Values.api.enabled (not .Values.api.auth.existingSecret) }}
 {{- fail "api.auth.existingSecret: the control API needs an existing Secret with its tokens (api.auth.tokenKey, api.auth.tenantTokensKey)" }}
