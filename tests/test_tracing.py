@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 from temporalio.client import Client
 
@@ -251,6 +252,31 @@ async def test_a_replaced_timer_delivers_in_the_replacing_commits_trace(rig: Rig
     deliver = await rig.span(f"wow.deliver {COMMAND}", trace_id(second))
     assert deliver.links, "the delivery links to Temporal's activity span"
     assert f"wow.deliver {COMMAND}" not in rig.trace_names(trace_id(first))
+
+
+async def test_a_failed_attempt_is_an_error_span_and_the_retry_stays_in_the_trace(
+    rig: Rig,
+) -> None:
+    sent = new_traceparent()
+    commit = rig.commit(1, "PT0.2S", header={"traceparent": sent})
+    rig.host.behave("fail", request_id=f"{commit['id']}:e1#1", times=1)
+    await rig.post(commit)
+    name = f"wow.deliver {COMMAND}"
+    deadline = time.monotonic() + 30
+    while True:
+        attempts = sorted(
+            (s for s in rig.spans.get_finished_spans()
+             if s.name == name and hex_trace(s) == trace_id(sent)),
+            key=lambda s: s.start_time or 0,
+        )
+        if len(attempts) >= 2 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert [(s.attributes or {}).get("wow.outcome") for s in attempts] == ["failed", "delivered"]
+    assert [(s.attributes or {}).get("wow.attempt") for s in attempts] == [1, 2]
+    assert attempts[0].status.status_code is StatusCode.ERROR
+    assert "500" in (attempts[0].status.description or "")
+    assert attempts[1].status.status_code is not StatusCode.ERROR
 
 
 async def test_without_any_trace_context_the_delivery_is_in_the_workflows_trace(

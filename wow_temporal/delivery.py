@@ -431,7 +431,13 @@ class DeliveryActivities:
         }
         name = f"wow.deliver {request.command.type}"
         with continued_span(name, request.traceparent, attributes, kind=SpanKind.CLIENT) as span:
-            outcome = await self._deliver(request, failures, info.heartbeat_timeout)
+            try:
+                outcome = await self._deliver(request, failures, info.heartbeat_timeout)
+            except ApplicationError as error:
+                if span is not None:
+                    parked = error.type == DELIVERY_PARKED
+                    span.set_attribute("wow.outcome", "parked" if parked else "failed")
+                raise
             if span is not None:
                 span.set_attribute("wow.outcome", outcome.status)
                 span.set_attribute("http.response.status_code", outcome.http_status)
