@@ -22,9 +22,18 @@ sides. Measured:
    second (per slot), a replaced and a cancelled one-shot; bare baseline for comparison.
 4. Ingest: commits applied per second (`TimerClient.apply`, 50 at a time) for schedules far in the
    future, beside bare `start_workflow` calls with a start delay.
+5. The cost of telemetry: the wow end-to-end throughput of 1 (due on arrival, `TimerClient.apply`
+   -> `wow.deliver` over HTTP) with tracing and metrics on, as production switches them on (the
+   SDK tracer provider of `configure_tracing`, exporting in batches to an exporter that drops the
+   spans; Temporal's tracing interceptor on the client; a `traceparent` on every commit; a runtime
+   serving Prometheus metrics, scraped once at the end), against the same with them off (no
+   interceptor, no `traceparent`, a runtime without metrics). Each side has its own client,
+   runtime, task queue and timer worker; interleaved rounds (3 by default), the best kept. Runs
+   last: the tracer provider it installs is the process's.
 
-Run: `.venv/bin/python bench/timers.py [--quick] [--n N] [--rounds R]`. Exits 0; targets are
-printed as PASS/MISS, never asserted (the machine is small and noisy).
+Run: `.venv/bin/python bench/timers.py [--quick] [--n N] [--rounds R] [--only telemetry]`
+(`--only telemetry`: section 5 alone). Exits 0; targets are printed as PASS/MISS, never asserted
+(the machine is small and noisy).
 """
 
 from __future__ import annotations
@@ -35,11 +44,13 @@ import contextlib
 import importlib
 import json
 import math
+import re
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,26 +59,38 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender
 from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.logs import core_logging
+from wow_temporal.metrics import metrics_runtime
+from wow_temporal.settings import TelemetrySettings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.tracing import client_interceptors, configure_tracing
 from wow_temporal.worker import STICKY_TIMEOUT, timer_worker
 
 WOW_QUEUE = "bench-wow"
 BARE_QUEUE = "bench-bare"
 IDLE_QUEUE = "bench-idle"  # no worker polls it: ingest-only timers never run
+TELEMETRY_ON_QUEUE = "bench-telemetry-on"
+TELEMETRY_OFF_QUEUE = "bench-telemetry-off"
 CONCURRENCY = 50  # in-flight applies / starts while ingesting
 LATENESS_INGEST_LIMIT = 5  # in-flight applies ahead of the lateness measure (a relay's pace)
 MAX_ACTIVITIES = 1000
 THROUGHPUT_TARGET = 0.8
 LATENESS_P99_TARGET_MS = 250.0
+TELEMETRY_TARGET = 0.9
 
 # The bare baseline's workflow lives in its own tiny module (written to the temp dir at run
 # time), as a bare Temporal user would write it: the sandbox re-imports a workflow's module for
@@ -247,9 +270,17 @@ def iso_ms(epoch_ms: int) -> str:
 
 
 def commit(
-    commit_id: str, aggregate_id: str, version: int, *events: dict[str, Any]
+    commit_id: str,
+    aggregate_id: str,
+    version: int,
+    *events: dict[str, Any],
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
-    """A DESIGN-shaped commit of `eshop-order.order` `aggregate_id` holding `events`."""
+    """A DESIGN-shaped commit of `eshop-order.order` `aggregate_id` holding `events` (with a
+    `traceparent` header when given, as a relay continuing the trace that made it)."""
+    header = {"trace_id": f"trace-{commit_id}"}
+    if traceparent is not None:
+        header["traceparent"] = traceparent
     return {
         "id": commit_id,
         "contextName": "eshop-order",
@@ -260,7 +291,7 @@ def commit(
         "spaceId": "",
         "version": version,
         "createTime": int(time.time() * 1000),
-        "header": {"trace_id": f"trace-{commit_id}"},
+        "header": header,
         "body": [
             {"id": f"e{i}", "name": e["name"], "body": {k: v for k, v in e.items() if k != "name"}}
             for i, e in enumerate(events)
@@ -276,6 +307,11 @@ def schedule_set(rule: dict[str, Any], key: str = "grace") -> dict[str, Any]:
         "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "PAYMENT_TIMEOUT"}},
         "target": None,
     }
+
+
+def new_traceparent() -> str:
+    """A W3C `traceparent` of a fresh sampled trace."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
 
 
 def timer_id(aggregate_id: str, key: str = "grace") -> str:
@@ -309,12 +345,25 @@ class Rig:
         return f"{prefix}{self.seq}"
 
     async def ingest_wow(
-        self, tag: str, dues_ms: list[int], timers: TimerClient, limit: int = CONCURRENCY
+        self,
+        tag: str,
+        dues_ms: list[int],
+        timers: TimerClient,
+        limit: int = CONCURRENCY,
+        *,
+        traced: bool = False,
     ) -> float:
-        """Apply one commit per due (rule `at`); seconds taken."""
+        """Apply one commit per due (rule `at`; `traced`: each in a trace of its own); seconds
+        taken."""
 
         def job(i: int, due: int) -> Callable[[], Awaitable[Any]]:
-            c = commit(f"{tag}-{i}", f"{tag}-{i}", 1, schedule_set({"at": iso_ms(due)}))
+            c = commit(
+                f"{tag}-{i}",
+                f"{tag}-{i}",
+                1,
+                schedule_set({"at": iso_ms(due)}),
+                traceparent=new_traceparent() if traced else None,
+            )
             return lambda: timers.apply(c)
 
         t0 = time.perf_counter()
@@ -389,6 +438,11 @@ class Side:
     activity: str = ""
     delay: bool = False
 
+    @property
+    def wow(self) -> bool:
+        """A wow side (`wow.deliver`); the bare ones name their activity."""
+        return not self.activity
+
 
 SIDES = [
     Side("wow", "wow (start delay, wow.deliver over HTTP)", "host"),
@@ -418,10 +472,14 @@ async def run_side(
     tag: str,
     drain_timeout: float,
     limit: int = CONCURRENCY,
+    *,
+    timers: TimerClient | None = None,
+    traced: bool = False,
 ) -> tuple[dict[str, float], float, bool]:
-    """Ingest one side's timers and wait for all deliveries; (receipts, ingest end ms, ok)."""
-    if side.name == "wow":
-        await rig.ingest_wow(tag, dues_ms, rig.timers, limit)
+    """Ingest one side's timers and wait for all deliveries; (receipts, ingest end ms, ok).
+    A wow side's go through `timers` (default the rig's, on `WOW_QUEUE`), `traced` or not."""
+    if side.wow:
+        await rig.ingest_wow(tag, dues_ms, timers or rig.timers, limit, traced=traced)
         rig.wow_ids.extend(timer_id(f"{tag}-{i}") for i in range(len(dues_ms)))
     else:
         await rig.ingest_bare(
@@ -439,7 +497,7 @@ async def burst(rig: Rig, side: Side, n: int, lead: float) -> Burst:
     tag = rig.tag(side.name.replace("_", ""))
     due = int((time.time() + lead) * 1000)
     got, ingested_ms, ok = await run_side(rig, side, [due] * n, tag, 30 + n / 10)
-    await rig.settle(WOW_QUEUE if side.name == "wow" else BARE_QUEUE)
+    await rig.settle(WOW_QUEUE if side.wow else BARE_QUEUE)
     if not ok:
         print(f"  ! {side.name}: only {len(got)}/{n} delivered", file=sys.stderr)
     late = [t - due for t in got.values()]
@@ -452,13 +510,19 @@ async def burst(rig: Rig, side: Side, n: int, lead: float) -> Burst:
     )
 
 
-async def pipeline(rig: Rig, side: Side, n: int) -> float:
+async def pipeline(
+    rig: Rig, side: Side, n: int, *, timers: TimerClient | None = None, traced: bool = False
+) -> float:
     """N commands due on arrival, ingested as fast as the side can: commands per second from
-    the first ingest to the last answer (every stage of commit ingested -> host answered)."""
+    the first ingest to the last answer (every stage of commit ingested -> host answered).
+    A wow side ingests through `timers` (default the rig's), `traced` or not."""
     tag = rig.tag("p" + side.name.replace("_", ""))
     start_ms = time.time() * 1000
-    got, _, ok = await run_side(rig, side, [int(start_ms)] * n, tag, 30 + n / 10)
-    await rig.settle(WOW_QUEUE if side.name == "wow" else BARE_QUEUE)
+    got, _, ok = await run_side(
+        rig, side, [int(start_ms)] * n, tag, 30 + n / 10, timers=timers, traced=traced
+    )
+    timers = timers or rig.timers
+    await rig.settle(timers.task_queue if side.wow else BARE_QUEUE)
     if not ok:
         print(f"  ! {side.name}: only {len(got)}/{n} delivered", file=sys.stderr)
     last = max(got.values()) if got else float("inf")
@@ -508,7 +572,7 @@ async def lateness(
     t0 = time.time() + 1.0 + 1.5 * n / (ingest_rate * LATENESS_INGEST_LIMIT / CONCURRENCY)
     dues = [int((t0 + i / rate) * 1000) for i in range(n)]
     got, ingested_ms, _ = await run_side(rig, side, dues, tag, 30, LATENESS_INGEST_LIMIT)
-    await rig.settle(WOW_QUEUE if side.name == "wow" else BARE_QUEUE)
+    await rig.settle(WOW_QUEUE if side.wow else BARE_QUEUE)
     late = [got[f"{tag}-{i}"] - due for i, due in enumerate(dues) if f"{tag}-{i}" in got]
     third = max(1, len(late) // 3)
     return Lateness(
@@ -643,6 +707,157 @@ async def measure_actions(rig: Rig, sample: int, cron_slots: int) -> ActionsRepo
     )
 
 
+# -- telemetry: the same pipeline with tracing and metrics on, and off ---------------------
+
+
+class DiscardSpans(SpanExporter):
+    """Takes every span and drops it (counting them): export's cost without a collector."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+@dataclass(frozen=True)
+class Telemetered:
+    """One side of the telemetry measure: a wow side with its own client, queue and worker."""
+
+    side: Side
+    timers: TimerClient
+    traced: bool
+
+
+@dataclass
+class TelemetryReport:
+    n: int
+    rounds: int
+    on: float
+    off: float
+    deliveries: float  # wow_deliveries_total scraped from the ON side's runtime
+    ingested: float  # wow_commits_ingested_total, likewise
+    spans: dict[str, int]  # spans exported per side (to the discarding exporter)
+    delivered: int  # commands each side delivered (warm-up included)
+
+
+def prometheus_total(text: str, name: str) -> float:
+    """The sum of every series of `name` in a Prometheus text exposition."""
+    found = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)", text, re.MULTILINE)
+    return sum(float(value) for value in found)
+
+
+async def measure_telemetry(
+    rig: Rig, server: EmbeddedTemporal, delivery: DeliverySettings, n: int, rounds: int
+) -> TelemetryReport:
+    """The wow end-to-end pipeline (`pipeline`) with tracing and metrics on, as production
+    switches them on, against the same with them off; interleaved rounds, best kept.
+
+    On: the process's SDK tracer provider (`configure_tracing`) exporting in batches to an
+    exporter that drops the spans, Temporal's tracing interceptor on the client (so on its
+    worker), a `traceparent` on every commit, and a runtime serving Prometheus metrics. Off:
+    a client without interceptors on a runtime without metrics, commits without a
+    `traceparent`, so no span is made though the provider is installed. Each side has its own
+    client, runtime, task queue, sender and timer worker, polling as the bench's wow side does.
+    """
+    telemetry = TelemetrySettings()
+    configure_tracing(telemetry, "bench")  # process-global, kept if installed already
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = DiscardSpans()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    metrics_port = free_port("127.0.0.1")
+
+    async def connect(interceptors: Sequence[Interceptor], runtime: Runtime) -> Client:
+        return await Client.connect(
+            server.address,
+            namespace=server.namespace,
+            data_converter=pydantic_data_converter,
+            interceptors=interceptors,
+            runtime=runtime,
+        )
+
+    on_client = await connect(
+        client_interceptors(telemetry), metrics_runtime(metrics_port, "127.0.0.1")
+    )
+    off_client = await connect([], Runtime(telemetry=TelemetryConfig(logging=core_logging())))
+    on = Telemetered(
+        Side("telon", "tracing and metrics on", "host"),
+        TimerClient(on_client, task_queue=TELEMETRY_ON_QUEUE, delivery=delivery),
+        traced=True,
+    )
+    off = Telemetered(
+        Side("teloff", "tracing and metrics off", "host"),
+        TimerClient(off_client, task_queue=TELEMETRY_OFF_QUEUE, delivery=delivery),
+        traced=False,
+    )
+    sides = [on, off]
+    async with (
+        CommandSender(rig.host.url) as on_sender,
+        CommandSender(rig.host.url) as off_sender,
+        timer_worker(
+            on_client,
+            on_sender,
+            task_queue=TELEMETRY_ON_QUEUE,
+            max_concurrent_activities=MAX_ACTIVITIES,
+        ),
+        timer_worker(
+            off_client,
+            off_sender,
+            task_queue=TELEMETRY_OFF_QUEUE,
+            max_concurrent_activities=MAX_ACTIVITIES,
+        ),
+    ):
+        spans = {s.side.name: 0 for s in sides}
+
+        async def measure(s: Telemetered, count: int) -> float:
+            """One side's pipeline of `count`; the spans it made are counted once it settled."""
+            before = exporter.spans
+            rate = await pipeline(rig, s.side, count, timers=s.timers, traced=s.traced)
+            await asyncio.to_thread(provider.force_flush)
+            spans[s.side.name] += exporter.spans - before
+            return rate
+
+        warm_up = 10
+        for s in sides:  # unmeasured: imports, connections, caches
+            await measure(s, warm_up)
+        rates: dict[str, list[float]] = {s.side.name: [] for s in sides}
+        for r in range(rounds):
+            for s in sides[r % 2 :] + sides[: r % 2]:
+                rate = await measure(s, n)
+                rates[s.side.name].append(rate)
+                print(f"  round {r + 1} {s.side.name:10} {rate:6.0f}/s e2e")
+        scraped = (await rig.host.http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+    return TelemetryReport(
+        n=n,
+        rounds=rounds,
+        on=max(rates[on.side.name]),
+        off=max(rates[off.side.name]),
+        deliveries=prometheus_total(scraped, "wow_deliveries_total"),
+        ingested=prometheus_total(scraped, "wow_commits_ingested_total"),
+        spans=spans,
+        delivered=warm_up + rounds * n,
+    )
+
+
+def print_telemetry(report: TelemetryReport) -> None:
+    ratio = report.on / report.off
+    print(
+        f"telemetry   end to end, N={report.n}, {report.rounds} round(s), best kept: "
+        f"tracing+metrics on {report.on:.0f}/s  off {report.off:.0f}/s"
+    )
+    print(
+        f"  telemetry on/off throughput ratio: {ratio:.2f} "
+        f"(target >= {TELEMETRY_TARGET}) {verdict(ratio >= TELEMETRY_TARGET)}"
+    )
+    print(
+        f"  metrics on: wow_deliveries_total {report.deliveries:.0f}, "
+        f"wow_commits_ingested_total {report.ingested:.0f} (of {report.delivered} commands); "
+        f"spans exported: on {report.spans['telon']}, off {report.spans['teloff']}"
+    )
+
+
 # -- main --------------------------------------------------------------------------------------
 
 
@@ -650,109 +865,74 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-async def run(args: argparse.Namespace) -> int:
-    n = args.n or (40 if args.quick else 300)
-    rounds = args.rounds or (1 if args.quick else 2)
-    sides = SIDES[:2] if args.quick else SIDES
+@dataclass
+class TimersReport:
+    """Sections 1 to 4."""
+
+    sides: list[Side]
+    ingest_wow: float
+    ingest_bare: float
+    best: dict[str, Burst]
+    flow: dict[str, float]
+    wow_late: Lateness
+    bare_late: Lateness | None
+    actions: ActionsReport
+
+
+async def measure_timers(
+    rig: Rig, args: argparse.Namespace, sides: list[Side], n: int, rounds: int
+) -> TimersReport:
+    """Sections 1 to 4, wow against bare Temporal."""
     spread = 2.0 if args.quick else 8.0
     cron_slots = 3 if args.quick else 10
-    started = time.perf_counter()
 
-    with tempfile.TemporaryDirectory(prefix="wow-bench-") as tmp:
-        await asyncio.to_thread(Path(tmp, f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
-        sys.path.insert(0, tmp)
-        bare_workflow = importlib.import_module(BARE_MODULE).BareTimer
+    # 4. ingest first: its rate sizes the lead time of the bursts.
+    ingest_n = max(n, 100)
+    ingest_wow, ingest_bare = await measure_ingest(rig, ingest_n, rounds)
+    print(f"ingest: wow {ingest_wow:.0f}/s, bare start_workflow {ingest_bare:.0f}/s")
 
-        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
-        host = Host()
-        await asyncio.gather(server.start(), host.start())
-        try:
-            client = await server.connect()
-            delivery = DeliverySettings(initial_interval=timedelta(milliseconds=200))
-            rig = Rig(
-                client,
-                host,
-                TimerClient(client, task_queue=WOW_QUEUE, delivery=delivery),
-                TimerClient(client, task_queue=IDLE_QUEUE, delivery=delivery),
+    # Warm up every side once (imports, connections, caches), unmeasured.
+    await asyncio.gather(*(burst(rig, side, 10, 1.5) for side in sides))
+
+    # 1. throughput, interleaved rounds, rotating order.
+    lead = 1.0 + 1.5 * n / min(ingest_wow, ingest_bare)
+    results: dict[str, list[Burst]] = {s.name: [] for s in sides}
+    for r in range(rounds):
+        order = sides[r % len(sides) :] + sides[: r % len(sides)]
+        for side in order:
+            b = await burst(rig, side, n, lead)
+            results[side.name].append(b)
+            print(
+                f"  round {r + 1} {side.name:10} {b.rate:6.0f}/s "
+                f"(p50 {b.p50_ms:5.0f} ms, last {b.last_ms:5.0f} ms after due"
+                f"{', INGEST OVERRAN DUE' if b.late_ingest else ''})"
             )
-            bare_http = BareHttp(host.url)
-            async with (
-                CommandSender(host.url) as sender,
-                timer_worker(
-                    client, sender, task_queue=WOW_QUEUE, max_concurrent_activities=MAX_ACTIVITIES
-                ),
-                Worker(
-                    client,
-                    task_queue=BARE_QUEUE,
-                    workflows=[bare_workflow],
-                    activities=[noop, bare_http.post],
-                    max_concurrent_activities=MAX_ACTIVITIES,
-                    # The same pollers as the timer worker: compare the designs, not the tuning.
-                    workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-                    activity_task_poller_behavior=PollerBehaviorAutoscaling(),
-                    sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
-                ),
-            ):
-                print(
-                    f"dev server up in {time.perf_counter() - started:.1f}s; N={n}, "
-                    f"{rounds} round(s), sides: {', '.join(s.name for s in sides)}; "
-                    f"dynamic config {server.dynamic_config}"
-                )
+    best = {name: max(bs, key=lambda b: b.rate) for name, bs in results.items()}
 
-                # 4. ingest first: its rate sizes the lead time of the bursts.
-                ingest_n = max(n, 100)
-                ingest_wow, ingest_bare = await measure_ingest(rig, ingest_n, rounds)
-                print(f"ingest: wow {ingest_wow:.0f}/s, bare start_workflow {ingest_bare:.0f}/s")
+    # 1b. the whole pipeline, commands due on arrival, interleaved rounds.
+    flows: dict[str, list[float]] = {s.name: [] for s in sides}
+    for r in range(rounds):
+        order = sides[r % len(sides) :] + sides[: r % len(sides)]
+        for side in order:
+            flows[side.name].append(await pipeline(rig, side, n))
+            print(f"  round {r + 1} {side.name:10} {flows[side.name][-1]:6.0f}/s e2e")
+    flow = {name: max(rates) for name, rates in flows.items()}
 
-                # Warm up every side once (imports, connections, caches), unmeasured.
-                await asyncio.gather(*(burst(rig, side, 10, 1.5) for side in sides))
+    # 2. lateness at half the ceiling (the end-to-end rate).
+    half = flow["wow"] / 2
+    wow_late = await lateness(rig, SIDES[0], half, spread, ingest_wow)
+    bare_late = None if args.quick else await lateness(rig, SIDES[2], half, spread, ingest_bare)
 
-                # 1. throughput, interleaved rounds, rotating order.
-                lead = 1.0 + 1.5 * n / min(ingest_wow, ingest_bare)
-                results: dict[str, list[Burst]] = {s.name: [] for s in sides}
-                for r in range(rounds):
-                    order = sides[r % len(sides) :] + sides[: r % len(sides)]
-                    for side in order:
-                        b = await burst(rig, side, n, lead)
-                        results[side.name].append(b)
-                        print(
-                            f"  round {r + 1} {side.name:10} {b.rate:6.0f}/s "
-                            f"(p50 {b.p50_ms:5.0f} ms, last {b.last_ms:5.0f} ms after due"
-                            f"{', INGEST OVERRAN DUE' if b.late_ingest else ''})"
-                        )
-                best = {name: max(bs, key=lambda b: b.rate) for name, bs in results.items()}
+    # 3. actions.
+    report = await measure_actions(rig, min(20, n), cron_slots)
+    return TimersReport(sides, ingest_wow, ingest_bare, best, flow, wow_late, bare_late, report)
 
-                # 1b. the whole pipeline, commands due on arrival, interleaved rounds.
-                flows: dict[str, list[float]] = {s.name: [] for s in sides}
-                for r in range(rounds):
-                    order = sides[r % len(sides) :] + sides[: r % len(sides)]
-                    for side in order:
-                        flows[side.name].append(await pipeline(rig, side, n))
-                        print(f"  round {r + 1} {side.name:10} {flows[side.name][-1]:6.0f}/s e2e")
-                flow = {name: max(rates) for name, rates in flows.items()}
 
-                # 2. lateness at half the ceiling (the end-to-end rate).
-                half = flow["wow"] / 2
-                wow_late = await lateness(rig, SIDES[0], half, spread, ingest_wow)
-                bare_late = (
-                    None if args.quick else await lateness(rig, SIDES[2], half, spread, ingest_bare)
-                )
-
-                # 3. actions.
-                report = await measure_actions(rig, min(20, n), cron_slots)
-                duplicates = await host.duplicates()
-            await bare_http.client.aclose()
-        finally:
-            await asyncio.gather(server.stop(), host.stop())
-
-    elapsed = time.perf_counter() - started
+def print_timers(t: TimersReport) -> None:
+    flow, best, sides = t.flow, t.best, t.sides
+    wow_late, bare_late, report = t.wow_late, t.bare_late, t.actions
     ratio = flow["wow"] / flow["bare"]
     burst_ratio = best["wow"].rate / best["bare"].rate
-    print()
-    print(
-        f"=== wow timers vs bare Temporal: N={n}, {rounds} round(s), best kept; "
-        f"{elapsed:.0f}s in all ==="
-    )
     print(
         f"throughput  end to end (commit ingested -> host answered, due on arrival): "
         f"wow {flow['wow']:.0f}/s  baseline {flow['bare']:.0f}/s  "
@@ -798,9 +978,82 @@ async def run(args: argparse.Namespace) -> int:
     print(f"  replaced one-shot: {report.replaced[0]} ({report.replaced[1]})")
     print(f"  cancelled one-shot: {report.cancelled[0]} ({report.cancelled[1]})")
     print(
-        f"ingest      wow {ingest_wow:.0f} commits/s  bare start_workflow {ingest_bare:.0f}/s  "
-        f"ratio {ingest_wow / ingest_bare:.2f}  ({CONCURRENCY} in flight)"
+        f"ingest      wow {t.ingest_wow:.0f} commits/s  "
+        f"bare start_workflow {t.ingest_bare:.0f}/s  "
+        f"ratio {t.ingest_wow / t.ingest_bare:.2f}  ({CONCURRENCY} in flight)"
     )
+
+
+async def run(args: argparse.Namespace) -> int:
+    n = args.n or (40 if args.quick else 300)
+    rounds = args.rounds or (1 if args.quick else 2)
+    telemetry_rounds = args.rounds or (1 if args.quick else 3)
+    sides = SIDES[:2] if args.quick else SIDES
+    started = time.perf_counter()
+    timers_report: TimersReport | None = None
+
+    with tempfile.TemporaryDirectory(prefix="wow-bench-") as tmp:
+        await asyncio.to_thread(Path(tmp, f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
+        sys.path.insert(0, tmp)
+        bare_workflow = importlib.import_module(BARE_MODULE).BareTimer
+
+        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
+        host = Host()
+        await asyncio.gather(server.start(), host.start())
+        try:
+            client = await server.connect()
+            delivery = DeliverySettings(initial_interval=timedelta(milliseconds=200))
+            rig = Rig(
+                client,
+                host,
+                TimerClient(client, task_queue=WOW_QUEUE, delivery=delivery),
+                TimerClient(client, task_queue=IDLE_QUEUE, delivery=delivery),
+            )
+            bare_http = BareHttp(host.url)
+            async with (
+                CommandSender(host.url) as sender,
+                timer_worker(
+                    client, sender, task_queue=WOW_QUEUE, max_concurrent_activities=MAX_ACTIVITIES
+                ),
+                Worker(
+                    client,
+                    task_queue=BARE_QUEUE,
+                    workflows=[bare_workflow],
+                    activities=[noop, bare_http.post],
+                    max_concurrent_activities=MAX_ACTIVITIES,
+                    # The same pollers as the timer worker: compare the designs, not the tuning.
+                    workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+                    activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+                    sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+                ),
+            ):
+                names = "telemetry on, off" if args.only else ", ".join(s.name for s in sides)
+                print(
+                    f"dev server up in {time.perf_counter() - started:.1f}s; N={n}, "
+                    f"{rounds} round(s) ({telemetry_rounds} for telemetry), sides: {names}; "
+                    f"dynamic config {server.dynamic_config}"
+                )
+                if args.only is None:
+                    timers_report = await measure_timers(rig, args, sides, n, rounds)
+                # 5. telemetry on against off, last: it installs the process's tracer provider.
+                telemetry_report = await measure_telemetry(
+                    rig, server, delivery, n, telemetry_rounds
+                )
+                duplicates = await host.duplicates()
+            await bare_http.client.aclose()
+        finally:
+            await asyncio.gather(server.stop(), host.stop())
+
+    elapsed = time.perf_counter() - started
+    print()
+    what = "telemetry on against off" if args.only else "vs bare Temporal"
+    print(
+        f"=== wow timers {what}: N={n}, {telemetry_rounds if args.only else rounds} round(s), "
+        f"best kept; {elapsed:.0f}s in all ==="
+    )
+    if timers_report is not None:
+        print_timers(timers_report)
+    print_telemetry(telemetry_report)
     print(f"host duplicates (redeliveries): {duplicates}")
     return 0
 
@@ -809,7 +1062,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="tiny run for the smoke test")
     parser.add_argument("--n", type=int, help="commands per burst (default 300, quick 40)")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 2, quick 1)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="interleaved rounds (default 2, telemetry 3; quick 1)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["telemetry"],
+        help="run one section alone (5: telemetry on against off)",
+    )
     parser.add_argument("--serve-host", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_host:

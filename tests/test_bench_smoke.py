@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,11 @@ def test_timers_bench_quick_runs_and_prints_the_table() -> None:
     assert "early 0" in out, out
     assert "missing 0" in out, out
     assert "one-shot 2.00 per command" in out, out
+    # The telemetry section: its ratio line (the figure is not checked), and metrics really on.
+    assert re.search(
+        r"telemetry on/off throughput ratio: \d+\.\d\d \(target >= 0\.9\) (PASS|MISS)", out
+    ), out
+    delivered = re.search(r"wow_deliveries_total (\d+), .*\(of (\d+) commands\)", out)
+    assert delivered is not None, out
+    assert int(delivered[1]) >= int(delivered[2]), out
+    assert "spans exported: on " in out and ", off 0" in out, out
