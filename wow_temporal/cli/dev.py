@@ -1,0 +1,121 @@
+"""`dev`, the whole stack on the embedded Temporal dev server, and `demo`, the walk through the
+spec's e-shop on it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from wow_temporal.cli._common import (
+    _configure_logging,
+    _configure_tracing,
+    _fail,
+    _jobs_app,
+    _load_apps,
+    _settings,
+)
+
+_EXAMPLE_APP = "workers.eshop:apps"
+"""The spec's e-shop (order and inventory), which `dev` runs when started in the repository."""
+
+
+def dev(
+    data_dir: Annotated[Path, typer.Option(help="Where the dev server keeps its database.")] = Path(
+        ".wow-temporal"
+    ),
+    port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Temporal gRPC port, used or refused; 0: any free."),
+    ] = 7233,
+    ui_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Web UI port, used or refused; 0: any free."),
+    ] = 8233,
+    headless: Annotated[bool, typer.Option(help="No Web UI.")] = False,
+    host_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Domain host port, used or refused; 0: any free."),
+    ] = 8089,
+    app_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="module:attr of an App (or a list of them) to host and whose jobs to run "
+            f"(default: the spec's e-shop, {_EXAMPLE_APP}, when run from the repository; "
+            "'none' for the echo host alone).",
+        ),
+    ] = None,
+) -> None:
+    """Run everything on the embedded default: Temporal dev server and Web UI, the timer
+    worker, the job worker, the control API (WOW_API_PORT, 8088) and the domain host
+    (--host-port, 8089), until Ctrl-C.
+
+    A port in use is refused, never swapped; so is a data directory another dev runs on."""
+    from wow_temporal.dev import dev_main
+    from wow_temporal.dev_services import default_services
+    from wow_temporal.embedded import (
+        EmbeddedTemporalError,
+        TemporalBinaryNotFoundError,
+        TemporalServerExitedError,
+    )
+    from wow_temporal.metrics import exporting_runtime
+    from wow_temporal.tracing import client_interceptors
+
+    if app_ref is None and Path("workers/eshop/__init__.py").is_file():
+        app_ref = _EXAMPLE_APP
+    reference = None if app_ref in (None, "none") else app_ref
+    apps = _load_apps(reference)
+    settings = _settings(_jobs_app(apps, reference))
+    metrics_port = settings.worker.metrics_port
+    _configure_logging(settings)
+    _configure_tracing(settings, "wow-temporal-dev")
+    pushed = settings.telemetry.metrics == "otlp"
+    try:
+        dev_main(
+            data_dir,
+            port=port or None,
+            ui_port=ui_port or None,
+            headless=headless,
+            services=default_services(settings, apps, host_port),
+            interceptors=client_interceptors(settings.telemetry),
+            runtime=lambda: exporting_runtime(
+                settings.telemetry, metrics_port, "WOW_WORKER_METRICS_PORT"
+            ),
+            metrics_url=(
+                f"OTLP to {settings.telemetry.otlp_endpoint}" if pushed
+                else f"http://127.0.0.1:{metrics_port}/metrics"
+            ),
+        )
+    except TemporalServerExitedError:
+        raise typer.Exit(1) from None  # run_dev has said so, in one line
+    except (EmbeddedTemporalError, TemporalBinaryNotFoundError) as error:
+        raise _fail(str(error), 1) from None
+    except OSError as error:  # a service lost its port to another program since the check
+        raise _fail(str(error), 1) from None
+
+
+def demo(
+    host_url: Annotated[
+        str, typer.Option(help="The dev stack's domain host.")
+    ] = "http://127.0.0.1:8089",
+    api_url: Annotated[
+        str | None, typer.Option(help="The control API (default: WOW_API_PORT).")
+    ] = None,
+    ui_url: Annotated[str, typer.Option(help="The Temporal Web UI.")] = "http://127.0.0.1:8233",
+) -> None:
+    """Walk through the spec's e-shop on a running `./run dev` in about a minute: an order that
+    cancels itself when not paid in time, one paid in time, and the morning job."""
+    from wow_temporal.demo import DemoError, run_demo
+
+    settings = _settings()
+    api = api_url or f"http://127.0.0.1:{settings.api_port}"
+    try:
+        asyncio.run(run_demo(host_url, api, ui_url, token=settings.api_token))
+    except DemoError as error:
+        raise _fail(str(error), 1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+

@@ -1,0 +1,162 @@
+"""The timers: `apply` hands commits' schedule events to them, the `timers` group lists, shows,
+retries and cancels them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from wow_temporal.cli._common import (
+    _Address,
+    _configure_logging,
+    _connect,
+    _echo_json,
+    _fail,
+    _Namespace,
+    _run,
+    _settings,
+)
+from wow_temporal.schedule import InvalidCommitError, explain
+
+timers_app = typer.Typer(no_args_is_help=True, help="List, show, retry and cancel timers.")
+
+
+def apply_commits(
+    files: Annotated[
+        list[Path], typer.Argument(help="JSON files of commits (one commit or a list); - is stdin.")
+    ],
+    address: _Address = None,
+    namespace: _Namespace = None,
+) -> None:
+    """Hand commits' schedule events to the timers (as a host's relay would)."""
+    from wow_temporal.schedule import Commit
+    from wow_temporal.timers.client import TimerClient
+    from wow_temporal.worker import delivery_settings
+
+    commits: list[Commit] = []
+    for path in files:
+        try:
+            text = sys.stdin.read() if str(path) == "-" else path.read_text()
+            data = json.loads(text)
+        except (OSError, json.JSONDecodeError) as error:
+            raise _fail(f"{path}: {error}") from None
+        for item in data if isinstance(data, list) else [data]:
+            try:
+                commits.append(Commit.parse(item))
+            except InvalidCommitError as error:
+                raise _fail(f"{path}: {error}") from None
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
+
+    async def work() -> None:
+        client = await _connect(settings)
+        timers = TimerClient(client, delivery=delivery_settings(settings.timers))
+        for answers in await timers.apply_many(commits):
+            for applied in answers:
+                typer.echo(
+                    f"{applied.outcome:<9} {applied.kind:<6} {applied.workflow_id}  "
+                    f"{applied.reason}".rstrip()
+                )
+
+    _run(work)
+
+
+@timers_app.command("list")
+def timers_list(
+    aggregate: Annotated[str | None, typer.Option(help="context.aggregate")] = None,
+    aggregate_id: Annotated[str | None, typer.Option("--aggregate-id")] = None,
+    tenant: Annotated[str | None, typer.Option()] = None,
+    key: Annotated[str | None, typer.Option()] = None,
+    status: Annotated[
+        str | None, typer.Option(help="Scheduled, Parked, Delivered, Rejected, Cancelled, …")
+    ] = None,
+    running: Annotated[bool | None, typer.Option("--running/--closed")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
+) -> None:
+    """List timers matching the filters (the same query works in the Web UI)."""
+    from wow_temporal.timers.client import TimerClient, TimerFilter
+
+    settings = _settings(address=address, namespace=namespace)
+    try:
+        where = TimerFilter(
+            aggregate=aggregate,
+            aggregate_id=aggregate_id,
+            tenant=tenant,
+            key=key,
+            status=status,  # any case of a Status name
+            running=running,
+        )
+    except ValidationError as error:
+        raise _fail(explain(error)) from None
+    _configure_logging(settings, logging.WARNING)
+
+    async def work() -> None:
+        client = await _connect(settings)
+        found = await TimerClient(client).list(where, limit=limit)
+        if as_json:
+            _echo_json([info.model_dump(mode="json") for info in found])
+            return
+        typer.echo(f"# {where.query()}", err=True)
+        for info in found:
+            due = info.due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if info.due else "-"
+            typer.echo(f"{info.status:<10} {due:<21} {info.workflow_id}")
+
+    _run(work)
+
+
+@timers_app.command("show")
+def timers_show(workflow_id: str, address: _Address = None, namespace: _Namespace = None) -> None:
+    """Show one timer with its full state."""
+    from wow_temporal.timers.client import TimerClient
+
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
+
+    async def work() -> None:
+        client = await _connect(settings)
+        _echo_json(await TimerClient(client).show(workflow_id))
+
+    _run(work)
+
+
+@timers_app.command("retry")
+def timers_retry(
+    workflow_id: str, address: _Address = None, namespace: _Namespace = None
+) -> None:
+    """Retry a parked timer's delivery now (same request id)."""
+    _operate(workflow_id, "retry", address, namespace)
+
+
+@timers_app.command("cancel")
+def timers_cancel(
+    workflow_id: str, address: _Address = None, namespace: _Namespace = None
+) -> None:
+    """Cancel a pending or parked timer."""
+    _operate(workflow_id, "cancel", address, namespace)
+
+
+def _operate(
+    workflow_id: str, operation: str, address: str | None, namespace: str | None
+) -> None:
+    from wow_temporal.timers.client import TimerClient
+
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
+
+    async def work() -> None:
+        timers = TimerClient(await _connect(settings))
+        state = await getattr(timers, operation)(workflow_id)
+        typer.echo(f"{workflow_id}: {state.status.value}")
+
+    _run(work)
+
