@@ -354,7 +354,21 @@ def test_schedule_override_lookup() -> None:
         ("wow:\n  api: 5\n", r"^wow\.api: "),
         (
             "wow:\n  api:\n    tokn: x\n",
-            r"^wow\.api\.tokn: unknown key; known: token, port, tenant-tokens, tenant-tokens-file",
+            r"^wow\.api\.tokn: unknown key; known: token, port, metrics-port, tenant-tokens, "
+            r"tenant-tokens-file",
+        ),
+        (
+            "wow:\n  telemetry:\n    metrics: otlp\n",
+            r"^wow\.telemetry: metrics: otlp needs otlp-endpoint, the collector's URL",
+        ),
+        (
+            "wow:\n  telemetry:\n    otlp-endpoint: collector:4318\n",
+            r"^wow\.telemetry\.otlp-endpoint: must be the OTLP/HTTP collector's base URL",
+        ),
+        ("wow:\n  telemetry:\n    metrics: statsd\n", r"^wow\.telemetry\.metrics: "),
+        (
+            "wow:\n  telemetry:\n    trace: true\n",
+            r"^wow\.telemetry\.trace: unknown key; known: tracing, otlp-endpoint, metrics",
         ),
         ("wow:\n  api-token: x\n", r"^wow\.api-token: moved to wow\.api\.token \(in "),
         ("wow:\n  api_token: x\n", r"^wow\.api_token: moved to wow\.api\.token"),
@@ -912,3 +926,24 @@ def test_invalid_worker_settings_in_the_file_name_the_key(
 def test_a_service_named_wow_worker_is_not_a_setting(env: dict[str, str]) -> None:
     links = {"WOW_WORKER_SERVICE_HOST": "10.0.0.9", "WOW_WORKER_PORT": "tcp://10.0.0.9:8081"}
     assert load_settings(None, {**env, **links}).worker == WorkerSettings()
+
+
+def test_telemetry_settings_from_the_environment() -> None:
+    settings = load_settings(
+        environ={
+            "WOW_TELEMETRY_TRACING": "false",
+            "WOW_TELEMETRY_OTLP_ENDPOINT": "http://collector:4318/",
+            "WOW_TELEMETRY_METRICS": "OTLP",
+            "WOW_API_METRICS_PORT": "9465",
+        }
+    )
+    assert settings.telemetry.tracing is False
+    assert settings.telemetry.otlp_endpoint == "http://collector:4318"
+    assert settings.telemetry.metrics == "otlp"
+    assert settings.api.metrics_port == 9465
+    defaults = load_settings(environ={}).telemetry
+    assert (defaults.tracing, defaults.otlp_endpoint, defaults.metrics) == (
+        True, None, "prometheus"
+    )
+    with pytest.raises(SettingsError, match=r"^WOW_TELEMETRY_X: unknown telemetry setting"):
+        load_settings(environ={"WOW_TELEMETRY_X": "1"})
