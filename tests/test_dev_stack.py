@@ -142,6 +142,10 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
             f"http://127.0.0.1:{metrics_port}/metrics", timeout=10
         ) as response:
             metrics = response.read().decode()
+        assert any(
+            line.startswith("wow_parked{") and 'kind="timer"' in line
+            for line in metrics.splitlines()
+        ), "no wow_parked gauge in the dev stack's metrics"
         for name, labels in (
             ("wow_deliveries_total", ['outcome="delivered"']),
             ("wow_commits_ingested_total", []),

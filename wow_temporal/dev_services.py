@@ -23,7 +23,7 @@ from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
 from wow_temporal.timers.core import short_instant
-from wow_temporal.worker import delivery_settings, job_worker, timer_worker
+from wow_temporal.worker import count_parked, delivery_settings, job_worker, timer_worker
 
 __all__ = [
     "DOMAIN_HOST_PORT",
@@ -151,11 +151,23 @@ class TimerWorkerService(_WorkerService):
 
     name = "timer worker"
 
+    def __init__(self, settings: Settings, host_url: str) -> None:
+        super().__init__(settings, host_url)
+        self._counting = asyncio.Event()
+        self._counts: asyncio.Task[None] | None = None
+
     async def start(self, ctx: DevContext) -> str:
         self._sender = CommandSender(self.host_url)
         self._worker = timer_worker(ctx.client, self._sender)
         self._task = asyncio.create_task(self._worker.run())
+        self._counts = asyncio.create_task(count_parked(ctx.client, self._counting))
         return f"task queue {TIMER_TASK_QUEUE}, delivering to {self.host_url}"
+
+    async def stop(self) -> None:
+        self._counting.set()
+        if self._counts is not None:
+            await self._counts
+        await super().stop()
 
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "WorkerFailedError",
     "connect",
     "connect_reason",
+    "count_parked",
     "delivery_settings",
     "job_worker",
     "run_worker",
@@ -284,7 +285,7 @@ PARKED_QUERIES = {
 """The visibility queries behind the `wow_parked` gauge, by kind (the README's saved views)."""
 
 
-async def _count_parked(client: Client, stop: asyncio.Event) -> None:
+async def count_parked(client: Client, stop: asyncio.Event) -> None:
     """Keep the `wow_parked` gauge to what visibility counts, every `PARKED_INTERVAL` s (for
     display only: visibility lags; a failed count keeps the last value)."""
     meter = client_meter(client)
@@ -387,7 +388,7 @@ async def run_worker(
                     ", ".join(sorted(app.jobs)) or "no jobs",
                 )
             watch = asyncio.create_task(_watch(client, workers, readiness, stop))
-            parked = asyncio.create_task(_count_parked(client, stop))
+            parked = asyncio.create_task(count_parked(client, stop))
             stopping = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([stopping, *runs], return_when=asyncio.FIRST_COMPLETED)
             stop.set()  # ends the watch and the counts, whichever came first
