@@ -5,6 +5,7 @@ decodes what it receives with OpenTelemetry's own protobuf messages."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 import uuid
@@ -107,7 +108,7 @@ async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
         env={
             "WOW_TELEMETRY_OTLP_ENDPOINT": collector.url,
             "WOW_TELEMETRY_METRICS": "otlp",
-            "OTEL_BSP_SCHEDULE_DELAY": "200",  # the span batch is sent within 0.2 s
+            "OTEL_BSP_SCHEDULE_DELAY": "600000",  # no batch is due: the stop sends them
             "OTEL_METRIC_EXPORT_INTERVAL": "500",
         },
     )
@@ -120,17 +121,20 @@ async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
             lambda host: any(r.aggregate_id == data["aggregateId"] for r in host.requests),
             timeout=30,
         )
-        deliver = "wow.deliver eshop.order.CancelOrder"
-        await until(
-            lambda: any(name == deliver and tid == trace_id for name, tid, _ in collector.spans),
-            20, f"no {deliver} span of trace {trace_id} reached the collector: {collector.spans}",
-        )
         await until(
             lambda: "wow_deliveries" in collector.metrics, 20,
             f"wow_deliveries never pushed; got {sorted(collector.metrics)}",
         )
+        assert not collector.spans, "a batch went before it was due"
+        assert worker.proc is not None
+        worker.proc.send_signal(signal.SIGTERM)  # a graceful stop sends the spans batched
+        assert await asyncio.wait_for(worker.proc.wait(), 30) == 0
     finally:
         await worker.stop()
+    deliver = "wow.deliver eshop.order.CancelOrder"
+    assert any(name == deliver and tid == trace_id for name, tid, _ in collector.spans), (
+        f"no {deliver} span of trace {trace_id} reached the collector: {collector.spans}"
+    )
     ((_, _, attributes),) = [s for s in collector.spans if s[0] == deliver and s[1] == trace_id]
     assert attributes["wow.outcome"] == "delivered"
     assert "wow-temporal-worker" in collector.services
@@ -160,3 +164,30 @@ def test_spans_over_otlp_without_the_extra_say_which_extra(
     with pytest.raises(SettingsError, match=r"pip install 'wow-temporal\[otlp\]'"):
         tracing.configure_tracing(TelemetrySettings(otlp_endpoint="http://c:4318"), "test")
     assert trace.get_tracer_provider() is before, "a refused setting changed nothing"
+
+
+def test_a_collector_outage_is_said_once_and_its_end_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from wow_temporal.tracing import _OutageLog
+
+    class Answers(SpanExporter):
+        def __init__(self, *results: SpanExportResult) -> None:
+            self.results = list(results)
+
+        def export(self, spans: object) -> SpanExportResult:  # type: ignore[override]
+            return self.results.pop(0)
+
+    failure, success = SpanExportResult.FAILURE, SpanExportResult.SUCCESS
+    exporter = _OutageLog(Answers(success, failure, failure, failure, success, success), "http://c")
+    with caplog.at_level("INFO", logger="wow_temporal.tracing"):
+        results = [exporter.export([]) for _ in range(6)]
+    assert results == [success, failure, failure, failure, success, success]
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert said == [
+        ("WARNING", "cannot export spans to the collector at http://c: they are dropped until "
+                    "it answers (retried with every batch)"),
+        ("INFO", "the collector at http://c takes spans again"),
+    ]

@@ -15,11 +15,14 @@ set none), the OpenTelemetry API passes the incoming context through unchanged: 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -40,6 +43,7 @@ TRACER_NAME = "wow_temporal"
 """The instrumentation scope of wow-temporal's own spans."""
 
 _W3C = TraceContextTextMapPropagator()
+log = logging.getLogger(__name__)
 
 
 def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
@@ -72,7 +76,53 @@ def _otlp_exporter(endpoint: str) -> Any:
             "wow.telemetry.otlp-endpoint: exporting spans over OTLP needs the OTLP exporter: "
             "pip install 'wow-temporal[otlp]'"
         ) from None
-    return OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    log.info("spans exported over OTLP to %s", endpoint)
+    return _OutageLog(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), endpoint)
+
+
+class _OutageLog(SpanExporter):
+    """An exporter that says once when the collector stops taking spans and once when it takes
+    them again, instead of the OTLP exporter's warning per retry (several a batch)."""
+
+    def __init__(self, exporter: SpanExporter, endpoint: str) -> None:
+        self._exporter = exporter
+        self._endpoint = endpoint
+        self._failing = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with _quiet(_OTLP_LOGGER):
+            result = self._exporter.export(spans)
+        if result is SpanExportResult.SUCCESS and self._failing:
+            self._failing = False
+            log.info("the collector at %s takes spans again", self._endpoint)
+        elif result is not SpanExportResult.SUCCESS and not self._failing:
+            self._failing = True
+            log.warning(
+                "cannot export spans to the collector at %s: they are dropped until it "
+                "answers (retried with every batch)", self._endpoint,
+            )
+        return result
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._exporter.force_flush(timeout_millis)
+
+
+_OTLP_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Silence logger `name` below CRITICAL meanwhile (the exporter's thread is its only user)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def client_interceptors(telemetry: TelemetrySettings) -> list[Any]:
