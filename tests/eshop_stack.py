@@ -422,6 +422,7 @@ class EshopStack:
         body: dict[str, Any] | None = None,
         *,
         request_id: str | None = None,
+        extra_headers: dict[str, str] | None = None,
     ) -> Answer:
         headers = {
             "Command-Type": command_type,
@@ -431,6 +432,7 @@ class EshopStack:
             "Command-Tenant-Id": ref.tenant_id,
             "Command-Request-Id": request_id or uuid.uuid4().hex,
             "Command-Wait-Stage": "PROCESSED",
+            **(extra_headers or {}),
         }
         response = await self.http.post(self.url + COMMAND_SEND, json=body or {}, headers=headers)
         data = response.json()
@@ -476,12 +478,20 @@ class EshopStack:
         assert answer.ok, answer
 
     async def place_order(
-        self, tenant: str, order_id: str, items: dict[str, int] | None = None
+        self,
+        tenant: str,
+        order_id: str,
+        items: dict[str, int] | None = None,
+        *,
+        traceparent: str | None = None,
     ) -> AggregateRef:
         """Create an order (one `mug` unless `items` say), answered Ok; its ref."""
         ref = ORDER.ref(tenant, order_id)
         lines = [{"product_id": p, "quantity": q} for p, q in (items or {"mug": 1}).items()]
-        answer = await self.send("eshop.order.CreateOrder", ref, {"items": lines})
+        extra = {"traceparent": traceparent} if traceparent else None
+        answer = await self.send(
+            "eshop.order.CreateOrder", ref, {"items": lines}, extra_headers=extra
+        )
         assert answer.ok, answer
         return ref
 

@@ -138,6 +138,27 @@ async def test_an_unpaid_order_is_cancelled_once_by_its_timer_never_early(
     await wait_until(released, timeout=10, what="the stock released")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("delivering")
+async def test_one_trace_runs_from_the_order_placed_to_its_cancellation(
+    stack: EshopStack,
+) -> None:
+    tenant = new_tenant()
+    trace = uuid.uuid4().hex
+    await stack.receive_stock(tenant, "mug", 10)
+    ref = await stack.place_order(
+        tenant, "o-1", {"mug": 2}, traceparent=f"00-{trace}-{uuid.uuid4().hex[:16]}-01"
+    )
+    view = await stack.wait_order(ref, CANCELLED)
+    # CreateOrder -> its commit -> the inventory saga -> ConfirmOrderStock -> the ScheduleSet's
+    # commit -> the relay -> the timer -> CancelOrder delivered -> its commit: one trace id.
+    set_commit, _ = view.schedule_set()
+    (cancel_commit, _), = view.cancellations
+    for commit in (view.commits[0], set_commit, cancel_commit):
+        traceparent = commit.header.get("traceparent", "")
+        assert traceparent.split("-")[1:2] == [trace], (commit.body[0].name, commit.header)
+
+
 # --- 2. paid in time: the timer ends cancelled, nothing is sent ---------------------------------
 
 

@@ -22,6 +22,7 @@ from wow_temporal.domain.saga import EventHandler, Rejected, RejectedHandler, Sa
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
 from wow_temporal.schedule import Commit, CommitEvent
+from wow_temporal.tracing import continued_span, current_traceparent
 
 __all__ = ["SagaFollower", "saga_followers"]
 
@@ -56,7 +57,15 @@ class SagaFollower(Follower):
             for index, event in enumerate(commit.body):
                 for handler in self.handlers.get(event.name, ()):
                     self.acted = True
-                    await self._on_event(commit, index, event, handler)
+                    attributes: dict[str, str | int | bool] = {
+                        "wow.saga": handler.name,
+                        "wow.event": event.name,
+                        "wow.commit.id": commit.id,
+                    }
+                    with continued_span(
+                        f"wow.saga {handler.name}", commit.header.get("traceparent"), attributes
+                    ):
+                        await self._on_event(commit, index, event, handler)
         return commits[-1][0]
 
     async def _on_event(
@@ -89,6 +98,9 @@ class SagaFollower(Follower):
         headers = {"upstream_id": commit.id, "upstream_name": event.name}
         if "trace_id" in commit.header:
             headers["trace_id"] = commit.header["trace_id"]
+        traceparent = current_traceparent() or commit.header.get("traceparent")
+        if traceparent:  # the command continues the trace of the event that caused it
+            headers["traceparent"] = traceparent
         result = await self.host.send(
             CommandMessage(
                 type=command.type,

@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
 from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef
+from wow_temporal.tracing import current_traceparent
 
 if TYPE_CHECKING:
     from wow_temporal.host.follower import Follower
@@ -211,8 +212,11 @@ def create_host_app(
             for name, value in headers.items()
             if name.startswith(_HEADER_PREFIX)
         }
-        if "traceparent" in headers:
-            message_headers["traceparent"] = headers["traceparent"]
+        # The commit continues the request's trace: from this server's span if one is active
+        # (FastAPI's, with a tracer provider installed), else from the caller's.
+        traceparent = current_traceparent() or headers.get("traceparent")
+        if traceparent:
+            message_headers["traceparent"] = traceparent
         message = CommandMessage(
             type=command_type,
             ref=AggregateRef(
