@@ -4,7 +4,12 @@ wow-temporal's (deliveries by outcome, lateness) from a real CLI worker on the d
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -127,3 +132,48 @@ async def test_the_worker_gauges_the_parked_timers(
     # Namespace-wide: other tests' parked timers count too, this one at least.
     assert series(text, "wow_parked", kind="timer") >= 1, text[-2000:]
     assert 'wow_parked{' in text and 'kind="job"' in text
+
+
+@on_the_session_loop
+async def test_the_control_api_serves_the_commits_it_ingests(
+    dev_server: EmbeddedTemporal, tmp_path: Path
+) -> None:
+    api_port, metrics_port = free_port(), free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
+        "TEMPORAL_ADDRESS": dev_server.address,
+        "TEMPORAL_NAMESPACE": dev_server.namespace,
+        "WOW_API_TOKEN": "operator-secret",
+        "WOW_API_METRICS_PORT": str(metrics_port),
+        "WOW_TIMERS_MAX_ATTEMPTS": "1",
+    }
+    log = tmp_path / "api.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "wow-temporal"), "api", "--port", str(api_port),
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    data = commit(after=3600)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as http:
+            for _ in range(200):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await http.get("/health")).status_code == 200:
+                        break
+                assert proc.returncode is None, log.read_text()
+                await asyncio.sleep(0.05)
+            answer = await http.post(
+                "/commits", json=data, headers={"Authorization": "Bearer operator-secret"}
+            )
+            assert answer.status_code == 200, answer.text
+        text = await scrape(metrics_port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
+        client = await dev_server.connect()
+        timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(timer).terminate("test over")
+    assert series(text, "wow_commits_ingested_total") == 1, text[-2000:]
+    assert series(text, "wow_timer_changes_total", kind="set", outcome="started") == 1
+    assert f"metrics on port {metrics_port}" in log.read_text()
