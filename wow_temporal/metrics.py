@@ -1,6 +1,8 @@
-"""Worker metrics, on the Temporal SDK's own Prometheus exporter (`wow.worker.metrics-port`):
-the SDK's metrics (`temporal_*`: polls, task latencies, slots) and wow-temporal's beside them,
-recorded from the activities through `activity.metric_meter()`:
+"""Metrics, on the Temporal runtime's own exporter: served for Prometheus (the worker's
+`wow.worker.metrics-port`, the control API's `wow.api.metrics-port`) or pushed over OTLP
+(`wow.telemetry.metrics: otlp`). The SDK's metrics (`temporal_*`: polls, task latencies,
+slots) and wow-temporal's beside them, recorded through the runtime's meter (the activities'
+`activity.metric_meter()`, the client's for ingest):
 
 - `wow_deliveries{outcome}`: delivery attempts by outcome (delivered, rejected, failed,
   parked, cancelled);
@@ -39,14 +41,13 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PARKED_INTERVAL",
+    "IngestMetrics",
     "client_meter",
     "exporting_runtime",
     "metrics_runtime",
     "otlp_metrics_runtime",
     "record_delivery",
-    "record_ingest",
     "record_parked",
-    "record_relay",
     "record_tick",
 ]
 
@@ -101,26 +102,32 @@ def client_meter(client: Client) -> MetricMeter:
     return (client.service_client.config.runtime or Runtime.default()).metric_meter
 
 
-def record_ingest(meter: MetricMeter, changes: list[tuple[str, str]]) -> None:
-    """Count one commit handed to the timers and its schedule events' (kind, outcome)."""
-    meter.create_counter("wow_commits_ingested", "Commits handed to the timers").add(1)
-    counter = meter.create_counter(
-        "wow_timer_changes", "Schedule events applied to timers, by kind and outcome"
-    )
-    for kind, outcome in changes:
-        counter.add(1, {"kind": kind, "outcome": outcome})
+class IngestMetrics:
+    """The series of the process that hands commits to the timers (`TimerClient`, a relay)."""
 
+    def __init__(self, meter: MetricMeter) -> None:
+        self._commits = meter.create_counter("wow_commits_ingested", "Commits handed to the timers")
+        self._changes = meter.create_counter(
+            "wow_timer_changes", "Schedule events applied to timers, by kind and outcome"
+        )
+        self._lag = meter.create_histogram(
+            "wow_relay_lag", "From a commit's creation to its hand-over to the timers", "ms"
+        )
+        self._behind = meter.create_gauge("wow_relay_behind", "Commits the relay has yet to read")
 
-def record_relay(meter: MetricMeter, handed: Sequence[Commit], behind: int) -> None:
-    """Record a relay batch: each commit's lag from its creation to being handed to the
-    timers, and how many commits the log still holds after the batch."""
-    now = time.time()
-    lag = meter.create_histogram(
-        "wow_relay_lag", "From a commit's creation to its hand-over to the timers", "ms"
-    )
-    for commit in handed:
-        lag.record(max(0, int((now - commit.created_at.timestamp()) * 1000)))
-    meter.create_gauge("wow_relay_behind", "Commits the relay has yet to read").set(behind)
+    def ingested(self, changes: Sequence[tuple[str, str]]) -> None:
+        """Count one commit applied and its schedule events' (kind, outcome)."""
+        self._commits.add(1)
+        for kind, outcome in changes:
+            self._changes.add(1, {"kind": kind, "outcome": outcome})
+
+    def relayed(self, handed: Sequence[Commit], behind: int) -> None:
+        """Record a relay batch: each commit's lag from its creation to its hand-over, and
+        how many commits the log still holds after the batch."""
+        now = time.time()
+        for commit in handed:
+            self._lag.record(max(0, int((now - commit.created_at.timestamp()) * 1000)))
+        self._behind.set(behind)
 
 
 def record_parked(meter: MetricMeter, kind: str, count: int) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import DomainHost
-from wow_temporal.metrics import record_relay
+from wow_temporal.metrics import IngestMetrics
 from wow_temporal.schedule import Commit
 
 __all__ = ["RELAY", "Relay", "Timers"]
@@ -60,11 +60,10 @@ class Relay(Follower):
                 ) from None
             self.acted = True
             self.handed += len(scheduling)
-            meter = getattr(self._timers, "meter", None)
-            if meter is not None:
-                record_relay(meter, scheduling, await self.host.run(
-                    lambda: self.host.store.behind(commits[-1][0])
-                ))
+            metrics = getattr(self._timers, "metrics", None)
+            if isinstance(metrics, IngestMetrics):
+                behind = await self.host.run(lambda: self.host.store.behind(commits[-1][0]))
+                metrics.relayed(scheduling, behind)
             if self.on_handed is not None:
                 self.on_handed(scheduling)
         return commits[-1][0]

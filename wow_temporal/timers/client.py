@@ -29,7 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.ids import TIMER_ID_PREFIX, InvalidIdError, parse_timer_workflow_id
 from wow_temporal.ids import timer_workflow_id as _timer_id
-from wow_temporal.metrics import client_meter, record_ingest
+from wow_temporal.metrics import IngestMetrics, client_meter
 from wow_temporal.schedule import AggregateRef, Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.attributes import (
@@ -190,9 +190,9 @@ class TimerClient:
         self.start_delay = start_delay
         self.answer_timeout = answer_timeout
         self.deletions = DeletionRecords(client, task_queue=task_queue)
-        self.meter = client_meter(client)
-        """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and the relay
-        that hands commits over through this client records its lag."""
+        self.metrics = IngestMetrics(client_meter(client))
+        """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and where the
+        relay that hands commits over through this client records its lag."""
 
     async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
         """Apply a commit's schedule events, in order; idempotent and order-safe.
@@ -213,7 +213,7 @@ class TimerClient:
             applied = await self._apply(commit, current_traceparent() if span else traceparent)
             if span is not None:
                 span.set_attribute("wow.changes", len(applied))
-        record_ingest(self.meter, [(answer.kind, answer.outcome) for answer in applied])
+        self.metrics.ingested([(answer.kind, answer.outcome) for answer in applied])
         return applied
 
     async def _apply(self, commit: Commit, traceparent: str | None) -> list[Applied]:
