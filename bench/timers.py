@@ -65,8 +65,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, Interceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
@@ -769,19 +768,12 @@ async def measure_telemetry(
     provider.add_span_processor(BatchSpanProcessor(exporter))
     metrics_port = free_port("127.0.0.1")
 
-    async def connect(interceptors: Sequence[Interceptor], runtime: Runtime) -> Client:
-        return await Client.connect(
-            server.address,
-            namespace=server.namespace,
-            data_converter=pydantic_data_converter,
-            interceptors=interceptors,
-            runtime=runtime,
-        )
-
-    on_client = await connect(
+    on_client = await server.connect(
         client_interceptors(telemetry), metrics_runtime(metrics_port, "127.0.0.1")
     )
-    off_client = await connect([], Runtime(telemetry=TelemetryConfig(logging=core_logging())))
+    off_client = await server.connect(
+        runtime=Runtime(telemetry=TelemetryConfig(logging=core_logging()))
+    )
     on = Telemetered(
         Side("telon", "tracing and metrics on", "host"),
         TimerClient(on_client, task_queue=TELEMETRY_ON_QUEUE, delivery=delivery),

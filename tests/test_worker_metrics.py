@@ -33,6 +33,18 @@ async def scrape(port: int) -> str:
     return response.text
 
 
+async def scrape_until(port: int, name: str, **labels: str) -> str:
+    """The metrics once `name`'s series with `labels` is at least 1 (or after 10 s): the
+    exporter reads the meters as it is scraped."""
+    text = ""
+    for _ in range(50):
+        text = await scrape(port)
+        if series(text, name, **labels) >= 1:
+            break
+        await asyncio.sleep(0.2)
+    return text
+
+
 def series(text: str, name: str, **labels: str) -> float:
     """The sum of `name`'s samples whose labels include `labels` (0 when none)."""
     total = 0.0
@@ -67,12 +79,7 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
         await recording_host.wait_for(
             lambda host: [r.request_id for r in host.requests].count(rid) == 2, timeout=30
         )
-        text = ""
-        for _ in range(50):  # the exporter reads the meters as it is scraped
-            text = await scrape(port)
-            if series(text, "wow_deliveries_total", outcome="delivered") >= 1:
-                break
-            await asyncio.sleep(0.2)
+        text = await scrape_until(port, "wow_deliveries_total", outcome="delivered")
     finally:
         await worker.stop()
     assert series(text, "wow_deliveries_total", outcome="delivered") == 1, text[-2000:]
@@ -120,12 +127,8 @@ async def test_the_worker_gauges_the_parked_timers(
         )
         await worker.start()
         try:
-            text = ""
-            for _ in range(50):  # the first count is made as the worker starts
-                text = await scrape(port)
-                if series(text, "wow_parked", kind="timer") >= 1:
-                    break
-                await asyncio.sleep(0.2)
+            # The first count is made as the worker starts.
+            text = await scrape_until(port, "wow_parked", kind="timer")
         finally:
             await worker.stop()
         await client.get_workflow_handle(timer).terminate("test over")
