@@ -1,17 +1,38 @@
-"""Shared fixtures: the two embedded Temporal servers, started lazily once per session."""
+"""Shared fixtures: the two embedded Temporal servers, started lazily once per session; no
+tracer provider outlives the test that installed it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
+from opentelemetry import trace
+from opentelemetry.util._once import Once
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from wow_temporal import tracing
 from wow_temporal.embedded import EmbeddedTemporal, start_time_skipping
 
 pytest_plugins = ["tests.recording_host"]  # the `recording_host` fixture: a real HTTP Wow host
+
+
+def reset_tracing() -> None:
+    """Back to no tracer provider, as OpenTelemetry's own tests reset their globals."""
+    trace._TRACER_PROVIDER = None
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    tracing._configured = False
+
+
+@pytest.fixture(autouse=True)
+def untraced_afterwards() -> Iterator[None]:
+    """A command run in-process (`CliRunner`) installs the process's tracer provider; remove
+    it after that test, so that the tests after it see no tracing they did not ask for."""
+    before = trace.get_tracer_provider()
+    yield
+    if trace.get_tracer_provider() is not before:
+        reset_tracing()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -38,10 +38,12 @@ class Collector:
         self.spans: list[tuple[str, str, dict[str, str]]] = []
         self.metrics: set[str] = set()
         self.services: set[str] = set()
+        self.keys: dict[str, set[str]] = {"traces": set(), "metrics": set()}
         app = FastAPI()
 
         @app.post("/v1/traces")
         async def traces(request: Request) -> Response:
+            self.keys["traces"].add(request.headers.get("x-collector-key", ""))
             export = ExportTraceServiceRequest.FromString(await request.body())
             for resource in export.resource_spans:
                 for attribute in resource.resource.attributes:
@@ -55,6 +57,7 @@ class Collector:
 
         @app.post("/v1/metrics")
         async def metrics(request: Request) -> Response:
+            self.keys["metrics"].add(request.headers.get("x-collector-key", ""))
             export = ExportMetricsServiceRequest.FromString(await request.body())
             for resource in export.resource_metrics:
                 for scope in resource.scope_metrics:
@@ -110,6 +113,8 @@ async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
             "WOW_TELEMETRY_METRICS": "otlp",
             "OTEL_BSP_SCHEDULE_DELAY": "600000",  # no batch is due: the stop sends them
             "OTEL_METRIC_EXPORT_INTERVAL": "500",
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-collector-key=open%20sesame",  # both signals
+            "OTEL_SERVICE_NAME": "shop-timers",
         },
     )
     data = commit(after=0.2)
@@ -137,7 +142,8 @@ async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
     )
     ((_, _, attributes),) = [s for s in collector.spans if s[0] == deliver and s[1] == trace_id]
     assert attributes["wow.outcome"] == "delivered"
-    assert "wow-temporal-worker" in collector.services
+    assert collector.services == {"shop-timers"}  # OTEL_SERVICE_NAME wins
+    assert collector.keys == {"traces": {"open sesame"}, "metrics": {"open sesame"}}
     # Temporal's own metrics go the same way: one sink.
     assert any(name.startswith("temporal_") for name in collector.metrics), collector.metrics
     log = (tmp_path / "worker.log").read_text()
@@ -166,28 +172,39 @@ def test_spans_over_otlp_without_the_extra_say_which_extra(
     assert trace.get_tracer_provider() is before, "a refused setting changed nothing"
 
 
-def test_a_collector_outage_is_said_once_and_its_end_once(
+def test_a_collector_outage_is_said_once_with_its_reason_and_its_end_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    import logging
+
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    from wow_temporal.tracing import _OutageLog
+    from wow_temporal.tracing import _OTLP_LOGGER, _OutageLog
 
     class Answers(SpanExporter):
+        """Answers as scripted, saying why it failed as the OTLP exporter does: per retry."""
+
         def __init__(self, *results: SpanExportResult) -> None:
             self.results = list(results)
 
         def export(self, spans: object) -> SpanExportResult:  # type: ignore[override]
-            return self.results.pop(0)
+            result = self.results.pop(0)
+            if result is SpanExportResult.FAILURE:
+                for retry in (1, 2, 3):
+                    logging.getLogger(_OTLP_LOGGER).warning(
+                        "Transient error Connection refused, retrying (%d)", retry
+                    )
+            return result
 
     failure, success = SpanExportResult.FAILURE, SpanExportResult.SUCCESS
     exporter = _OutageLog(Answers(success, failure, failure, failure, success, success), "http://c")
-    with caplog.at_level("INFO", logger="wow_temporal.tracing"):
+    with caplog.at_level("INFO"):
         results = [exporter.export([]) for _ in range(6)]
     assert results == [success, failure, failure, failure, success, success]
-    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    said = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
     assert said == [
-        ("WARNING", "cannot export spans to the collector at http://c: they are dropped until "
-                    "it answers (retried with every batch)"),
-        ("INFO", "the collector at http://c takes spans again"),
+        ("wow_temporal.tracing", "WARNING",
+         "cannot export spans to the collector at http://c, dropping them while it does not "
+         "take them: Transient error Connection refused, retrying (1)"),
+        ("wow_temporal.tracing", "INFO", "the collector at http://c takes spans again"),
     ]

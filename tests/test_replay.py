@@ -23,9 +23,11 @@ from temporalio.worker import Replayer
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.jobs.directory import TenantsWorkflow
     from wow_temporal.jobs.workflow import JobWorkflow
+    from wow_temporal.settings import TelemetrySettings
     from wow_temporal.timers.core import TimerState
     from wow_temporal.timers.deletion import DeletionWorkflow
     from wow_temporal.timers.workflow import TimerInput, TimerWorkflow
+    from wow_temporal.tracing import client_interceptors
     from wow_temporal.worker import WORKFLOW_RUNNER
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -44,17 +46,21 @@ def workflow_type(path: Path) -> str:
     return str(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
 
 
-def replayer(*workflows: type) -> Replayer:
+def replayer(*workflows: type, traced: bool = False) -> Replayer:
+    """A replayer of `workflows`; `traced`: with the tracing interceptor production workers
+    have (`wow.telemetry.tracing`, on by default)."""
     return Replayer(
         workflows=list(workflows),
         data_converter=pydantic_data_converter,
         workflow_runner=WORKFLOW_RUNNER,
+        interceptors=client_interceptors(TelemetrySettings(tracing=traced)),
     )
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-async def test_recorded_history_replays(path: Path) -> None:
-    result = await replayer(*WORKFLOWS).replay_workflow(
+async def test_recorded_history_replays(path: Path, traced: bool) -> None:
+    result = await replayer(*WORKFLOWS, traced=traced).replay_workflow(
         load(path), raise_on_replay_failure=False
     )
     if result.replay_failure is not None:

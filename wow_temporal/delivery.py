@@ -440,7 +440,8 @@ class DeliveryActivities:
                 raise
             if span is not None:
                 span.set_attribute("wow.outcome", outcome.status)
-                span.set_attribute("http.response.status_code", outcome.http_status)
+                if outcome.http_status:  # 0: cancelled before anything was sent
+                    span.set_attribute("http.response.status_code", outcome.http_status)
             return outcome
 
     async def _deliver(

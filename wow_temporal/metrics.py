@@ -15,7 +15,8 @@ slots) and wow-temporal's beside them, recorded through the runtime's meter (the
 - `wow_commits_ingested` and `wow_timer_changes{kind,outcome}`: commits handed to the timers
   (by `POST /commits` or a host's relay) and what each schedule event did, in the process
   that ingests them;
-- `wow_relay_lag`: commits a domain host's relay has yet to hand over.
+- `wow_relay_lag` and `wow_relay_behind`: milliseconds from a commit's creation to its
+  hand-over by a domain host's relay (histogram), and the commits it has yet to read.
 
 The activities' series also carry the SDK's labels (namespace, task queue, activity type).
 """
@@ -28,6 +29,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
+from opentelemetry.util.re import parse_env_headers
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import MetricMeter
@@ -67,13 +69,20 @@ def metrics_runtime(port: int, host: str = "0.0.0.0") -> Runtime:
 
 def otlp_metrics_runtime(endpoint: str) -> Runtime:
     """A Temporal runtime pushing its metrics to the OTLP/HTTP collector at `endpoint`, every
-    `OTEL_METRIC_EXPORT_INTERVAL` milliseconds (OpenTelemetry's variable; 10 s here)."""
+    `OTEL_METRIC_EXPORT_INTERVAL` milliseconds (10 s here), with the headers of
+    `OTEL_EXPORTER_OTLP_METRICS_HEADERS` or `OTEL_EXPORTER_OTLP_HEADERS` (OpenTelemetry's
+    variables, as the span exporter reads them)."""
     every = os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", "")
     interval = timedelta(milliseconds=int(every)) if every.isdigit() else timedelta(seconds=10)
+    headers = parse_env_headers(
+        os.environ.get("OTEL_EXPORTER_OTLP_METRICS_HEADERS")
+        or os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", ""),
+        liberal=True,
+    )
     telemetry = TelemetryConfig(
         logging=core_logging(),
         metrics=OpenTelemetryConfig(
-            url=f"{endpoint}/v1/metrics", http=True, metric_periodicity=interval
+            url=f"{endpoint}/v1/metrics", headers=headers, http=True, metric_periodicity=interval
         ),
     )
     return Runtime(telemetry=telemetry)
@@ -121,13 +130,14 @@ class IngestMetrics:
         for kind, outcome in changes:
             self._changes.add(1, {"kind": kind, "outcome": outcome})
 
-    def relayed(self, handed: Sequence[Commit], behind: int) -> None:
+    def relayed(self, handed: Sequence[Commit], behind: int | None) -> None:
         """Record a relay batch: each commit's lag from its creation to its hand-over, and
-        how many commits the log still holds after the batch."""
+        how many commits the log still holds after the batch (None: not counted this time)."""
         now = time.time()
         for commit in handed:
             self._lag.record(max(0, int((now - commit.created_at.timestamp()) * 1000)))
-        self._behind.set(behind)
+        if behind is not None:
+            self._behind.set(behind)
 
 
 def record_parked(meter: MetricMeter, kind: str, count: int) -> None:

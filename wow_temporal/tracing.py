@@ -14,8 +14,11 @@ set none), the OpenTelemetry API passes the incoming context through unchanged: 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +37,7 @@ __all__ = [
     "configure_tracing",
     "continued_span",
     "current_traceparent",
+    "flush_spans",
     "mark_failed",
     "traceparent_context",
     "within_request_trace",
@@ -46,13 +50,20 @@ _W3C = TraceContextTextMapPropagator()
 log = logging.getLogger(__name__)
 
 
+_configured = False
+
+
 def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
-    """Install an OpenTelemetry SDK tracer provider for this process, exporting over OTLP/HTTP
-    when `otlp-endpoint` is set; keep one the application installed itself. False when
-    tracing is off. `SettingsError` if the endpoint needs the `[otlp]` extra."""
+    """Install an OpenTelemetry SDK tracer provider for this process (once), exporting over
+    OTLP/HTTP when `otlp-endpoint` is set; keep one the application installed itself.
+    `OTEL_SERVICE_NAME` wins over `service_name`. False when tracing is off. `SettingsError`
+    if the endpoint needs the `[otlp]` extra (and then nothing changed)."""
+    global _configured
     if not telemetry.tracing:
         return False
-    from opentelemetry.sdk.resources import Resource
+    if _configured:
+        return True
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -61,14 +72,16 @@ def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
         exporter = _otlp_exporter(telemetry.otlp_endpoint)
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
-        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        name = os.environ.get("OTEL_SERVICE_NAME") or service_name
+        provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
         trace.set_tracer_provider(provider)
     if exporter is not None:
         provider.add_span_processor(BatchSpanProcessor(exporter))
+    _configured = True
     return True
 
 
-def _otlp_exporter(endpoint: str) -> Any:
+def _otlp_exporter(endpoint: str) -> SpanExporter:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
@@ -80,27 +93,50 @@ def _otlp_exporter(endpoint: str) -> Any:
     return _OutageLog(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), endpoint)
 
 
+_OTLP_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+
+
+class _Folded(logging.Filter):
+    """Keeps the OTLP exporter's own warnings (one per retry, several a batch) out of the log,
+    remembering the first of an export for `_OutageLog` to say once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.CRITICAL:
+            return True
+        self.first = self.first or record.getMessage()
+        return False
+
+
 class _OutageLog(SpanExporter):
-    """An exporter that says once when the collector stops taking spans and once when it takes
-    them again, instead of the OTLP exporter's warning per retry (several a batch)."""
+    """An exporter that says once, with the reason, when the collector stops taking spans and
+    once when it takes them again."""
 
     def __init__(self, exporter: SpanExporter, endpoint: str) -> None:
         self._exporter = exporter
         self._endpoint = endpoint
         self._failing = False
+        self._lock = threading.Lock()  # the batch thread, and a flush at exit
+        self._said = _Folded()
+        logging.getLogger(_OTLP_LOGGER).addFilter(self._said)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        with _quiet(_OTLP_LOGGER):
+        with self._lock:
+            self._said.first = ""
             result = self._exporter.export(spans)
-        if result is SpanExportResult.SUCCESS and self._failing:
-            self._failing = False
-            log.info("the collector at %s takes spans again", self._endpoint)
-        elif result is not SpanExportResult.SUCCESS and not self._failing:
-            self._failing = True
-            log.warning(
-                "cannot export spans to the collector at %s: they are dropped until it "
-                "answers (retried with every batch)", self._endpoint,
-            )
+            if result is SpanExportResult.SUCCESS and self._failing:
+                self._failing = False
+                log.info("the collector at %s takes spans again", self._endpoint)
+            elif result is not SpanExportResult.SUCCESS and not self._failing:
+                self._failing = True
+                reason = " ".join(self._said.first.split())[:300] or "no reason given"
+                log.warning(
+                    "cannot export spans to the collector at %s, dropping them while it does "
+                    "not take them: %s", self._endpoint, reason,
+                )
         return result
 
     def shutdown(self) -> None:
@@ -110,19 +146,15 @@ class _OutageLog(SpanExporter):
         return self._exporter.force_flush(timeout_millis)
 
 
-_OTLP_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
-
-
-@contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """Silence logger `name` below CRITICAL meanwhile (the exporter's thread is its only user)."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+def flush_spans(timeout_s: float = 3.0) -> None:
+    """Export the spans still batched, for at most `timeout_s` (a collector may be away: the
+    SDK's own flush does not bound the exports it makes)."""
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is None:
+        return
+    flushing = threading.Thread(target=flush, name="wow-flush-spans", daemon=True)
+    flushing.start()
+    flushing.join(timeout_s)
 
 
 def client_interceptors(telemetry: TelemetrySettings) -> list[Any]:
@@ -162,14 +194,15 @@ def continued_span(
 ) -> Iterator[Span | None]:
     """A span continuing `traceparent`'s trace (linked to the active span, e.g. Temporal's
     activity span), else a child of the active span; no span (None) when there is neither,
-    so a worker without tracing invents no trace. Exceptions mark it failed."""
+    so a worker without tracing invents no trace. Exceptions mark it failed (a cancellation
+    does not)."""
     parent = traceparent_context(traceparent)
     active = trace.get_current_span().get_span_context()
     if parent is None and not active.is_valid:
         yield None
         return
     links = [Link(active)] if parent is not None and active.is_valid else None
-    tracer = trace.get_tracer(TRACER_NAME)
+    tracer = trace.get_tracer(TRACER_NAME)  # the provider's now (a proxy would keep its first)
     with tracer.start_as_current_span(
         name,
         context=parent,
@@ -181,6 +214,9 @@ def continued_span(
     ) as span:
         try:
             yield span
+        except asyncio.CancelledError:  # not a failure: the work is no longer wanted
+            span.set_attribute("wow.cancelled", True)
+            raise
         except BaseException as error:
             mark_failed(span, f"{type(error).__name__}: {error}")
             raise

@@ -289,13 +289,19 @@ async def count_parked(client: Client, stop: asyncio.Event) -> None:
     """Keep the `wow_parked` gauge to what visibility counts, every `PARKED_INTERVAL` s (for
     display only: visibility lags; a failed count keeps the last value)."""
     meter = client_meter(client)
+    failing = False
     while not stop.is_set():
         for kind, query in PARKED_QUERIES.items():
             try:
-                counted = await client.count_workflows(query)
+                counted = await client.count_workflows(query, rpc_timeout=PROBE_TIMEOUT)
             except Exception as error:  # visibility away or slow: keep the last value
-                log.debug("counting parked %ss failed: %s", kind, error)
+                if not failing:  # once per outage; e.g. `wow-temporal setup` was not run
+                    log.warning("cannot count the parked %ss (wow_parked): %s", kind, error)
+                failing = True
                 continue
+            if failing:
+                log.info("counting the parked timers and jobs again (wow_parked)")
+            failing = False
             record_parked(meter, kind, counted.count)
         await _wait(stop, PARKED_INTERVAL)
 

@@ -61,16 +61,6 @@ def _main(
     """Wow-style scheduled commands and recurring jobs, run durably on Temporal."""
 
 
-def _flush_spans(timeout_s: float = 3.0) -> None:
-    """Export the spans still batched, waiting at most `timeout_s` (a collector may be away)."""
-    from opentelemetry import trace
-
-    provider = trace.get_tracer_provider()
-    flush = getattr(provider, "force_flush", None)
-    if flush is not None:
-        flush(int(timeout_s * 1000))
-
-
 def main() -> None:
     """Entry point of the console script."""
     try:
@@ -81,7 +71,9 @@ def main() -> None:
         # The Temporal client's native threads can abort the interpreter while it finalizes
         # (PyGILState_Release); once the command has finished, leave without finalizing,
         # after sending the spans still batched (atexit hooks do not run).
-        _flush_spans()
+        from wow_temporal.tracing import flush_spans
+
+        flush_spans()
         sys.stdout.flush()
         sys.stderr.flush()
         code = done.code

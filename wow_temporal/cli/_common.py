@@ -218,10 +218,13 @@ def _configure_logging(
                       else "text")
 
 
-def _check_metrics_port(port: int, variable: str) -> None:
-    """Refuse (exit 1) a metrics port in use, before anything starts."""
+def _check_metrics_port(settings: Settings, port: int, variable: str) -> None:
+    """Refuse (exit 1) a metrics port in use, before anything starts (none is bound when the
+    metrics are pushed over OTLP)."""
     from wow_temporal.embedded import PortInUseError, port_is_free
 
+    if settings.telemetry.metrics == "otlp":
+        return
     if port and not port_is_free(port, "0.0.0.0"):
         raise _fail(str(PortInUseError("metrics", port, "0.0.0.0", variable)), 1)
 

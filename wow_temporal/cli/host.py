@@ -69,7 +69,7 @@ def domain_host(
     settings = _settings(_jobs_app(apps, app_ref), address=address, namespace=namespace)
     if not port_is_free(port, host):
         raise _fail(str(PortInUseError("domain host", port, host, "--port")), 1)
-    _check_metrics_port(metrics_port, "--metrics-port")
+    _check_metrics_port(settings, metrics_port, "--metrics-port")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-host")
     log = logging.getLogger("wow_temporal.host")

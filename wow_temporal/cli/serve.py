@@ -59,10 +59,7 @@ def worker(
     if health_port and not port_is_free(health_port, every):
         error = PortInUseError("health", health_port, every, "WOW_WORKER_HEALTH_PORT")
         raise _fail(str(error), 1)
-    metrics_port = settings.worker.metrics_port
-    if metrics_port and not port_is_free(metrics_port, every):
-        error = PortInUseError("metrics", metrics_port, every, "WOW_WORKER_METRICS_PORT")
-        raise _fail(str(error), 1)
+    _check_metrics_port(settings, settings.worker.metrics_port, "WOW_WORKER_METRICS_PORT")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-worker")
     log = logging.getLogger("wow_temporal.worker")
@@ -119,7 +116,7 @@ def api(
     if not port_is_free(listen, host):
         error = PortInUseError("control API", listen, host, "--port or WOW_API_PORT")
         raise _fail(str(error), 1)
-    _check_metrics_port(settings.api.metrics_port, "WOW_API_METRICS_PORT")
+    _check_metrics_port(settings, settings.api.metrics_port, "WOW_API_METRICS_PORT")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-api")
 

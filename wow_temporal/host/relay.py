@@ -9,6 +9,8 @@ them over when it is back, none lost.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -21,6 +23,11 @@ __all__ = ["RELAY", "Relay", "Timers"]
 
 RELAY = "relay"
 """The relay's name in the store's tracking records."""
+
+BEHIND_INTERVAL = 5.0
+"""Seconds between the relay's counts of the commits it has yet to read (`wow_relay_behind`)."""
+
+logger = logging.getLogger(__name__)
 
 
 class Timers(Protocol):
@@ -42,6 +49,7 @@ class Relay(Follower):
         self._timers: Timers | None = None
         self.handed = 0
         """Commits with schedule events handed over since start."""
+        self._counted = -BEHIND_INTERVAL
         self.on_handed: Callable[[list[Commit]], None] | None = None
         """Called with each batch once handed over (the benchmark's lag probe)."""
 
@@ -62,8 +70,21 @@ class Relay(Follower):
             self.handed += len(scheduling)
             metrics = getattr(self._timers, "metrics", None)
             if isinstance(metrics, IngestMetrics):
-                behind = await self.host.run(lambda: self.host.store.behind(commits[-1][0]))
-                metrics.relayed(scheduling, behind)
+                await self._measure(metrics, scheduling, commits[-1][0])
             if self.on_handed is not None:
                 self.on_handed(scheduling)
         return commits[-1][0]
+
+    async def _measure(self, metrics: IngestMetrics, handed: list[Commit], position: int) -> None:
+        """Record the batch's lag, and how far the log is ahead at most every
+        `BEHIND_INTERVAL` seconds (a count over the log: not per batch while catching up); a
+        failure to count is not the relay's."""
+        behind = None
+        now = time.monotonic()
+        if now - self._counted >= BEHIND_INTERVAL:
+            self._counted = now
+            try:
+                behind = await self.host.run(lambda: self.host.store.behind(position))
+            except Exception as error:  # display only: never fail the hand-over for it
+                logger.debug("relay: cannot count the commits behind: %s", error)
+        metrics.relayed(handed, behind)
