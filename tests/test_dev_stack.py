@@ -126,14 +126,20 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
                 }
             ],
         }
+        trace = "5bf92f3577b34da6a3ce929d0e0e4736"
         request = urllib.request.Request(
             f"http://127.0.0.1:{api_port}/commits",
             data=json.dumps(commit).encode(),
-            headers={"content-type": "application/json"},
+            headers={
+                "content-type": "application/json",
+                "traceparent": f"00-{trace}-00f067aa0ba902b7-01",
+            },
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             assert json.load(response)[0]["outcome"] == "started"
         _read_until(proc, "request commit-dev:e-1#1", lines, timeout=30)
+        # Traced by default: the delivered command is in the trace of the request.
+        assert f"request commit-dev:e-1#1, trace {trace})" in lines[-1], lines[-1]
 
         # One process, one Prometheus endpoint: deliveries, ingest (the API's and the relay's)
         # and the relay's lag beside the SDK's own metrics.

@@ -89,6 +89,17 @@ async def test_any_other_id_is_ok_once_then_a_duplicate(echo: Echo) -> None:
     assert echo.lines[1].startswith("[echo host] DuplicateRequestId (this request id was already")
 
 
+async def test_a_command_in_a_trace_says_which(echo: Echo) -> None:
+    delivery = request("43").model_copy(
+        update={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    )
+    await echo.sender.send(delivery)
+    assert (
+        f"(tenant t1, request {delivery.request_id}, trace 4bf92f3577b34da6a3ce929d0e0e4736)"
+        in echo.lines[0]
+    )
+
+
 async def test_reject_is_a_business_refusal_every_time(echo: Echo) -> None:
     delivery = request("reject-42")
     for _ in range(2):

@@ -97,11 +97,21 @@ class _Convention:
         return _Answer(200, "Ok", "a new request id")
 
 
-def _line(answer: _Answer, command_type: str, target: str, request_id: str, body: Any) -> str:
-    """The line printed for one command: what was answered and why, to what, and the body."""
+def _line(
+    answer: _Answer,
+    command_type: str,
+    target: str,
+    request_id: str,
+    body: Any,
+    traceparent: str | None = None,
+) -> str:
+    """The line printed for one command: what was answered and why, to what (and in which
+    trace), and the body."""
+    parts = (traceparent or "").split("-")
+    trace = f", trace {parts[1]}" if len(parts) == 4 and len(parts[1]) == 32 else ""
     return (
         f"[echo host] {answer.label} ({answer.why}) {command_type} → {target}, request "
-        f"{request_id}) {json.dumps(body, separators=(',', ':'))[:200]}"
+        f"{request_id}{trace}) {json.dumps(body, separators=(',', ':'))[:200]}"
     )
 
 
@@ -123,7 +133,12 @@ def create_echo_host(log: Callable[[str], None] | None = None) -> FastAPI:
             f"{headers.get('command-aggregate-name', '')} {aggregate_id} "
             f"(tenant {headers.get('command-tenant-id', '')}"
         )
-        emit(_line(answer, headers.get("command-type", "?"), target, request_id, body))
+        emit(
+            _line(
+                answer, headers.get("command-type", "?"), target, request_id, body,
+                headers.get("traceparent"),
+            )
+        )
         result = {
             "id": request_id,
             "requestId": request_id,
@@ -152,7 +167,12 @@ def echo_fallback(log: Callable[[str], None] | None = None) -> Fallback:
         target = (
             f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} (tenant {ref.tenant_id}"
         )
-        emit(_line(answered, message.type, target, request_id, dict(message.body)))
+        emit(
+            _line(
+                answered, message.type, target, request_id, dict(message.body),
+                message.headers.get("traceparent"),
+            )
+        )
         return CommandResult.of(
             ref,
             command_id=request_id,
