@@ -5,9 +5,11 @@ on the same data directory is refused; the stack stops when its server dies."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -177,12 +179,14 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
             proc.wait()
 
 
-def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
+def _dev(
+    data_dir: Path, api_port: int, *extra: str, metrics_port: int = 0
+) -> subprocess.Popen[str]:
     """`wow-temporal dev` on any free Temporal ports, the control API on `api_port`."""
     env = {
         **os.environ,
         "WOW_API_PORT": str(api_port),
-        "WOW_WORKER_METRICS_PORT": "0",
+        "WOW_WORKER_METRICS_PORT": str(metrics_port),
         "WOW_HOST_URL": "",
         "WOW_CONFIG": "",
     }
@@ -205,6 +209,31 @@ def _dev(data_dir: Path, api_port: int, *extra: str) -> subprocess.Popen[str]:
         text=True,
         env=env,
     )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_a_metrics_port_in_use_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _dev(tmp_path / "dev", free_port(), "--headless", metrics_port=port)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert err.strip().splitlines()[-1] == (
+        f"error: cannot serve metrics on port {port} (WOW_WORKER_METRICS_PORT): Failed starting "
+        "Prometheus exporter: Address already in use (os error 98)"
+    ), err
+    assert "Traceback" not in err
+    assert not _descendants(proc.pid)
+    mine = str(tmp_path / "dev").encode()
+    running = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if mine in cmdline.read_bytes():
+                running.append(cmdline.parent.name)
+    assert running == [], "a dev server is still running"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")

@@ -91,7 +91,7 @@ async def run_dev(
     (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
     `check`). If the server exits while running, one line says so, everything stops and
     `TemporalServerExitedError` is raised. The services' client has `interceptors` (tracing)
-    and runs on the runtime `runtime` makes once the refusals have passed (exporting metrics,
+    and runs on the runtime `runtime` makes once the server is up (exporting metrics,
     served at `metrics_url`; it raises `OSError` if it cannot bind its port).
     """
     out = out if out is not None else sys.stdout
@@ -114,8 +114,8 @@ async def run_dev(
             check: Callable[[], None] | None = getattr(service, "check", None)
             if check is not None:
                 check()
-        made = runtime() if runtime is not None else None
         await server.start()
+        made = runtime() if runtime is not None else None
         _print(out, "wow-temporal dev")
         _print(out, f"  Temporal gRPC:   {server.address}")
         _print(out, f"  Temporal Web UI: {server.ui_url or '(headless)'}")

@@ -99,7 +99,7 @@ def exporting_runtime(telemetry: TelemetrySettings, port: int, key: str) -> Runt
         return None
     try:
         runtime = metrics_runtime(port)
-    except RuntimeError as failure:
+    except (RuntimeError, ValueError) as failure:  # the SDK raises either
         raise OSError(f"cannot serve metrics on port {port} ({key}): {failure}") from None
     log.info("metrics on port %d: /metrics (Prometheus)", port)
     return runtime
