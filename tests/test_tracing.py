@@ -359,3 +359,20 @@ async def test_a_tick_has_a_span_and_its_commands_continue_it(
     parents = [s for s in spans.get_finished_spans()
                if tick.parent is not None and s.context.span_id == tick.parent.span_id]
     assert [p.name for p in parents] == ["RunActivity:wow.tick"]
+
+
+async def test_a_json_log_line_names_the_span_it_was_logged_in(
+    spans: InMemorySpanExporter,
+) -> None:
+    import json
+    import logging
+
+    from wow_temporal.logs import JsonFormatter
+
+    record = logging.makeLogRecord({"msg": "delivered", "levelno": 20, "levelname": "INFO"})
+    assert "trace_id" not in json.loads(JsonFormatter().format(record))  # outside any span
+    with trace.get_tracer("test").start_as_current_span("work") as span:
+        line = json.loads(JsonFormatter().format(record))
+    context = span.get_span_context()
+    assert line["trace_id"] == f"{context.trace_id:032x}"
+    assert line["span_id"] == f"{context.span_id:016x}"

@@ -17,6 +17,8 @@ import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from opentelemetry import trace
+
 if TYPE_CHECKING:
     from temporalio.runtime import LoggingConfig
 
@@ -88,7 +90,9 @@ _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", 
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line: `time` (UTC ISO-8601, milliseconds), `level`,
     `logger`, `message`, the record's `extra` fields (as they are, or as text when JSON cannot
-    hold them), and `exception` (the traceback as text) when there is one."""
+    hold them), `trace_id` and `span_id` of the span it was logged in (OpenTelemetry's log
+    correlation: from a delivery's line to its trace), and `exception` (the traceback as text)
+    when there is one."""
 
     def format(self, record: logging.LogRecord) -> str:
         when = datetime.fromtimestamp(record.created, UTC)
@@ -101,6 +105,10 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_") and key not in entry:
                 entry[key] = value
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            entry.setdefault("trace_id", f"{span.trace_id:032x}")
+            entry.setdefault("span_id", f"{span.span_id:016x}")
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
