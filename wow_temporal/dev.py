@@ -83,6 +83,7 @@ async def run_dev(
     interceptors: Sequence[Interceptor] = (),
     runtime: Callable[[], Runtime | None] | None = None,
     metrics_url: str | None = None,
+    traces: str | None = None,
 ) -> None:
     """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
 
@@ -92,7 +93,8 @@ async def run_dev(
     `check`). If the server exits while running, one line says so, everything stops and
     `TemporalServerExitedError` is raised. The services' client has `interceptors` (tracing)
     and runs on the runtime `runtime` makes once the server is up (exporting metrics,
-    served at `metrics_url`; it raises `OSError` if it cannot bind its port).
+    served at `metrics_url`; it raises `OSError` if it cannot bind its port); `traces` says
+    where the spans go.
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -124,6 +126,8 @@ async def run_dev(
         _print(out, f"  Server log:      {server.log_path}")
         if made is not None and metrics_url is not None:
             _print(out, f"  Metrics:         {metrics_url}")
+        if traces is not None:
+            _print(out, f"  Traces:          {traces}")
         ctx = DevContext(
             client=await server.connect(interceptors=interceptors, runtime=made),
             address=server.address,
@@ -197,6 +201,7 @@ def dev_main(
     interceptors: Sequence[Interceptor] = (),
     runtime: Callable[[], Runtime | None] | None = None,
     metrics_url: str | None = None,
+    traces: str | None = None,
 ) -> None:
     """Synchronous entry point for the CLI: `asyncio.run(run_dev(...))`."""
     asyncio.run(
@@ -210,5 +215,6 @@ def dev_main(
             interceptors=interceptors,
             runtime=runtime,
             metrics_url=metrics_url,
+            traces=traces,
         )
     )

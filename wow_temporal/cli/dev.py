@@ -72,7 +72,13 @@ def dev(
     metrics_port = settings.worker.metrics_port
     _configure_logging(settings)
     _configure_tracing(settings, "wow-temporal-dev")
-    pushed = settings.telemetry.metrics == "otlp"
+    telemetry = settings.telemetry
+    pushed = telemetry.metrics == "otlp"
+    traces = (
+        "off (wow.telemetry.tracing)" if not telemetry.tracing
+        else f"OTLP to {telemetry.otlp_endpoint}" if telemetry.otlp_endpoint
+        else "on, not exported (WOW_TELEMETRY_OTLP_ENDPOINT to send them to a collector)"
+    )
     try:
         dev_main(
             data_dir,
@@ -85,9 +91,10 @@ def dev(
                 settings.telemetry, metrics_port, "WOW_WORKER_METRICS_PORT"
             ),
             metrics_url=(
-                f"OTLP to {settings.telemetry.otlp_endpoint}" if pushed
+                f"OTLP to {telemetry.otlp_endpoint}" if pushed
                 else f"http://127.0.0.1:{metrics_port}/metrics"
             ),
+            traces=traces,
         )
     except TemporalServerExitedError:
         raise typer.Exit(1) from None  # run_dev has said so, in one line
