@@ -56,7 +56,9 @@ EVERYTHING: dict[str, Any] = {
             },
             "nightly-report": {"enabled": False, "partitions": 4},
         },
-        "worker": {"max-concurrent-activities": 50},
+        "worker": {
+            "max-concurrent-activities": 50, "workflow-pollers": 8, "activity-pollers": "auto"
+        },
         "log-format": "json",
     },
     "telemetry": {
@@ -284,6 +286,7 @@ def test_the_settings_file_reaches_the_path_wow_config_names_and_loads(
         assert settings.schedules["restock"].zone == "Europe/Paris"
         assert settings.schedules["nightly-report"].enabled is False
         assert settings.worker.max_concurrent_activities == 50
+        assert (settings.worker.workflow_pollers, settings.worker.activity_pollers) == (8, "auto")
         assert settings.worker.shutdown_timeout.total_seconds() == 90
         assert settings.telemetry.otlp_endpoint == "http://otel-collector.observability:4318"
 
@@ -366,6 +369,18 @@ def test_every_container_runs_locked_down(chart: Any, values: dict[str, Any] | N
 
 
 # --- optional objects ----------------------------------------------------------------------------
+
+
+def test_keda_follows_the_timers_task_queue_setting(chart: Any) -> None:
+    values = {
+        **EVERYTHING,
+        "settings": {**EVERYTHING["settings"], "timers": {"task-queue": "shop-timers"}},
+    }
+    objects = render(chart, values)
+    triggers = only(objects, "ScaledObject")["spec"]["triggers"]
+    assert [t["metadata"]["taskQueue"] for t in triggers] == [
+        "shop-timers", "wow-jobs-eshop-inventory"
+    ]
 
 
 def test_service_monitor_and_keda_render_only_when_enabled(chart: Any) -> None:

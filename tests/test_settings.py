@@ -367,6 +367,19 @@ def test_schedule_override_lookup() -> None:
         ),
         ("wow:\n  telemetry:\n    metrics: statsd\n", r"^wow\.telemetry\.metrics: "),
         (
+            "wow:\n  timers:\n    task-queue: my timers\n",
+            r"^wow\.timers\.task-queue: must be a task queue name: 1 to 200 characters, no "
+            r"spaces, got 'my timers'",
+        ),
+        (
+            "wow:\n  worker:\n    workflow-pollers: 0\n",
+            r"^wow\.worker\.workflow-pollers: must be auto or a number of pollers of at least 1",
+        ),
+        (
+            "wow:\n  worker:\n    activity-pollers: lots\n",
+            r"^wow\.worker\.activity-pollers: must be auto or a number of pollers",
+        ),
+        (
             "wow:\n  telemetry:\n    trace: true\n",
             r"^wow\.telemetry\.trace: unknown key; known: tracing, otlp-endpoint, metrics",
         ),
@@ -947,3 +960,15 @@ def test_telemetry_settings_from_the_environment() -> None:
     )
     with pytest.raises(SettingsError, match=r"^WOW_TELEMETRY_X: unknown telemetry setting"):
         load_settings(environ={"WOW_TELEMETRY_X": "1"})
+
+
+def test_task_queue_and_pollers_from_a_file_and_the_environment(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "wow:\n  timers:\n    task-queue: shop\n  worker:\n    workflow-pollers: 4\n"
+    )
+    settings = load_settings(path, environ={"WOW_WORKER_ACTIVITY_POLLERS": "Auto"})
+    assert settings.timers.task_queue == "shop"
+    assert (settings.worker.workflow_pollers, settings.worker.activity_pollers) == (4, "auto")
+    defaults = load_settings(environ={})
+    assert defaults.timers.task_queue == "wow-timers"
+    assert (defaults.worker.workflow_pollers, defaults.worker.activity_pollers) == ("auto", "auto")

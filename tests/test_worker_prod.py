@@ -441,3 +441,43 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
     assert again.stdout.splitlines() == [
         f"namespace {namespace}: search attributes already there: {', '.join(SEARCH_ATTRIBUTES)}"
     ]
+
+
+@on_the_session_loop
+async def test_the_task_queue_and_pollers_are_settings(
+    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    queue = f"shop-timers-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(
+        dev_server, recording_host.url, tmp_path / "worker.log",
+        ready=f"timer worker on task queue {queue}".encode(),
+        env={
+            "WOW_TIMERS_TASK_QUEUE": queue,
+            "WOW_WORKER_WORKFLOW_POLLERS": "2",
+            "WOW_WORKER_ACTIVITY_POLLERS": "3",
+        },
+    )
+    await worker.start()
+    try:
+        data = commit(after=0.2)
+        client = await dev_server.connect()
+        await TimerClient(client, task_queue=queue).apply(data)
+        await recording_host.wait_for(
+            lambda host: any(r.aggregate_id == data["aggregateId"] for r in host.requests),
+            timeout=30,
+        )
+        timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
+        described = await client.get_workflow_handle(timer).describe()
+        assert described.task_queue == queue
+    finally:
+        await worker.stop()
+
+
+def test_pollers_auto_scale_or_have_a_maximum() -> None:
+    from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum
+
+    from wow_temporal.worker import pollers
+
+    assert isinstance(pollers("auto"), PollerBehaviorAutoscaling)
+    fixed = pollers(3)
+    assert isinstance(fixed, PollerBehaviorSimpleMaximum) and fixed.maximum == 3

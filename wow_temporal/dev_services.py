@@ -21,9 +21,15 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
-from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
 from wow_temporal.timers.core import short_instant
-from wow_temporal.worker import count_parked, delivery_settings, job_worker, timer_worker
+from wow_temporal.worker import (
+    count_parked,
+    delivery_settings,
+    job_worker,
+    pollers,
+    timer_client,
+    timer_worker,
+)
 
 __all__ = [
     "DOMAIN_HOST_PORT",
@@ -105,7 +111,7 @@ class DomainHostService(_Uvicorn):
             raise PortInUseError("domain host", self.port, "127.0.0.1", "--host-port")
 
     async def start(self, ctx: DevContext) -> str:
-        timers = TimerClient(ctx.client, delivery=delivery_settings(self.settings.timers))
+        timers = timer_client(ctx.client, self.settings)
 
         async def connect() -> Timers:
             return timers
@@ -158,10 +164,17 @@ class TimerWorkerService(_WorkerService):
 
     async def start(self, ctx: DevContext) -> str:
         self._sender = CommandSender(self.host_url)
-        self._worker = timer_worker(ctx.client, self._sender)
+        queue = self.settings.timers.task_queue
+        self._worker = timer_worker(
+            ctx.client,
+            self._sender,
+            task_queue=queue,
+            workflow_pollers=pollers(self.settings.worker.workflow_pollers),
+            activity_pollers=pollers(self.settings.worker.activity_pollers),
+        )
         self._task = asyncio.create_task(self._worker.run())
         self._counts = asyncio.create_task(count_parked(ctx.client, self._counting))
-        return f"task queue {TIMER_TASK_QUEUE}, delivering to {self.host_url}"
+        return f"task queue {queue}, delivering to {self.host_url}"
 
     async def stop(self) -> None:
         self._counting.set()
@@ -230,7 +243,7 @@ class ApiService:
         from wow_temporal.api import serve
 
         delivery = delivery_settings(self.settings.timers)
-        timers = TimerClient(ctx.client, delivery=delivery)
+        timers = timer_client(ctx.client, self.settings)
         apps = [self.app] if self.app is not None else []
         rules = host_rules(self.settings, self.app) if self.app is not None else {}
         jobs = JobClient(ctx.client, apps, host_rules=rules, delivery=delivery)

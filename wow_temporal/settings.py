@@ -236,6 +236,25 @@ def _log_format(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
+def _task_queue(value: str) -> str:
+    if not value or value != value.strip() or any(c.isspace() for c in value) or len(value) > 200:
+        raise ValueError(
+            f"must be a task queue name: 1 to 200 characters, no spaces, got {value!r}"
+        )
+    return value
+
+
+def _pollers(value: Any) -> Any:
+    """`auto`, any case, or a whole number of at least 1."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be auto or a number of pollers of at least 1, got {value!r}")
+    return value
+
+
 def _port_or_off(value: int) -> int:
     if not 0 <= value <= 65535:
         raise ValueError(f"must be a port from 1 to 65535, or 0 for off, got {value}")
@@ -254,6 +273,8 @@ GraceDuration = Annotated[
 PortOrOff = Annotated[int, AfterValidator(_port_or_off)]
 AtLeastOne = Annotated[int, AfterValidator(_at_least_one)]
 LogFormat = Annotated[Literal["text", "json"], BeforeValidator(_log_format)]
+TaskQueue = Annotated[str, AfterValidator(_task_queue)]
+Pollers = Annotated[Literal["auto"] | int, BeforeValidator(_pollers)]
 CronSetting = Annotated[CronText | None, BeforeValidator(_blank_is_none)]
 
 
@@ -297,6 +318,9 @@ class TimerSettings(_Config):
     """The longest wait between delivery retries."""
     retry_backoff: float = 2.0
     """Each retry waits this many times longer than the one before (at least 1)."""
+    task_queue: TaskQueue = "wow-timers"
+    """The task queue the timers run on: the workers poll it, and ingest (the control API, a
+    host's relay, the CLI) starts timers on it, so give every process the same."""
 
     @field_validator("max_attempts")
     @classmethod
@@ -338,6 +362,11 @@ class WorkerSettings(_Config):
     """Deliveries and ticks one worker runs at once (per task queue)."""
     max_concurrent_workflow_tasks: AtLeastOne = 100
     """Workflow tasks one worker runs at once (per task queue); the Temporal SDK's default."""
+    workflow_pollers: Pollers = "auto"
+    """Pollers of workflow tasks per task queue: `auto` scales them with the backlog (fixed
+    numbers starved the sticky or the normal queue under load), or at most this many."""
+    activity_pollers: Pollers = "auto"
+    """Pollers of deliveries and ticks per task queue: `auto`, or at most this many."""
 
     @model_validator(mode="after")
     def _distinct_ports(self) -> Self:

@@ -14,12 +14,17 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.runtime import Runtime
-from temporalio.worker import PollerBehaviorAutoscaling, Worker
+from temporalio.worker import (
+    PollerBehavior,
+    PollerBehaviorAutoscaling,
+    PollerBehaviorSimpleMaximum,
+    Worker,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wow_temporal.delivery import CommandSender, DeliveryActivities
@@ -38,7 +43,7 @@ from wow_temporal.metrics import (
     record_parked,
 )
 from wow_temporal.settings import Settings, SettingsError, TimerSettings
-from wow_temporal.timers.client import TIMER_TASK_QUEUE
+from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
 from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
 from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
 from wow_temporal.tracing import client_interceptors
@@ -54,7 +59,9 @@ __all__ = [
     "count_parked",
     "delivery_settings",
     "job_worker",
+    "pollers",
     "run_worker",
+    "timer_client",
     "timer_worker",
 ]
 
@@ -81,6 +88,20 @@ WORKFLOW_RUNNER = SandboxedWorkflowRunner(
 )
 
 
+def pollers(setting: Literal["auto"] | int) -> PollerBehavior:
+    """The SDK's poller behaviour for `wow.worker.*-pollers`: autoscaling, or at most n."""
+    if setting == "auto":
+        return PollerBehaviorAutoscaling()
+    return PollerBehaviorSimpleMaximum(maximum=setting)
+
+
+def timer_client(client: Client, settings: Settings) -> TimerClient:
+    """The timers as the settings configure them: their task queue and delivery retries."""
+    return TimerClient(
+        client, task_queue=settings.timers.task_queue, delivery=delivery_settings(settings.timers)
+    )
+
+
 def delivery_settings(timers: TimerSettings) -> DeliverySettings:
     """The delivery retry policy of `wow.timers.*`."""
     return DeliverySettings(
@@ -100,10 +121,13 @@ def timer_worker(
     max_concurrent_activities: int = 200,
     max_concurrent_workflow_tasks: int | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(0),
+    workflow_pollers: PollerBehavior | None = None,
+    activity_pollers: PollerBehavior | None = None,
 ) -> Worker:
     """A worker for the timer workflows, the deletion records and the delivery activity
     (which checks the deletion records before it sends; replaceable in tests).
-    `max_concurrent_workflow_tasks` None is the SDK's default (100)."""
+    `max_concurrent_workflow_tasks` None is the SDK's default (100); pollers autoscale unless
+    given."""
     if activities is None:
         deletions = DeletionRecords(client, task_queue=task_queue)
         activities = [DeliveryActivities(sender, deletions=deletions).deliver]
@@ -122,8 +146,8 @@ def timer_worker(
         # load: a fixed 4:1 split for the normal queue let sticky tasks pile up and time out
         # in a loop; an even one let delayed starts wait (bench/soak.py, 1,500 aggregates in
         # 90 s: 688 task timeouts and p99 5.9 s, or p99 26 s; autoscaling: 0 and p99 3.1 s).
-        workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-        activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+        workflow_task_poller_behavior=workflow_pollers or PollerBehaviorAutoscaling(),
+        activity_task_poller_behavior=activity_pollers or PollerBehaviorAutoscaling(),
         # A task on the sticky queue of a worker that died goes to the others this soon
         # (10 s by default; 30 s kept deliveries waiting that long after a worker was killed).
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
@@ -140,6 +164,8 @@ def job_worker(
     max_concurrent_activities: int = 200,
     max_concurrent_workflow_tasks: int | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(0),
+    workflow_pollers: PollerBehavior | None = None,
+    activity_pollers: PollerBehavior | None = None,
 ) -> Worker:
     """A worker for `app`'s job instances (on `job_task_queue(app.context)`) and their ticks,
     whose commands go to `sink`; `host` is the override each tick brings back to its instance."""
@@ -153,8 +179,8 @@ def job_worker(
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
-        workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-        activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+        workflow_task_poller_behavior=workflow_pollers or PollerBehaviorAutoscaling(),
+        activity_task_poller_behavior=activity_pollers or PollerBehaviorAutoscaling(),
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
     )
 
@@ -365,16 +391,19 @@ async def run_worker(
             "max_concurrent_activities": options.max_concurrent_activities,
             "max_concurrent_workflow_tasks": options.max_concurrent_workflow_tasks,
             "graceful_shutdown_timeout": options.shutdown_timeout,
+            "workflow_pollers": pollers(options.workflow_pollers),
+            "activity_pollers": pollers(options.activity_pollers),
         }
         sender = await stack.enter_async_context(CommandSender(settings.host_url))
-        workers = [timer_worker(client, sender, **limits)]
+        queue = settings.timers.task_queue
+        workers = [timer_worker(client, sender, task_queue=queue, **limits)]
         if app is not None:
             workers.append(job_worker(client, app, sender, host=rules, **limits))
         runs = [asyncio.create_task(worker.run()) for worker in workers]
         try:
             log.info(
                 "timer worker on task queue %s, namespace %s, delivering to %s",
-                TIMER_TASK_QUEUE,
+                queue,
                 client.namespace,
                 settings.host_url,
             )

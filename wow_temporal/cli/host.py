@@ -62,7 +62,7 @@ def domain_host(
     from wow_temporal.embedded import PortInUseError, port_is_free
     from wow_temporal.host.runtime import HostRuntime, StoreInUseError
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect, connect_reason, delivery_settings
+    from wow_temporal.worker import connect, connect_reason, timer_client
 
     fmt = _log_format(log_format)
     apps = _load_apps(app_ref)
@@ -85,7 +85,7 @@ def domain_host(
                 f"{config['namespace']}): {connect_reason(str(error))}"
             ) from None
         log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
-        return TimerClient(client, delivery=delivery_settings(settings.timers))
+        return timer_client(client, settings)
 
     async def serve() -> None:
         runtime[0] = _metrics(settings, metrics_port, "--metrics-port")

@@ -107,7 +107,7 @@ def api(
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
     from wow_temporal.embedded import PortInUseError, port_is_free
-    from wow_temporal.worker import delivery_settings
+    from wow_temporal.worker import timer_client
 
     fmt = _log_format(log_format)
     domain = _load_app(app_ref)
@@ -121,11 +121,9 @@ def api(
     _configure_tracing(settings, "wow-temporal-api")
 
     async def work() -> None:
-        from wow_temporal.timers.client import TimerClient
-
         runtime = _metrics(settings, settings.api.metrics_port, "wow.api.metrics-port")
         client = await _connect(settings, runtime)
-        timers = TimerClient(client, delivery=delivery_settings(settings.timers))
+        timers = timer_client(client, settings)
         await serve(settings, timers, host=host, port=listen, jobs=_jobs(client, settings, domain))
 
     _run(work)

@@ -37,8 +37,7 @@ def apply_commits(
 ) -> None:
     """Hand commits' schedule events to the timers (as a host's relay would)."""
     from wow_temporal.schedule import Commit
-    from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import delivery_settings
+    from wow_temporal.worker import timer_client
 
     commits: list[Commit] = []
     for path in files:
@@ -57,7 +56,7 @@ def apply_commits(
 
     async def work() -> None:
         client = await _connect(settings)
-        timers = TimerClient(client, delivery=delivery_settings(settings.timers))
+        timers = timer_client(client, settings)
         for answers in await timers.apply_many(commits):
             for applied in answers:
                 typer.echo(
