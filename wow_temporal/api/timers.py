@@ -41,6 +41,16 @@ def timer_routes(timers: TimerClient) -> APIRouter:
         "/commits",
         responses=responses(403, 413),
         openapi_extra={
+            "parameters": [
+                {
+                    "name": "traceparent",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "W3C trace context: the timers' deliveries continue this "
+                    "trace, unless a commit's `header` carries a `traceparent` of its own.",
+                }
+            ],
             "requestBody": {
                 "required": True,
                 "description": "One commit (Wow DomainEventStream JSON) or a list of them.",

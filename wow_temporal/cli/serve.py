@@ -43,7 +43,9 @@ def worker(
     """Run the timer worker (and an App's jobs), delivering every command to WOW_HOST_URL,
     until SIGTERM or Ctrl-C, which let the deliveries in flight finish
     (WOW_WORKER_SHUTDOWN_TIMEOUT, 30 s). Health: /livez and /readyz on WOW_WORKER_HEALTH_PORT
-    (8081). While Temporal cannot be reached it stays up, unready, and keeps trying."""
+    (8081); Prometheus metrics on WOW_WORKER_METRICS_PORT (9464); spans on, exported to
+    WOW_TELEMETRY_OTLP_ENDPOINT if set. While Temporal cannot be reached it stays up,
+    unready, and keeps trying."""
     import signal
 
     from wow_temporal.embedded import PortInUseError, port_is_free
