@@ -1315,6 +1315,7 @@ async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path
             "Command-Aggregate-Version": False,
             "Command-Request-Id": False,
             "Command-Wait-Stage": False,
+            "traceparent": False,
         }
         assert all(p.get("description") for p in parameters.values())
         assert send["requestBody"]["required"] is True

@@ -50,6 +50,8 @@ _HEADERS_DOC = {
     "Command-Wait-Stage": "Accepted for Wow's clients; every command is answered when committed",
     "Command-Owner-Id": "The owner, kept in the commit's scope and passed to what it schedules",
     "Wow-Space-Id": "The space, kept in the commit's scope and passed to what it schedules",
+    "traceparent": "W3C trace context: the commit, what it schedules and the commands its "
+    "sagas send continue this trace",
 }
 
 
