@@ -377,6 +377,10 @@ def test_keda_follows_the_timers_task_queue_setting(chart: Any) -> None:
         "settings": {**EVERYTHING["settings"], "timers": {"task-queue": "shop-timers"}},
     }
     objects = render(chart, values)
+    notes = chart.render(values, name=RELEASE, namespace=NAMESPACE)[
+        "wow-temporal/templates/NOTES.txt"
+    ]
+    assert "polls task queue shop-timers" in notes
     triggers = only(objects, "ScaledObject")["spec"]["triggers"]
     assert [t["metadata"]["taskQueue"] for t in triggers] == [
         "shop-timers", "wow-jobs-eshop-inventory"

@@ -90,6 +90,11 @@ The image reference.
 Where the pods find their files: the settings file (WOW_CONFIG), the Temporal client
 certificate, and the API's tenant tokens.
 */}}
+{{/* The timers' task queue: settings.timers.task-queue, else wow-timers. */}}
+{{- define "wow-temporal.timerQueue" -}}
+{{- index (.Values.settings.timers | default dict) "task-queue" | default "wow-timers" -}}
+{{- end }}
+
 {{- define "wow-temporal.configDir" -}}/etc/wow-temporal{{- end }}
 {{- define "wow-temporal.settingsPath" -}}/etc/wow-temporal/settings.yaml{{- end }}
 {{- define "wow-temporal.temporalTlsDir" -}}/etc/wow-temporal/temporal-tls{{- end }}
