@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -48,7 +47,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from wow_temporal.metrics import record_delivery
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
-from wow_temporal.tracing import continued_span
+from wow_temporal.tracing import continued_span, traceparent_context
 
 __all__ = [
     "BUSINESS_ERROR_CODES",
@@ -108,7 +107,6 @@ REJECTED_STATUSES = frozenset({400, 403, 404, 409, 410, 422})
 RETRYABLE_STATUSES = frozenset({401, 407, 408, 421, 425, 429})
 """4xx statuses that are technical failures (every 5xx is one too)."""
 
-_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 # Printable ASCII that may stay as-is inside a percent-encoded header value.
 _HEADER_SAFE = "!#$&'()*+,/:;=?@[]^_`{|}~-."
 
@@ -253,8 +251,9 @@ class CommandSender:
         if request.trace_id:
             raw["Command-Header-trace_id"] = request.trace_id
         headers = {name: encode_header_value(value) for name, value in raw.items()}
-        if request.traceparent and _TRACEPARENT.fullmatch(request.traceparent):
-            headers["traceparent"] = request.traceparent
+        traceparent = request.traceparent
+        if traceparent is not None and traceparent_context(traceparent) is not None:
+            headers["traceparent"] = traceparent
         if trace.get_current_span().get_span_context().is_valid:
             # The active span (e.g. the delivery activity's) is the most precise parent.
             carrier: dict[str, str] = {}

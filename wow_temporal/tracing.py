@@ -38,7 +38,7 @@ __all__ = [
     "continued_span",
     "current_traceparent",
     "flush_spans",
-    "mark_failed",
+    "trace_id_of",
     "traceparent_context",
     "within_request_trace",
 ]
@@ -177,6 +177,15 @@ def traceparent_context(traceparent: str | None) -> otel_context.Context | None:
     return found
 
 
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The 32 hex digits of the trace a W3C `traceparent` names; None when absent or
+    malformed."""
+    found = traceparent_context(traceparent)
+    if found is None:
+        return None
+    return f"{trace.get_current_span(found).get_span_context().trace_id:032x}"
+
+
 def current_traceparent() -> str | None:
     """The active span's W3C `traceparent`; None outside a valid span."""
     carrier: dict[str, str] = {}
@@ -218,7 +227,7 @@ def continued_span(
             span.set_attribute("wow.cancelled", True)
             raise
         except BaseException as error:
-            mark_failed(span, f"{type(error).__name__}: {error}")
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
             raise
 
 
@@ -238,8 +247,3 @@ def within_request_trace(traceparent: str | None) -> Iterator[None]:
     finally:
         otel_context.detach(token)
 
-
-def mark_failed(span: Span | None, message: str) -> None:
-    """Set `span`'s status to error with `message` (nothing without a span)."""
-    if span is not None:
-        span.set_status(Status(StatusCode.ERROR, message[:500]))

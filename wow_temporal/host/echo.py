@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 
 from wow_temporal.domain.rejection import ERROR_STATUS
 from wow_temporal.host.service import CommandMessage, CommandResult, Fallback
+from wow_temporal.tracing import trace_id_of
 
 __all__ = [
     "FAIL_PREFIX",
@@ -107,8 +108,8 @@ def _line(
 ) -> str:
     """The line printed for one command: what was answered and why, to what (and in which
     trace), and the body."""
-    parts = (traceparent or "").split("-")
-    trace = f", trace {parts[1]}" if len(parts) == 4 and len(parts[1]) == 32 else ""
+    trace_id = trace_id_of(traceparent)
+    trace = f", trace {trace_id}" if trace_id else ""
     return (
         f"[echo host] {answer.label} ({answer.why}) {command_type} → {target}, request "
         f"{request_id}{trace}) {json.dumps(body, separators=(',', ':'))[:200]}"
