@@ -387,11 +387,14 @@ class HostProcess:
 class WorkerProcess:
     """The real `wow-temporal worker`, killed and started again."""
 
-    def __init__(self, server: EmbeddedTemporal, host_url: str, log: Path) -> None:
+    def __init__(
+        self, server: EmbeddedTemporal, host_url: str, log: Path, *, tracing: bool = True
+    ) -> None:
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
             "TEMPORAL_ADDRESS": server.address,
             "WOW_HOST_URL": host_url,
+            "WOW_TELEMETRY_TRACING": str(tracing).lower(),
         }
         self.log = log
         self.proc: asyncio.subprocess.Process | None = None
@@ -721,7 +724,9 @@ async def soak(args: argparse.Namespace) -> Report:
         host = HostProcess()
         await server.start()
         await host.start()
-        worker = WorkerProcess(server, host.url, Path(tmp) / "worker.log")
+        worker = WorkerProcess(
+            server, host.url, Path(tmp) / "worker.log", tracing=not args.no_tracing
+        )
         try:
             await worker.start()
             client = await server.connect()
@@ -898,6 +903,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of commits")
     parser.add_argument("--kills", type=int, default=3, help="worker SIGKILLs")
     parser.add_argument("--no-server-restart", action="store_true")
+    parser.add_argument(
+        "--no-tracing", action="store_true", help="the worker without spans (its default: on)"
+    )
     parser.add_argument("--concurrency", type=int, default=50, help="applies in flight")
     parser.add_argument("--settle", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=7)
