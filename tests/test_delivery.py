@@ -252,10 +252,15 @@ async def test_the_traceparent_arrives(host: RecordingHost, sender: CommandSende
     assert host.requests[0].headers["traceparent"] == TRACEPARENT
 
 
+@pytest.mark.parametrize(
+    "traceparent",
+    ["not-a-traceparent", f"00-{'0' * 32}-00f067aa0ba902b7-01", f"00-{'a' * 32}-{'0' * 16}-01"],
+    ids=["garbage", "zero-trace-id", "zero-span-id"],
+)
 async def test_a_malformed_traceparent_is_not_sent(
-    host: RecordingHost, sender: CommandSender
+    host: RecordingHost, sender: CommandSender, traceparent: str
 ) -> None:
-    await sender.send(make_request(traceparent="not-a-traceparent"))
+    await sender.send(make_request(traceparent=traceparent))
     assert "traceparent" not in host.requests[0].headers
 
 
