@@ -3,17 +3,26 @@ tracer provider outlives the test that installed it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import contextlib
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Generic, TypeVar
 
 import pytest
 import pytest_asyncio
 from opentelemetry import trace
 from opentelemetry.util._once import Once
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from wow_temporal import tracing
-from wow_temporal.embedded import EmbeddedTemporal, start_time_skipping
+from wow_temporal.embedded import EmbeddedTemporal, skip_time, start_time_skipping
+
+T = TypeVar("T")
 
 pytest_plugins = ["tests.recording_host"]  # the `recording_host` fixture: a real HTTP Wow host
 
@@ -35,36 +44,106 @@ def untraced_afterwards() -> Iterator[None]:
         reset_tracing()
 
 
+class _Shared(Generic[T]):
+    """One server shared by the session's tests, checked before each test is handed it and
+    started afresh when it does not answer, so that a test which hung or broke it cannot fail
+    the tests after it."""
+
+    def __init__(
+        self,
+        start: Callable[[], Awaitable[T]],
+        healthy: Callable[[T], Awaitable[None]],
+        stop: Callable[[T], Awaitable[None]],
+    ) -> None:
+        self._start, self._healthy, self._stop = start, healthy, stop
+        self._server: T | None = None
+
+    async def get(self) -> T:
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._healthy(self._server), _HEALTH_TIMEOUT_S)
+            except Exception as error:  # any failure: the next test gets a fresh server
+                warnings.warn(
+                    f"shared server broken ({error!r}): starting a fresh one", stacklevel=1
+                )
+                await self.close()
+        if self._server is None:
+            self._server = await self._start()
+        return self._server
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._stop(server), _HEALTH_TIMEOUT_S)
+
+
+_HEALTH_TIMEOUT_S = 30.0
+
+
+async def _time_moves_on(env: WorkflowEnvironment) -> None:
+    """The time-skipping server answers and still skips time."""
+    await skip_time(env, timedelta(minutes=1), timeout_s=20)
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The Java time-skipping test server (pydantic data converter), shut down at session end."""
-    env = await start_time_skipping()
+async def _time_skipping() -> AsyncIterator[_Shared[WorkflowEnvironment]]:
+    shared = _Shared(start_time_skipping, _time_moves_on, lambda env: env.shutdown())
     try:
-        yield env
+        yield shared
     finally:
-        await env.shutdown()
+        await shared.close()
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+@pytest_asyncio.fixture(loop_scope="session")
+async def time_skipping_env(
+    _time_skipping: _Shared[WorkflowEnvironment],
+) -> WorkflowEnvironment:
+    """The Java time-skipping test server (pydantic data converter), shared by the session."""
+    return await _time_skipping.get()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
 async def time_skipping_client(time_skipping_env: WorkflowEnvironment) -> Client:
     """A client on the time-skipping server; awaiting a result skips time."""
     return time_skipping_env.client
 
 
+@dataclass(frozen=True)
+class _DevServer:
+    server: EmbeddedTemporal
+    client: Client
+
+
+async def _answers(dev: _DevServer) -> None:
+    """The dev server is running and answers."""
+    await dev.client.workflow_service.get_system_info(
+        GetSystemInfoRequest(), timeout=timedelta(seconds=10)
+    )
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def dev_server(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[EmbeddedTemporal]:
-    """A headless `temporal server start-dev` on a session tmp dir, with the search attributes."""
-    server = EmbeddedTemporal(tmp_path_factory.mktemp("temporal-dev"), headless=True)
-    await server.start()
+async def _dev(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[_Shared[_DevServer]]:
+    async def start() -> _DevServer:
+        server = EmbeddedTemporal(tmp_path_factory.mktemp("temporal-dev"), headless=True)
+        await server.start()
+        return _DevServer(server, await server.connect())
+
+    shared = _Shared(start, _answers, lambda dev: dev.server.stop())
     try:
-        yield server
+        yield shared
     finally:
-        await server.stop()
+        await shared.close()
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def dev_client(dev_server: EmbeddedTemporal) -> Client:
+@pytest_asyncio.fixture(loop_scope="session")
+async def dev_server(_dev: _Shared[_DevServer]) -> EmbeddedTemporal:
+    """A headless `temporal server start-dev` on a session tmp dir, with the search attributes,
+    shared by the session."""
+    return (await _dev.get()).server
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def dev_client(_dev: _Shared[_DevServer]) -> Client:
     """A client (pydantic data converter) on the session dev server's namespace."""
-    return await dev_server.connect()
+    return (await _dev.get()).client

@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import random
 import shutil
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -29,6 +31,7 @@ from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
+from temporalio.api.testservice.v1 import UnlockTimeSkippingRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -50,6 +53,7 @@ __all__ = [
     "find_test_server",
     "free_port",
     "register_search_attributes",
+    "skip_time",
     "start_time_skipping",
 ]
 
@@ -273,6 +277,58 @@ async def start_time_skipping() -> WorkflowEnvironment:
         )
     )
     return env
+
+
+_STALL_S = 10.0
+"""Real seconds a virtual-clock sleep may make no headway before its lock is taken as leaked."""
+
+_log = logging.getLogger(__name__)
+
+
+async def skip_time(
+    env: WorkflowEnvironment,
+    duration: timedelta,
+    *,
+    timeout_s: float = 120.0,
+    stall_s: float = _STALL_S,
+) -> None:
+    """Move the time-skipping server's clock on by `duration`, as `env.sleep` does, but never
+    hang on the test server's leaked time-skipping lock.
+
+    The Java test server counts time-skipping locks, and a workflow task holds one while it is
+    outstanding. When the worker completes a task of a run the server has already closed (the
+    run that just continued as new: the server answers "workflow execution already completed";
+    its continue-as-new is not atomic, temporalio/sdk-java#1538), that task's lock is never
+    released: from then on the clock only runs in real time, and a sleep of hours never returns.
+    A sleep that makes no headway for `stall_s` real seconds therefore releases one lock;
+    called only while the caller has nothing of its own in flight, the count is balanced again
+    once the sleep relocks at its end. Raises `TimeoutError` after `timeout_s` real seconds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    sleep = asyncio.ensure_future(env.sleep(duration))
+    try:
+        while True:
+            done, _ = await asyncio.wait({sleep}, timeout=stall_s)
+            if done:
+                await sleep
+                return
+            if loop.time() > deadline:
+                raise TimeoutError(
+                    f"the time-skipping server did not move its clock on by {duration} in "
+                    f"{timeout_s:g}s (real time)"
+                )
+            _log.warning(
+                "the time-skipping server's clock is stuck (a leaked time-skipping lock): "
+                "releasing it"
+            )
+            with contextlib.suppress(RPCError):  # "unbalanced": nothing was leaked after all
+                await env.client.test_service.unlock_time_skipping(
+                    UnlockTimeSkippingRequest(), timeout=timedelta(seconds=10)
+                )
+    finally:
+        if not sleep.done():
+            sleep.cancel()
 
 
 def _tail(path: Path, lines: int = 30) -> str:
