@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
+import time
+import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -19,12 +23,32 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from tests import processes
 from wow_temporal import tracing
 from wow_temporal.embedded import EmbeddedTemporal, skip_time, start_time_skipping
 
 T = TypeVar("T")
 
 pytest_plugins = ["tests.recording_host"]  # the `recording_host` fixture: a real HTTP Wow host
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark this run in the environment every process it starts inherits (`tests.processes`)."""
+    os.environ.setdefault(processes.MARK, f"session-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any process it started is still alive (and stop it)."""
+    mark = os.environ[processes.MARK]
+    deadline = time.monotonic() + 10
+    while processes.marked(mark) and time.monotonic() < deadline:  # still stopping
+        time.sleep(0.2)
+    left = processes.kill_marked(mark)
+    if left:
+        listing = "\n".join(f"  {pid} {command[:200]}" for pid, command in left)
+        sys.stderr.write(f"\nthe suite left {len(left)} process(es) running (killed):\n{listing}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def reset_tracing() -> None:

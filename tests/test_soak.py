@@ -5,18 +5,19 @@ the dev server killed and restarted, the host's ledger checked against the model
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.processes import run_script
+
 SOAK = Path(__file__).resolve().parent.parent / "bench" / "soak.py"
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(600)
 def test_nothing_lost_early_twice_or_after_a_cancel_under_chaos() -> None:
-    done = subprocess.run(
+    done = run_script(
         [
             sys.executable,
             str(SOAK),
@@ -32,10 +33,7 @@ def test_nothing_lost_early_twice_or_after_a_cancel_under_chaos() -> None:
             "11",
             "--json",
         ],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
+        timeout=540,
     )
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr[-5000:]
