@@ -32,9 +32,43 @@ T = TypeVar("T")
 pytest_plugins = ["tests.recording_host"]  # the `recording_host` fixture: a real HTTP Wow host
 
 
+TIERS = {
+    "unit": "pure code and in-process fakes: no server, no subprocess (under a minute)",
+    "workflow": "workflows on the time-skipping test server",
+    "system": "the dev server, real HTTP hosts, subprocesses, benchmarks and the soak",
+}
+"""The tiers a developer can run alone: `./run test -m unit` (each test has exactly one)."""
+
+_WORKFLOW_FIXTURES = {"time_skipping_env", "time_skipping_client"}
+_SYSTEM_FIXTURES = {"dev_server", "dev_client", "recording_host"}
+_SYSTEM_MODULES = {
+    "test_bench_host_smoke", "test_bench_jobs_smoke", "test_bench_smoke", "test_soak",
+    "test_cli", "test_dev", "test_dev_stack", "test_embedded", "test_host", "test_echo_host",
+    "test_eshop_e2e", "test_otlp", "test_worker_prod", "test_worker_metrics", "test_processes",
+    "test_chart",
+}  # they start servers or processes of their own, without the shared fixtures
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Mark this run in the environment every process it starts inherits (`tests.processes`)."""
+    """Declare the tiers; mark this run in the environment every process it starts inherits
+    (`tests.processes`)."""
+    for name, what in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
     os.environ.setdefault(processes.MARK, f"session-{uuid.uuid4().hex[:12]}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each test its tier: by the servers its fixtures start, else by its module."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if fixtures & _SYSTEM_FIXTURES or module in _SYSTEM_MODULES:
+            tier = "system"
+        elif fixtures & _WORKFLOW_FIXTURES:
+            tier = "workflow"
+        else:
+            tier = "unit"
+        item.add_marker(tier)
 
 
 @pytest.hookimpl(trylast=True)
