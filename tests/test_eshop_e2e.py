@@ -31,6 +31,7 @@ from tests.eshop_stack import (
     timer_result,
     wait_until,
 )
+from tests.quiescent import quiescent
 from tests.worker_process import WorkerProcess
 from workers.eshop.order import (
     CANCEL_ORDER,
@@ -249,7 +250,7 @@ async def test_a_cancellation_scheduled_after_payment_is_rejected_once_and_not_r
         "IllegalState",
     )
     assert arrived.received_ms >= set_commit.create_time + 1000
-    await asyncio.sleep(2)  # the retry interval is 100 ms: a retry would have come
+    await quiescent(dev_client.get_workflow_handle(workflow_id))  # rejected: final, closed
     assert len(stack.front.by_timer(timer)) == 1, "a rejection was retried"
     after = await stack.order(ref)
     assert after.status == PAID

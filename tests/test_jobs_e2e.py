@@ -12,13 +12,14 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from tests.quiescent import quiescent
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal import (
     App,
@@ -167,7 +168,8 @@ async def test_an_enabled_job_ticks_and_sends_its_commands_with_tick_request_ids
         assert disabled.status_code == 200, disabled.text
         assert disabled.json()["status"] == "Disabled"
         seen = len(s.requests_of("every-second"))
-        await asyncio.sleep(2.5)
+        handle = s.jobs.client.get_workflow_handle(f"wow-job:{s.app.context}:every-second")
+        await quiescent(handle)  # disabled: no tick in flight, no timer for the next one
         assert len(s.requests_of("every-second")) == seen, "a command was sent after disable"
 
     requests = s.requests_of("every-second")
@@ -321,8 +323,11 @@ async def test_a_failing_handler_is_parked_then_retried_and_later_slots_follow(
             "/schedules", params={"context": ctx, "status": "Parked"}, headers=auth(OPERATOR)
         )
         assert listed.status_code == 200
-        await asyncio.sleep(2)  # later slots wait behind the parked tick
+        # Parked: later slots wait behind it (no tick in flight, no timer to the next slot).
+        await quiescent(s.jobs.client.get_workflow_handle(f"wow-job:{ctx}:flaky"))
         assert not s.requests_of("flaky")
+        missed = attempts[0].due_at + timedelta(seconds=2)  # slot 2 came due while parked
+        await asyncio.sleep(max(0.0, (missed - datetime.now(UTC)).total_seconds()))
 
         s.saga.failing = False
         retried = await s.http.post(f"/{ctx}/schedule/flaky/retry", headers=auth(OPERATOR))

@@ -19,6 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from tests.quiescent import quiescent
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal.delivery import CommandSender
 from wow_temporal.timers.attributes import SA_STATUS
@@ -175,7 +176,7 @@ async def test_one_shot_is_delivered_once_with_the_wire_headers_never_early(rig:
         applied = await rig.timers.apply(commit)
         assert [(a.kind, a.outcome) for a in applied] == [("set", "started")]
         state = await rig.result("grace")
-        await asyncio.sleep(0.3)  # nothing more arrives
+        await quiescent(rig.handle("grace"))  # closed: nothing more can arrive
     assert state.status is Status.DELIVERED
     assert state.delivered == 1
     (request,) = rig.host.requests
@@ -297,7 +298,7 @@ async def test_a_rejection_is_final_after_one_request(rig: Rig) -> None:
     async with rig.worker():
         await rig.timers.apply(commit)
         state = await rig.result("grace")
-        await asyncio.sleep(0.5)
+        await quiescent(rig.handle("grace"))
     assert state.status is Status.REJECTED
     assert "IllegalState" in state.last_outcome
     assert [r.behaviour for r in rig.host.requests] == ["reject"]
@@ -323,7 +324,7 @@ async def test_failures_park_after_max_attempts_then_retry_delivers_same_request
         shown = await rig.timers.show(workflow_id)
         assert shown.status == "Parked"
         assert shown.state is not None and "500" in shown.state.parked_error
-        await asyncio.sleep(0.5)  # parked: nothing more is tried
+        await quiescent(rig.handle("grace"))  # parked: nothing in flight, no timer to retry
         assert len(rig.host.requests) == MAX_ATTEMPTS
         rig.host.reset()
         rig.host.behave("ok")
@@ -415,7 +416,7 @@ async def test_cancel_by_key_just_before_due_sends_nothing(rig: Rig) -> None:
         await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1S"})))
         await rig.timers.apply(rig.commit(2, cancelled("grace")))
         state = await rig.result("grace", within=5)
-        await asyncio.sleep(0.5)
+        await quiescent(rig.handle("grace"))
     assert state.status is Status.CANCELLED
     assert rig.host.requests == []
 
@@ -463,7 +464,7 @@ async def test_a_cron_timer_delivers_each_slot_in_order_once_never_early(
         state = await rig.timers.cancel(rig.workflow_id("tick"))
         final = await rig.result("tick")
         settled = len(rig.host.requests)
-        await asyncio.sleep(1.5)  # cancelled: no more slots
+        await quiescent(rig.handle("tick"))  # cancelled and closed: no more slots
     assert state.status is Status.CANCELLED and final.status is Status.CANCELLED
     requests = rig.host.requests
     assert len(requests) == settled
