@@ -13,7 +13,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pytest
 import pytest_asyncio
@@ -55,6 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
     os.environ.setdefault(processes.MARK, f"session-{uuid.uuid4().hex[:12]}")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # each xdist worker checks its own children
+    if worker and not os.environ[processes.MARK].endswith(f"/{worker}"):
+        os.environ[processes.MARK] += f"/{worker}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -71,6 +74,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(tier)
 
 
+_leaked: list[str] = []
+"""Processes left running, as reported by this process's check and its xdist workers'."""
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """An xdist worker ended: keep what its own check found."""
+    _leaked.extend(getattr(node, "workeroutput", {}).get("leaked", []))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any process it started is still alive (and stop it)."""
@@ -78,9 +90,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     deadline = time.monotonic() + 10
     while processes.marked(mark) and time.monotonic() < deadline:  # still stopping
         time.sleep(0.2)
-    left = processes.kill_marked(mark)
+    left = [f"{pid} {command[:200]}" for pid, command in processes.kill_marked(mark)]
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reports it
+        workeroutput["leaked"] = left
+        return
+    left += _leaked
     if left:
-        listing = "\n".join(f"  {pid} {command[:200]}" for pid, command in left)
+        listing = "\n".join(f"  {line}" for line in left)
         sys.stderr.write(f"\nthe suite left {len(left)} process(es) running (killed):\n{listing}\n")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

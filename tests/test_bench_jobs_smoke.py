@@ -10,12 +10,13 @@ import pytest
 from tests.processes import run_script
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "jobs.py"
+TINY = ("--seconds", "2", "--tenants", "20", "--idle", "100")  # it runs; its figures matter not
 
 
 @pytest.mark.timeout(360)
 def test_jobs_bench_quick_runs_and_prints_the_table() -> None:
     done = run_script(
-        [sys.executable, str(BENCH), "--quick"],
+        [sys.executable, str(BENCH), "--quick", *TINY],
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -24,13 +25,13 @@ def test_jobs_bench_quick_runs_and_prints_the_table() -> None:
         "1. steady ticking",
         "lateness p99 wow/native",
         "actions per tick wow",
-        "2. 40 instances due on the same second",
+        "2. 20 instances due on the same second",
         "throughput wow",
-        "3. worker memory with 300 enabled instances",
+        "3. worker memory with 100 enabled instances",
         "enabling rate",
     ):
         assert line in out, out
     assert "early 0" in out, out
     assert "ticks 0/" not in out, out
     # Every instance of the burst was handled (none lost, none left for next year).
-    assert "40/40 in" in out, out
+    assert "20/20 in" in out, out
