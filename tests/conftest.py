@@ -60,11 +60,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[processes.MARK] += f"/{worker}"
 
 
+_LONGEST_FIRST = (
+    "test_soak", "test_bench_jobs_smoke", "test_bench_host_smoke", "test_bench_smoke",
+    "test_eshop_e2e", "test_jobs_faults", "test_timers_faults",
+)  # started first, so that the two test processes finish together
+
+
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give each test its tier: by the servers its fixtures start, else by its module."""
+    """Give each test its tier: by the servers its fixtures start, else by its module; run the
+    longest modules first."""
+    rank = {name: n for n, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_module(item), len(rank)))
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        module = _module(item)
         if fixtures & _SYSTEM_FIXTURES or module in _SYSTEM_MODULES:
             tier = "system"
         elif fixtures & _WORKFLOW_FIXTURES:
