@@ -589,7 +589,8 @@ async def test_tenants_whose_ids_join_alike_never_share_a_timer(rig: Rig) -> Non
         assert (a.outcome, b.outcome) == ("started", "started")
         assert a.workflow_id != b.workflow_id
         await rig.host.wait_for(lambda host: len(host.delivered()) >= 2, timeout=15)
-        await asyncio.sleep(0.3)
+        for workflow_id in (a.workflow_id, b.workflow_id):
+            await quiescent(rig.client.get_workflow_handle(workflow_id))
     got = sorted(
         (r.header("command-tenant-id"), r.aggregate_id, r.body["reason"])
         for r in rig.host.requests
@@ -670,7 +671,8 @@ async def test_a_deletion_that_visibility_lags_behind_still_cancels_every_timer(
         assert applied == [], "visibility showed nothing to cancel"
         grace = await rig.result("grace", within=10)
         tick = await rig.result("tick", within=10)
-        await asyncio.sleep(1)
+        for key in ("grace", "tick"):
+            await quiescent(rig.handle(key))
     assert rig.host.requests == []
     for state in (grace, tick):
         assert state.status is Status.CANCELLED
@@ -709,7 +711,7 @@ async def test_a_deletion_and_a_completion_together_keep_the_delivery(rig: Rig) 
         await rig.host.wait_for(lambda host: len(host.requests) >= 3, timeout=15)
         await rig.timers.apply(rig.commit(2, DELETED))
         state = await rig.result("tick", within=5)
-        await asyncio.sleep(1.2)
+        await quiescent(rig.handle("tick"))
     decided = [r for r in rig.host.requests if r.behaviour in ("ok", "hang")]
     assert state.delivered == len(decided), "every slot the host decided is counted"
     assert state.status is Status.CANCELLED
