@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.quiescent import quiescent
@@ -610,7 +611,14 @@ async def test_a_set_of_the_same_version_with_another_rule_is_ignored_and_says_w
         await rig.timers.apply(rig.commit(3, schedule_set("grace", {"after": "PT1H"})))
         (same,) = await rig.timers.apply(rig.commit(3, schedule_set("grace", {"after": "PT1S"})))
         assert (same.outcome, same.reason) == ("ignored", "stale: version 3 ≤ applied 3")
-        await asyncio.sleep(1.5)
+        # Proven from its history, not slept on: the timer never waited for anything shorter
+        # than the hour of the rule in force (the ignored PT1S would be a 1 s timer).
+        waits = [
+            e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            async for e in rig.handle("grace").fetch_history_events()
+            if e.HasField("timer_started_event_attributes")
+        ]
+        assert waits and min(waits) > timedelta(minutes=30), waits
         await rig.timers.cancel(rig.workflow_id("grace"))
     assert rig.host.requests == []
 
@@ -624,7 +632,9 @@ async def test_a_set_older_than_the_deletion_arriving_after_it_changes_nothing(r
         (late,) = await rig.timers.apply(older)
         assert late.outcome == "ignored"
         assert late.reason == f"eshop-order.order {rig.aggregate_id} was deleted at version 5"
-        await asyncio.sleep(1.5)
+        with pytest.raises(RPCError) as absent:  # ignored: no timer was started to send it
+            await rig.handle("grace").describe()
+        assert absent.value.status == RPCStatusCode.NOT_FOUND
         assert rig.host.requests == []
         recovery = rig.commit(6, schedule_set("grace", {"after": "PT0.2S"}))
         recovered = await rig.timers.apply(recovery)
