@@ -61,6 +61,9 @@ def kill_marked(prefix: str) -> list[tuple[int, str]]:
     for pid, _ in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while left and marked(prefix) and time.monotonic() < deadline:  # until the kills land
+        time.sleep(0.05)
     return left
 
 
