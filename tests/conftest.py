@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import sys
-import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -19,13 +18,13 @@ import pytest
 import pytest_asyncio
 from opentelemetry import trace
 from opentelemetry.util._once import Once
-from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests import processes
 from wow_temporal import tracing
 from wow_temporal.embedded import EmbeddedTemporal, skip_time, start_time_skipping
+from wow_temporal.worker import probe
 
 T = TypeVar("T")
 
@@ -42,9 +41,21 @@ TIERS = {
 _WORKFLOW_FIXTURES = {"time_skipping_env", "time_skipping_client"}
 _SYSTEM_FIXTURES = {"dev_server", "dev_client", "recording_host"}
 _SYSTEM_MODULES = {
-    "test_bench_host_smoke", "test_bench_jobs_smoke", "test_bench_smoke", "test_soak",
-    "test_cli", "test_dev", "test_dev_stack", "test_embedded", "test_host", "test_echo_host",
-    "test_eshop_e2e", "test_otlp", "test_worker_prod", "test_worker_metrics", "test_processes",
+    "test_bench_host_smoke",
+    "test_bench_jobs_smoke",
+    "test_bench_smoke",
+    "test_soak",
+    "test_cli",
+    "test_dev",
+    "test_dev_stack",
+    "test_embedded",
+    "test_host",
+    "test_echo_host",
+    "test_eshop_e2e",
+    "test_otlp",
+    "test_worker_prod",
+    "test_worker_metrics",
+    "test_processes",
     "test_chart",
 }  # they start servers or processes of their own, without the shared fixtures
 
@@ -61,8 +72,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _LONGEST_FIRST = (
-    "test_soak", "test_bench_jobs_smoke", "test_bench_host_smoke", "test_bench_smoke",
-    "test_eshop_e2e", "test_jobs_faults", "test_timers_faults",
+    "test_soak",
+    "test_bench_jobs_smoke",
+    "test_bench_host_smoke",
+    "test_bench_smoke",
+    "test_eshop_e2e",
+    "test_jobs_faults",
+    "test_timers_faults",
 )  # started first, so that the two test processes finish together
 
 
@@ -99,11 +115,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any process it started is still alive (and stop it)."""
-    mark = os.environ[processes.MARK]
-    deadline = time.monotonic() + 10
-    while processes.marked(mark) and time.monotonic() < deadline:  # still stopping
-        time.sleep(0.2)
-    left = [f"{pid} {command[:200]}" for pid, command in processes.kill_marked(mark)]
+    stopped = processes.stop_marked(os.environ[processes.MARK], grace=10)
+    left = [f"{pid} {command[:200]}" for pid, command in stopped]
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller reports it
         workeroutput["leaked"] = left
@@ -130,6 +143,10 @@ def untraced_afterwards() -> Iterator[None]:
     yield
     if trace.get_tracer_provider() is not before:
         reset_tracing()
+
+
+_HEALTH_TIMEOUT_S = 30.0
+"""How long a shared server may take to show it is healthy, or to stop."""
 
 
 class _Shared(Generic[T]):
@@ -164,9 +181,6 @@ class _Shared(Generic[T]):
         if server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._stop(server), _HEALTH_TIMEOUT_S)
-
-
-_HEALTH_TIMEOUT_S = 30.0
 
 
 async def _time_moves_on(env: WorkflowEnvironment) -> None:
@@ -204,10 +218,10 @@ class _DevServer:
 
 
 async def _answers(dev: _DevServer) -> None:
-    """The dev server is running and answers."""
-    await dev.client.workflow_service.get_system_info(
-        GetSystemInfoRequest(), timeout=timedelta(seconds=10)
-    )
+    """The dev server is running and answers (the production worker's readiness probe)."""
+    why_not = await probe(dev.client)
+    if why_not is not None:
+        raise ConnectionError(why_not)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -55,14 +55,18 @@ def marked(prefix: str) -> list[tuple[int, str]]:
     return found
 
 
-def kill_marked(prefix: str) -> list[tuple[int, str]]:
-    """SIGKILL every process `marked(prefix)`; returns what was still running."""
+def stop_marked(prefix: str, *, grace: float) -> list[tuple[int, str]]:
+    """Give the processes `marked(prefix)` up to `grace` seconds to end by themselves, then
+    SIGKILL the rest and wait for the kills to land; returns those that had to be killed."""
+    deadline = time.monotonic() + grace
+    while marked(prefix) and time.monotonic() < deadline:
+        time.sleep(0.1)
     left = marked(prefix)
     for pid, _ in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while left and marked(prefix) and time.monotonic() < deadline:  # until the kills land
+    while left and marked(prefix) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -103,10 +107,7 @@ def run_script(
         out_file.seek(0)
         err_file.seek(0)
         out, err = out_file.read(), err_file.read()
-    deadline = time.monotonic() + 5
-    while marked(run_mark) and time.monotonic() < deadline:  # children still stopping
-        time.sleep(0.1)
-    left = kill_marked(run_mark)
+    left = stop_marked(run_mark, grace=5)  # its children may still be stopping
     if timed_out:
         raise AssertionError(f"{' '.join(argv)} ran past {timeout:g}s\n{out}\n{err[-5000:]}")
     if left:
