@@ -796,7 +796,11 @@ class TimerMachine(RuleBasedStateMachine):
 
     def apply(self, change: TimerChange) -> None:
         before = self.state
+        received, answer = core.receive(self.state, change)
         self.state = core.apply(self.state, change)
+        assert received == self.state.model_copy(update={"last_change": received.last_change})
+        assert received.last_change.endswith(f": {answer.outcome}: {answer.reason}")
+        assert (answer.outcome == "ignored") == (self.state == before)
         self.applied.append(change)
         if change.spec is not None and change.spec.timer not in self.timers:
             self.timers[change.spec.timer] = TimerRecord(
@@ -1179,3 +1183,22 @@ def test_verdicts_say_why() -> None:
     nothing = core.verdict(TimerState(), TimerChange(kind="delete", version=2))
     assert nothing.outcome == "cancelled"
     assert nothing.reason.startswith("nothing was pending")
+
+
+def test_a_received_change_notes_what_it_did_and_the_details_show_it() -> None:
+    first = set_change(at_rule(T0 + timedelta(hours=1)), version=1)
+    state = core.initial(first)
+    assert state.last_change == ""
+    replaced, answer = core.receive(state, set_change(at_rule(), version=2))
+    assert answer.outcome == "replaced"
+    assert replaced.last_change == f"set of version 2 (c2:e0): replaced: {answer.reason}"
+    assert f"last change: set of version 2 (c2:e0): replaced: {answer.reason}" in (
+        core.details(replaced)
+    )
+    again, stale = core.receive(replaced, set_change(at_rule(), version=2))
+    assert stale == core.Verdict(outcome="ignored", reason="stale: version 2 ≤ applied 2")
+    assert again.last_change == "set of version 2 (c2:e0): ignored: stale: version 2 ≤ applied 2"
+    assert again.spec == replaced.spec and again.applied == replaced.applied
+    gone, _ = core.receive(again, TimerChange(kind="delete", version=3))
+    assert gone.last_change.startswith("delete of version 3: cancelled: cancelled c2:e0 (")
+    assert gone.last_change.endswith("by the aggregate's deletion (version 3)")

@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.told import told
 from wow_temporal.delivery import DELIVERY_PARKED, DeliveryOutcome, DeliveryRequest
 from wow_temporal.schedule import Commit
 from wow_temporal.timers import core
@@ -176,9 +177,11 @@ async def test_replace_delivers_only_the_new_schedule(rig: Rig) -> None:
         second = await rig.commit(2, schedule_set("grace", {"after": "P3D"}))
         await rig.timers.apply(first)
         (replaced,) = await rig.timers.apply(second)
-        assert replaced.outcome == "replaced"
-        assert replaced.reason.startswith(f"replaced {first['id']}:e0 (after PT24H, due ")
-        assert f"by {second['id']}:e0 (after PT72H, due " in replaced.reason
+        assert replaced.outcome == "handed-over"
+        said = await told(rig.timers, replaced.workflow_id, 2)
+        assert said.startswith(f"set of version 2 ({second['id']}:e0): replaced: ")
+        assert f"replaced {first['id']}:e0 (after PT24H, due " in said
+        assert f"by {second['id']}:e0 (after PT72H, due " in said
         state = await rig.result("grace")
     assert state.status is Status.DELIVERED
     assert rig.host.request_ids == [f"{second['id']}:e0#1"]
@@ -193,12 +196,13 @@ async def test_older_version_and_duplicate_change_nothing(rig: Rig) -> None:
         older = await rig.commit(4, schedule_set("grace", {"after": "PT1H"}))
         await rig.timers.apply(newer)
         (stale,) = await rig.timers.apply(older)
-        assert (stale.outcome, stale.reason) == ("ignored", "stale: version 4 ≤ applied 5")
+        assert stale.outcome == "handed-over"
+        said = await told(rig.timers, stale.workflow_id, 4)
+        assert said == f"set of version 4 ({older['id']}:e0): ignored: stale: version 4 ≤ applied 5"
         (again,) = await rig.timers.apply(newer)
-        assert (again.outcome, again.reason) == (
-            "ignored",
-            "stale: version 5 ≤ applied 5",
-        )
+        assert again.outcome == "handed-over"
+        said = await told(rig.timers, again.workflow_id, 5)
+        assert said.endswith(": ignored: stale: version 5 ≤ applied 5")
         state = await rig.result("grace")
         # After it fired, the same commit again and an older one still change nothing.
         (after,) = await rig.timers.apply(newer)

@@ -24,7 +24,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.ids import TIMER_ID_PREFIX, InvalidIdError, parse_timer_workflow_id
@@ -42,7 +42,7 @@ from wow_temporal.timers.attributes import (
     initial_search_attributes,
 )
 from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
-from wow_temporal.timers.core import TimerChange, TimerState, Verdict
+from wow_temporal.timers.core import TimerChange, TimerState, Verdict, VerdictOutcome
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
@@ -63,10 +63,10 @@ TIMER_TASK_QUEUE = "wow-timers"
 APPLY_CONCURRENCY = 32
 """Aggregates whose commits `apply_many` hands over at once."""
 
-Outcome = Literal["started", "replaced", "cancelled", "ignored", "signalled"]
+Outcome = VerdictOutcome
 
 ANSWER_TIMEOUT = timedelta(seconds=10)
-"""How long a change waits for a worker to take it before it is sent as a signal instead."""
+"""How long a query or an operator's update waits for a worker to answer."""
 
 _EXECUTION_STATUS = {
     WorkflowExecutionStatus.RUNNING: "Running",
@@ -96,8 +96,8 @@ class Applied(BaseModel):
     workflow_id: str
     kind: Literal["set", "cancel", "delete"]
     outcome: Outcome
-    """`started` a timer, `replaced` or `cancelled` the one running, `ignored` the event, or
-    `signalled` it when no worker answered in time (applied once one runs the timer)."""
+    """`started` a timer (or `cancelled`: a cancel with nothing pending starts one that keeps
+    it), `handed-over` to the running timer (applied when a worker runs it), or `ignored`."""
     reason: str = ""
     """Why, in words: `due 2026-12-01T10:30Z`, `stale: version 1 ≤ applied 1`, …"""
 
@@ -183,7 +183,8 @@ class TimerClient:
     ) -> None:
         """`start_delay=False` starts timers at once to sleep in the workflow instead (one
         more action each); the time-skipping test server does not skip start delays.
-        `answer_timeout`: how long a change waits for a worker's answer (none may run)."""
+        `answer_timeout`: how long a query or an operator's update waits for a worker's
+        answer (none may run); handing commits over never waits for one."""
         self.client = client
         self.task_queue = task_queue
         self.delivery = delivery or DeliverySettings()
@@ -275,16 +276,18 @@ class TimerClient:
         return answers
 
     async def _apply_key(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict:
+        """Hand `change` to its timer without waiting for a worker: start it, send it to the
+        one running, or, when the last run has ended, start anew unless its state says stale."""
         workflow_id = _timer_id(owner, key)
         for _ in range(5):
-            if change.kind == "set":
+            if change.kind != "delete":  # a deletion starts no timer where none runs
                 try:
                     return await self._start(
                         owner, key, change, WorkflowIDReusePolicy.REJECT_DUPLICATE
                     )
                 except WorkflowAlreadyStartedError:
                     pass
-            answer = await self._update(owner, key, change)
+            answer = await self._hand_over(owner, key, change)
             if answer is not None:
                 return answer
             if change.kind == "delete":
@@ -299,7 +302,7 @@ class TimerClient:
                     owner, key, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE, after=last
                 )
             except WorkflowAlreadyStartedError:
-                continue  # another ingest started it meanwhile: apply to that one
+                continue  # another ingest started it meanwhile: hand it to that one
         raise TimerError(f"could not apply a schedule to {workflow_id}: it keeps changing")
 
     async def _start(
@@ -342,38 +345,19 @@ class TimerClient:
         when = "never due" if due is None else f"due {core.short_instant(due)}"
         return Verdict(outcome="started", reason=f"{when}{ended}")
 
-    async def _update(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict | None:
-        """Hand `change` to the running timer and return its answer; None if none runs.
-
-        An update, not a signal: it is answered (with why, when it changes nothing), and it
-        ends a start delay at once. It needs a worker to answer: with no answer within
-        `answer_timeout` the change goes as a signal too, which the server keeps for the timer
-        (applied once: if the update got through after all, the signal is stale).
-        """
-        handle = self.client.get_workflow_handle(_timer_id(owner, key))
-        try:
-            answer: Verdict = await handle.execute_update(
-                "apply", change, result_type=Verdict, rpc_timeout=self.answer_timeout
-            )
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            return await self._signal(owner, key, change)
-        except WorkflowUpdateFailedError as error:
-            cause = error.cause
-            if isinstance(cause, ApplicationError) and cause.type == "Stale":
-                return Verdict(outcome="ignored", reason=cause.message)
-            raise
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None  # no run, or it has ended
-            raise
-        return answer
-
-    async def _signal(
+    async def _hand_over(
         self, owner: AggregateRef, key: str, change: TimerChange
     ) -> Verdict | None:
-        """Send `change` as a signal (with start, which ends a start delay; a timer that has
-        ended is left alone): for when no worker answers."""
-        state = core.apply(TimerState(), change)
+        """Send `change` to the running timer as a signal (with start: it ends a start delay);
+        None when the timer's last run has ended (it is left alone).
+
+        A signal, not an update: the server keeps it and answers at once, so ingest goes at
+        the server's pace whatever the workers do. The timer applies it in order when a worker
+        runs it (a stale one changes nothing) and notes what it did in `last_change`. Should
+        the key have no timer at all (a deletion racing a start), it starts one that ends
+        cancelled: harmless, it keeps the deletion's order.
+        """
+        state = core.initial(change)
         try:
             await self.client.start_workflow(
                 TimerWorkflow.run,
@@ -389,12 +373,11 @@ class TimerClient:
                 static_details=core.static_details(owner, key),
             )
         except WorkflowAlreadyStartedError:
-            return None  # it has just ended
-        seconds = self.answer_timeout.total_seconds()
+            return None
         return Verdict(
-            outcome="signalled",
-            reason=f"no worker answered within {seconds:g}s: sent as a signal, applied once "
-            "when a worker runs the timer, unless it has applied a newer event",
+            outcome="handed-over",
+            reason="sent to the running timer, which applies it when a worker runs it unless "
+            "it has applied a newer event; its last change tells what it did",
         )
 
     async def _closed_state(self, workflow_id: str) -> TimerState | None:

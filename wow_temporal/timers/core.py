@@ -41,6 +41,7 @@ __all__ = [
     "TimerSpec",
     "TimerState",
     "Verdict",
+    "VerdictOutcome",
     "apply",
     "cancel",
     "details",
@@ -48,6 +49,7 @@ __all__ = [
     "on_abandoned",
     "on_failed",
     "on_outcome",
+    "receive",
     "retry",
     "short_instant",
     "stale_reason",
@@ -140,12 +142,20 @@ class TimerState(_Frozen):
     """Commands the host refused over the timer's whole life."""
     last_outcome: str = ""
     parked_error: str = ""
+    last_change: str = ""
+    """What the last schedule event handed to the running timer did, and why: ingest hands
+    changes over without waiting for a worker, so this is where what they did is told."""
+
+
+VerdictOutcome = Literal["started", "replaced", "cancelled", "ignored", "handed-over"]
+"""What one schedule event did to one timer: `handed-over` to a running timer, which applies
+it when a worker next runs it (its `last_change` then says what it did)."""
 
 
 class Verdict(_Frozen):
     """What applying one schedule event did to one timer, and why."""
 
-    outcome: Literal["started", "replaced", "cancelled", "ignored", "signalled"]
+    outcome: VerdictOutcome
     reason: str
 
 
@@ -221,6 +231,16 @@ def apply(state: TimerState, change: TimerChange) -> TimerState:
         "cancelled by " + ("the aggregate's deletion" if change.kind == "delete" else "key")
         + f" (version {change.version})",
     )
+
+
+def receive(state: TimerState, change: TimerChange) -> tuple[TimerState, Verdict]:
+    """A running timer receives a change: apply it and note what it did in `last_change`."""
+    answer = verdict(state, change)
+    event = f"{change.kind} of version {change.version}"
+    if change.spec is not None:
+        event += f" ({change.spec.timer})"
+    note = f"{event}: {answer.outcome}: {answer.reason}"
+    return apply(state, change).model_copy(update={"last_change": note}), answer
 
 
 def verdict(state: TimerState, change: TimerChange) -> Verdict:
@@ -484,6 +504,8 @@ def details(state: TimerState) -> str:
         )
     if state.last_outcome and not (state.parked_error and state.status is Status.PARKED):
         lines.append(f"last: {state.last_outcome}")
+    if state.last_change:
+        lines.append(f"last change: {state.last_change}")
     return "\n\n".join(lines)
 
 

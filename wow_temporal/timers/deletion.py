@@ -65,7 +65,8 @@ class DeletionWorkflow:
 
     @workflow.update(name="deleted")
     def deleted(self, record: DeletionRecord) -> DeletionRecord:
-        """A deletion of a later version: the record holds the latest."""
+        """A deletion of a later version: the record holds the latest (kept for the histories
+        of records raised this way; ingest now starts a new run instead)."""
         if record.order > self._record.order:
             self._record = record
             workflow.upsert_memo({_MEMO: record.model_dump(mode="json")})
@@ -100,30 +101,48 @@ class DeletionRecords:
         return None if found is None else found.order
 
     async def record(self, record: DeletionRecord) -> DeletionRecord:
-        """Keep `record` unless a later deletion is kept already; the record now in force."""
-        workflow_id = deletion_record_id(record.aggregate)
-        try:
-            await self.client.start_workflow(
-                DeletionWorkflow.run,
-                record,
-                id=workflow_id,
-                task_queue=self.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                memo={_MEMO: record.model_dump(mode="json")},
-                search_attributes=TypedSearchAttributes(aggregate_search_attributes(record.aggregate)),
-                static_summary=f"deletion record of {record.aggregate}: its timers are cancelled",
-                static_details=(
-                    "Schedules of this aggregate set at a version older than its deletion "
-                    "are ignored when they arrive, and a timer that started anyway ends "
-                    "cancelled instead of delivering. Current Details and the memo hold the "
-                    "deletion's version; a later deletion (after the aggregate was recovered) "
-                    "raises it."
-                ),
-            )
-            return record
-        except WorkflowAlreadyStartedError:
-            pass
-        handle = self.client.get_workflow_handle(workflow_id)
-        kept = await handle.execute_update(DeletionWorkflow.deleted, record)
-        return kept
+        """Keep `record` unless a later deletion is kept already; the record now in force.
+
+        No worker is waited for: a first record is a start with its memo, and a later one (the
+        aggregate was recovered, then deleted again) replaces the run holding the older record
+        in one call, then reads back what is kept, writing again if a lower one raced it.
+        """
+        for _ in range(5):
+            kept = await self.find(record.aggregate)
+            if kept is not None and kept.order >= record.order:
+                return kept
+            try:
+                await self._start(record, replacing=kept)
+            except WorkflowAlreadyStartedError:
+                continue  # another ingest recorded one meanwhile: compare with that
+            kept = await self.find(record.aggregate)
+            if kept is not None and kept.order >= record.order:
+                return kept
+        raise RuntimeError(
+            f"could not record the deletion of {record.aggregate}: it keeps changing"
+        )
+
+    async def _start(self, record: DeletionRecord, *, replacing: DeletionRecord | None) -> None:
+        """Start the idle workflow holding `record`; it ends the one `replacing` an older one."""
+        await self.client.start_workflow(
+            DeletionWorkflow.run,
+            record,
+            id=deletion_record_id(record.aggregate),
+            task_queue=self.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=(
+                WorkflowIDConflictPolicy.FAIL
+                if replacing is None
+                else WorkflowIDConflictPolicy.TERMINATE_EXISTING
+            ),
+            memo={_MEMO: record.model_dump(mode="json")},
+            search_attributes=TypedSearchAttributes(aggregate_search_attributes(record.aggregate)),
+            static_summary=f"deletion record of {record.aggregate}: its timers are cancelled",
+            static_details=(
+                "Schedules of this aggregate set at a version older than its deletion "
+                "are ignored when they arrive, and a timer that started anyway ends "
+                "cancelled instead of delivering. Current Details and the memo hold the "
+                "deletion's version; a later deletion (after the aggregate was recovered) "
+                "starts a new run holding it."
+            ),
+        )

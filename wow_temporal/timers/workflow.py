@@ -1,10 +1,11 @@
 """The timer workflow: a thin, deterministic shell that runs `timers.core` durably on Temporal.
 
-One workflow per aggregate and key (`wow-timer:…`). It sleeps until the slot is due, checks its own
-clock, hands the slot to the `wow.deliver` activity, and applies the outcome; schedule changes
-arrive as the `apply` update (answered with what they did), operators retry or cancel through
-updates, and a Temporal cancel request is an operator's cancel. A change that arrives while a
-delivery is in flight answers once that attempt has finished, so nothing is sent after it.
+One workflow per aggregate and key (`wow-timer:…`). It sleeps until the slot is due, checks its
+own clock, hands the slot to the `wow.deliver` activity, and applies the outcome. Schedule
+changes arrive as the `apply` signal (ingest never waits for a worker; what each did is noted
+in the state and the current details); operators retry or cancel through updates, and a
+Temporal cancel request is an operator's cancel. A delivery in flight when its schedule changes
+is not recalled, and no attempt starts after the change.
 """
 
 from __future__ import annotations
@@ -127,26 +128,24 @@ class TimerWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
 
+    @workflow.signal(name="apply")
+    def apply_signal(self, change: TimerChange) -> None:
+        """A schedule event of a commit (set, cancel or delete), as ingest hands it over: kept
+        by the server until a worker runs the timer, so ingest never waits for one. What it did
+        is noted in the state's `last_change` and the current details."""
+        self._receive(change)
+
     @workflow.update(name="apply")
     async def apply(self, change: TimerChange) -> Verdict:
-        """A schedule event of a commit (set, cancel or delete), answered with what it did.
-
-        It answers after a delivery that was in flight has finished, saying how it ended.
-        """
-        answer = core.verdict(self._state, change)
-        self._update(core.apply(self._state, change))
+        """The same change as an update, answered with what it did once a delivery in flight
+        has finished (ingest sends signals now; kept for callers and histories that use it)."""
+        answer = self._receive(change)
         if self._flight is not None and self._flight.delivery != self._state.pending:
             await self._settled()
             answer = answer.model_copy(
                 update={"reason": f"{answer.reason}; {self._state.last_outcome}"}
             )
         return answer
-
-    @workflow.signal(name="apply")
-    def apply_signal(self, change: TimerChange) -> None:
-        """The same change sent as a signal, when no worker answered the update in time (a
-        signal is kept by the server until a worker runs the timer; a stale one is ignored)."""
-        self._update(core.apply(self._state, change))
 
     @apply.validator
     def _not_stale(self, change: TimerChange) -> None:
@@ -181,6 +180,17 @@ class TimerWorkflow:
     def state(self) -> TimerState:
         """The timer's whole state."""
         return self._state
+
+    def _receive(self, change: TimerChange) -> Verdict:
+        """Apply a change; one that changes nothing wakes nothing (a wake-up starts a new
+        Temporal timer, a billed action), but the current details tell it at once."""
+        state, answer = core.receive(self._state, change)
+        if answer.outcome == "ignored":
+            self._state = state
+            workflow.set_current_details(core.details(state))
+        else:
+            self._update(state)
+        return answer
 
     def _update(self, state: TimerState) -> None:
         if state != self._state:
