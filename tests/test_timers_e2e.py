@@ -24,6 +24,7 @@ from tests.quiescent import quiescent
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.told import told
 from wow_temporal.delivery import CommandSender
+from wow_temporal.schedule import Commit
 from wow_temporal.timers.attributes import SA_STATUS
 from wow_temporal.timers.client import TimerClient, TimerError, TimerFilter, TimerInfo
 from wow_temporal.timers.core import Status, TimerState
@@ -645,6 +646,25 @@ async def test_a_set_older_than_the_deletion_arriving_after_it_changes_nothing(r
         assert [a.outcome for a in recovered] == ["started"], "a recovered aggregate schedules"
         await rig.host.wait_for(lambda host: len(host.requests) == 1, timeout=10)
     assert [r.message_header("upstream_id") for r in rig.host.requests] == [recovery["id"]]
+
+
+async def test_a_deletion_after_a_recovery_raises_the_record_with_no_worker_running(
+    rig: Rig,
+) -> None:
+    """Deleted, recovered, deleted again: the record holds the later deletion, an older one
+    handed over late lowers nothing, and none of it waits for a worker (none runs)."""
+    timers = TimerClient(rig.client, task_queue=f"{rig.task_queue}-idle")
+    owner = Commit.parse(rig.commit(1, DELETED)).aggregate
+    assert await timers.apply(rig.commit(2, DELETED)) == []
+    (recovered,) = await timers.apply(rig.commit(3, schedule_set("grace", {"after": "PT1H"})))
+    assert recovered.outcome == "started"
+    await asyncio.wait_for(timers.apply(rig.commit(4, DELETED)), timeout=30)
+    assert await timers.deletions.deleted_at(owner) == (4, 0)
+    await timers.apply(rig.commit(2, DELETED))
+    assert await timers.deletions.deleted_at(owner) == (4, 0)
+    (late,) = await timers.apply(rig.commit(3, schedule_set("remind", {"after": "PT1H"})))
+    assert late.reason == f"eshop-order.order {rig.aggregate_id} was deleted at version 4"
+    await rig.client.get_workflow_handle(rig.workflow_id("grace")).terminate("test over")
 
 
 class _LaggingVisibility(TimerClient):
