@@ -12,7 +12,20 @@ schedules far in the future (nothing fires):
 - `bare start_workflow`: a workflow started with a start delay, `--clients` in flight.
 
 Printed: commits per second and request latency p50/p99, and each side's ratio to bare.
-Run: `.venv/bin/python bench/ingest.py [--n 1000] [--clients 20] [--batch 100]`.
+
+Then changes to running timers, as an operator meets them: `--timers` timers have each run on
+a real `wow-temporal worker` process (so they are sticky to it), and `--changes` commits
+replacing their schedules go to `POST /commits` from `--clients` clients, in each case:
+
+- `healthy`: one worker, healthy (measured first and last; the better is the baseline);
+- `after a worker SIGKILL`: the worker that ran them SIGKILLed and another started at once;
+- `no worker`: the worker SIGKILLed, none running;
+- `2 workers, one SIGKILLed`: two workers ran them, one is SIGKILLed, the other healthy;
+- `behind a backlog`: `--backlog` other timers' changes queued as workflow tasks first.
+
+Each prints its rate and p99 as ratios to the healthy ones (targets: rate ≥ 0.8x, p99 ≤ 2x),
+and how long the timers then took to apply every change once a worker ran (not ingest).
+Run: `.venv/bin/python bench/ingest.py [--n 1000] [--clients 20] [--batch 100] [--timers 150]`.
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import statistics
@@ -40,10 +54,13 @@ from temporalio import workflow
 from temporalio.client import Client
 
 from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.ids import timer_workflow_id
+from wow_temporal.schedule import Commit
 from wow_temporal.timers.client import TimerClient
 
 IDLE_QUEUE = "bench-ingest-idle"  # no worker polls it: nothing ever runs
 API = Path(sys.executable).parent / "wow-temporal"
+CHANGE_CLIENTS = 12
 
 
 @workflow.defn(name="bench.Idle")
@@ -53,14 +70,14 @@ class Idle:
         return None
 
 
-def commit(aggregate_id: str) -> dict[str, Any]:
+def commit(aggregate_id: str, version: int = 1) -> dict[str, Any]:
     return {
-        "id": f"c1-{aggregate_id}",
+        "id": f"c{version}-{aggregate_id}",
         "contextName": "eshop-order",
         "aggregateName": "order",
         "tenantId": "t1",
         "aggregateId": aggregate_id,
-        "version": 1,
+        "version": version,
         "createTime": int(time.time() * 1000),
         "body": [
             {
@@ -191,11 +208,174 @@ async def run(args: argparse.Namespace) -> None:
                     f"  {name:24} {rate:7.0f} commits/s  ratio {rate / base:4.2f}  "
                     f"request p50 {p(latencies, 50):7.1f} ms  p99 {p(latencies, 99):7.1f} ms"
                 )
+            if args.timers:
+                await run_changes(server, http, client, args)
         finally:
             await http.aclose()
             api.terminate()
             await api.wait()
             await server.stop()
+
+
+class Workers:
+    """Real `wow-temporal worker` processes on the dev server, SIGKILLed at will."""
+
+    def __init__(self, address: str, logs: Path) -> None:
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
+            "TEMPORAL_ADDRESS": address,
+            "WOW_HOST_URL": "http://127.0.0.1:9",  # nothing is due: no command is sent
+            "WOW_WORKER_HEALTH_PORT": "0",
+            "WOW_WORKER_METRICS_PORT": "0",
+        }
+        self.logs = logs
+        self.running: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> asyncio.subprocess.Process:
+        log = self.logs / f"worker-{len(list(self.logs.iterdir()))}.log"
+        with log.open("wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                str(API),
+                "worker",
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.running.append(proc)
+        deadline = time.monotonic() + 60
+        while b"timer worker on task queue" not in log.read_bytes():
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError("a worker did not start:\n" + log.read_text()[-3000:])
+            await asyncio.sleep(0.05)
+        return proc
+
+    async def kill(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        self.running.remove(proc)
+
+    async def stop(self) -> None:
+        for proc in list(self.running):
+            await self.kill(proc)
+
+
+class ChangeRun:
+    """`--timers` timers that have run on a worker, and their schedules replaced again and
+    again through `POST /commits`: each round gives every timer its next version."""
+
+    def __init__(self, http: httpx.AsyncClient, timers: TimerClient, ids: list[str]) -> None:
+        self.http = http
+        self.timers = timers
+        self.ids = ids
+        self.version = 0
+
+    async def post_round(self, clients: int = CHANGE_CLIENTS) -> tuple[float, list[float]]:
+        """One new version for every timer, `clients` requests in flight."""
+        self.version += 1
+        version = self.version
+
+        async def post(aggregate_id: str) -> int:
+            (
+                await self.http.post("/commits", json=commit(aggregate_id, version))
+            ).raise_for_status()
+            return 1
+
+        return await timed([functools.partial(post, a) for a in self.ids], clients)
+
+    async def post_rounds(self, rounds: int) -> tuple[float, list[float]]:
+        """`rounds` rounds one after the other (a timer's versions in order): the rate over
+        all of them and every request's latency."""
+        latencies: list[float] = []
+        elapsed = 0.0
+        for _ in range(rounds):
+            rate, round_latencies = await self.post_round()
+            elapsed += len(self.ids) / rate
+            latencies.extend(round_latencies)
+        return len(latencies) / elapsed, latencies
+
+    async def applied(self, within: float = 300) -> float:
+        """Seconds until every timer has applied the latest version (a worker runs them)."""
+        began = time.perf_counter()
+        left = set(self.ids)
+        while left:
+            for aggregate_id in list(left):
+                shown = await self.timers.show(timer_workflow_id_of(aggregate_id))
+                if shown.state is not None and shown.state.applied[0] >= self.version:
+                    left.discard(aggregate_id)
+            if time.perf_counter() - began > within:
+                raise RuntimeError(f"{len(left)} timers did not apply version {self.version}")
+            if left:
+                await asyncio.sleep(0.2)
+        return time.perf_counter() - began
+
+
+def timer_workflow_id_of(aggregate_id: str) -> str:
+    return timer_workflow_id(Commit.parse(commit(aggregate_id)).aggregate, "grace")
+
+
+async def backlog(http: httpx.AsyncClient, count: int, batch: int) -> None:
+    """Queue `count` workflow tasks ahead: timers set, then each changed (ending its start
+    delay), in batched requests."""
+    names = [f"backlog-{uuid.uuid4().hex[:6]}-{i}" for i in range(count)]
+    for version in (1, 2):
+        for i in range(0, count, batch):
+            body = [commit(a, version) for a in names[i : i + batch]]
+            (await http.post("/commits", json=body)).raise_for_status()
+
+
+async def run_changes(
+    server: EmbeddedTemporal, http: httpx.AsyncClient, client: Client, args: argparse.Namespace
+) -> None:
+    """The changes cases side by side, one set of warm timers throughout."""
+    with tempfile.TemporaryDirectory(prefix="wow-ingest-workers-") as logs:
+        workers = Workers(server.address, Path(logs))
+        timers = TimerClient(client)
+        ids = [f"warm-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.timers)]
+        run = ChangeRun(http, timers, ids)
+        results: list[tuple[str, float, list[float], float]] = []
+
+        async def case(name: str) -> None:
+            rate, latencies = await run.post_rounds(args.rounds_per_case)
+            settle = await run.applied() if workers.running else -1.0
+            results.append((name, rate, latencies, settle))
+
+        try:
+            first = await workers.start()
+            await run.post_round()  # each timer starts (sleeping out its start delay) …
+            await run.post_round()  # … and runs on the worker: sticky to it from now on
+            await run.applied()
+            await case("healthy")
+            await workers.kill(first)
+            second = await workers.start()
+            await case("after a worker SIGKILL")
+            await workers.kill(second)
+            await case("no worker")
+            third = await workers.start()
+            await run.applied()
+            await workers.start()
+            await workers.kill(third)
+            await case("2 workers, one SIGKILLed")
+            await backlog(http, args.backlog, args.batch)
+            await case(f"behind a backlog of {args.backlog}")
+            await case("healthy")
+        finally:
+            await workers.stop()
+        healthy = [r for r in results if r[0] == "healthy"]
+        base_rate, base_latencies = max((r[1], r[2]) for r in healthy)
+        base_p99 = p(base_latencies, 99)
+        print(
+            f"=== changes of {args.timers} running timers x {args.rounds_per_case} rounds, "
+            f"POST /commits from {CHANGE_CLIENTS} clients ==="
+        )
+        for name, rate, latencies, settle in results:
+            applied = f"applied in {settle:5.1f} s" if settle >= 0 else "applied once one runs"
+            print(
+                f"  {name:28} {rate:6.0f} commits/s  x{rate / base_rate:4.2f}  "
+                f"p50 {p(latencies, 50):6.1f} ms  p99 {p(latencies, 99):6.1f} ms "
+                f"x{p(latencies, 99) / base_p99:4.2f}  {applied}"
+            )
 
 
 def main() -> None:
@@ -204,6 +384,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20, help="requests in flight")
     parser.add_argument("--batch", type=int, default=100, help="commits per batched request")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--timers", type=int, default=150, help="running timers changed; 0: none")
+    parser.add_argument("--rounds-per-case", type=int, default=2, help="changes per timer")
+    parser.add_argument("--backlog", type=int, default=3000, help="workflow tasks queued ahead")
     # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     asyncio.run(run(parser.parse_args()))
