@@ -191,6 +191,20 @@ async def record_timer_replaced(rig: TimerRig) -> None:
 
 
 @timer_case
+async def record_timer_replaced_by_signal(rig: TimerRig) -> None:
+    """As `timer_replaced`, with the changes handed over as `apply` signals (ingest no longer
+    waits for a worker): replaced, then an older set ignored, noted in `last_change`."""
+    agg = rig.aggregate()
+    await rig.timers.apply(rig.commit(agg, 2, schedule_set("grace", {"after": "P1D"})))
+    await rig.timers.apply(rig.commit(agg, 3, schedule_set("grace", {"after": "PT2S"})))
+    await rig.timers.apply(rig.commit(agg, 1, schedule_set("grace", {"after": "PT1H"})))
+    handle = rig.handle(agg, "grace")
+    final = await asyncio.wait_for(handle.result(), 30)
+    assert final.status is Status.DELIVERED and "ignored: stale" in final.last_change, final
+    await save("timer_replaced_by_signal", handle)
+
+
+@timer_case
 async def record_timer_cancelled(rig: TimerRig) -> None:
     """A timer set (PT1H) and cancelled by a later commit's `wow.ScheduleCancelled`."""
     agg = rig.aggregate()
@@ -268,6 +282,22 @@ async def record_deletion_record(rig: TimerRig) -> None:
     record = await rig.timers.deletions.find(owner)
     assert record is not None and record.version == 4, record
     await save("deletion_record", rig.client.get_workflow_handle(deletion_record_id(owner)))
+
+
+@timer_case
+async def record_deletion_record_restarted(rig: TimerRig) -> None:
+    """Deleted, recovered and deleted again: the later record is a new run that replaced the
+    older one (no update waits for a worker); an older deletion after it keeps it."""
+    agg = rig.aggregate()
+    await rig.timers.apply(rig.commit(agg, 2, {"name": "wow.AggregateDeleted"}))
+    await rig.timers.apply(rig.commit(agg, 4, {"name": "wow.AggregateDeleted"}))
+    await rig.timers.apply(rig.commit(agg, 3, {"name": "wow.AggregateDeleted"}))
+    owner = Commit.parse(rig.commit(agg, 1)).aggregate
+    record = await rig.timers.deletions.find(owner)
+    assert record is not None and record.version == 4, record
+    handle = rig.client.get_workflow_handle(deletion_record_id(owner))
+    await wait_until(lambda: _started(handle))
+    await save("deletion_record_restarted", handle)
 
 
 async def _started(handle: WorkflowHandle[Any, Any]) -> bool:
