@@ -4,23 +4,26 @@ host's ledger checked against a model of what the spec promises.
 One fresh headless dev server (EmbeddedTemporal) in a throw-away directory, one domain host
 process that records every request and answers by the aggregate id's prefix (`ok-` Ok, `reject-`
 IllegalState, `fail-` 503 until healed, `flaky-` 503 twice per request id, `slow-` Ok after up to
-1.5 s; a request id it has decided answers DuplicateRequestId), and the real `wow-temporal
-worker` in a subprocess. This process plays the domain's relay: each aggregate commits 1-3
-times (a one-shot key, sometimes a cron key; replaced, cancelled or deleted), some commits are
-handed over twice and some out of order, each applied with `TimerClient.apply` (retried while
-the server is down). Meanwhile the worker is SIGKILLed and restarted at random moments and the
-dev server is killed and restarted once. At the end the failing host is healed and every parked
+1.5 s; a request id it has decided answers DuplicateRequestId), and `--workers` real
+`wow-temporal worker` processes on the same task queues. This process plays the domain's relay:
+each aggregate commits 1-3 times (a one-shot key, sometimes a cron key; replaced, cancelled or
+deleted), some commits are handed over twice and some out of order, each applied with
+`TimerClient.apply` (retried while the server is down). Meanwhile the workers are SIGKILLed and
+restarted at random moments, one at a time in turn and, with several, all at once; the dev
+server is killed and restarted once. At the end the failing host is healed and every parked
 timer retried, live cron timers are cancelled, and the ledger is compared with the model:
 
 - every expected command decided exactly once, none early;
-- none for a schedule after it was replaced, cancelled or deleted (after that change's apply
-  returned), none at all for a set that arrived after a newer change;
+- none for a slot due after its schedule was replaced, cancelled or deleted (after that
+  change's apply returned: handed over), none at all for a set that arrived after a newer
+  change; a slot already due may still arrive after the change (in flight: not recalled);
 - parked exactly the schedules whose host kept failing, each delivered once after the retry;
 - cron slots numbered without gaps (`skipped` accounting for COALESCE), never stalled.
 
 It prints those counts and the lateness (first arrival - due) of deliveries to the prompt
 hosts inside and outside the chaos windows, and apart those to the flaky and slow ones (whose
-every slot waits for the one before to be decided).
+every slot waits for the one before to be decided); and the ingest rate inside the windows of
+worker kills against outside them (ingest never waits for a worker).
 
 Run: `.venv/bin/python bench/soak.py [--aggregates N] [--duration S] [--json]`; exit status 1
 if any count that must be 0 is not.
@@ -251,7 +254,8 @@ class Schedule:
     applied_at: float | None = None
     """When its own first apply returned (run-relative s); None if never handed over."""
     superseded_at: float | None = None
-    """When the first newer change of its key (or deletion) was applied (apply returned)."""
+    """When the first newer change of its key (or deletion) was handed over (apply returned):
+    no slot due after it may be sent."""
     superseded_from: float | None = None
     """When that change's apply began."""
 
@@ -395,6 +399,8 @@ class WorkerProcess:
             "TEMPORAL_ADDRESS": server.address,
             "WOW_HOST_URL": host_url,
             "WOW_TELEMETRY_TRACING": str(tracing).lower(),
+            "WOW_WORKER_HEALTH_PORT": "0",  # several run side by side, on a shared machine
+            "WOW_WORKER_METRICS_PORT": "0",
         }
         self.log = log
         self.proc: asyncio.subprocess.Process | None = None
@@ -422,6 +428,21 @@ class WorkerProcess:
             await self.proc.wait()
 
 
+class Workers:
+    """Several real workers on the same task queues, SIGKILLed one at a time or all at once."""
+
+    def __init__(self, workers: list[WorkerProcess]) -> None:
+        self.workers = workers
+
+    async def start(self, which: list[int] | None = None) -> None:
+        chosen = range(len(self.workers)) if which is None else which
+        await asyncio.gather(*(self.workers[i].start() for i in chosen))
+
+    async def kill(self, which: list[int] | None = None) -> None:
+        chosen = range(len(self.workers)) if which is None else which
+        await asyncio.gather(*(self.workers[i].kill() for i in chosen))
+
+
 @dataclass
 class Chaos:
     """What was done when (run-relative seconds), for the lateness windows."""
@@ -436,7 +457,7 @@ class Chaos:
 
 async def run_chaos(
     server: EmbeddedTemporal,
-    worker: WorkerProcess,
+    workers: Workers,
     duration: float,
     rng: random.Random,
     clock: Callable[[], float],
@@ -444,18 +465,29 @@ async def run_chaos(
     kills: int,
     restart_server: bool,
 ) -> None:
-    """Kill the worker `kills` times and the dev server once, at random moments."""
-    moments = sorted(rng.uniform(0.15, 0.8) * duration for _ in range(kills))
-    plan_: list[tuple[float, str]] = [(at, "worker") for at in moments]
+    """SIGKILL one worker `kills` times (each in turn), all of them once when there are
+    several, and kill the dev server once, at random moments while commits are handed over."""
+    count = len(workers.workers)
+    moments = sorted(rng.uniform(0.1, 0.65) * duration for _ in range(kills + (count > 1)))
+    plan_: list[tuple[float, str]] = [
+        (at, f"worker {n % count + 1}") for n, at in enumerate(moments[:kills])
+    ]
+    if count > 1:
+        plan_.append((moments[kills], "all workers"))
     if restart_server:
         plan_.append((rng.uniform(0.45, 0.6) * duration, "server"))
     for at, what in sorted(plan_):
         await asyncio.sleep(max(0.0, at - clock()))
         began = clock()
-        if what == "worker":
-            await worker.kill()
+        if what.startswith("worker "):
+            which = [int(what.split()[1]) - 1]
+            await workers.kill(which)
             await asyncio.sleep(rng.uniform(1.0, 3.0))
-            await worker.start()
+            await workers.start(which)
+        elif what == "all workers":
+            await workers.kill()
+            await asyncio.sleep(rng.uniform(1.0, 3.0))
+            await workers.start()
         else:
             await server.kill()
             await asyncio.sleep(5.0)
@@ -470,10 +502,11 @@ async def hand_over(
     epoch: float,
     clock: Callable[[], float],
     limit: asyncio.Semaphore,
-    latencies: list[float],
+    applies: list[tuple[float, float]],
 ) -> None:
     """The relay for one aggregate: each handover at its moment, in the planned order,
-    retried until Temporal takes it (it may be down)."""
+    retried until Temporal takes it (it may be down); `applies` gets each one's end (run
+    seconds) and how long it took."""
     handovers = [(at, commit) for commit in aggregate.commits for at in commit.handovers]
     for at, commit in sorted(handovers, key=lambda pair: pair[0]):
         await asyncio.sleep(max(0.0, at - clock()))
@@ -485,7 +518,7 @@ async def hand_over(
                 async with limit:
                     started = time.monotonic()
                     await timers.apply(data)
-                    latencies.append(time.monotonic() - started)
+                    applies.append((clock(), time.monotonic() - started))
                 break
             except Exception:
                 if time.monotonic() > deadline:  # not Temporal being down for a while
@@ -512,6 +545,9 @@ class Report:
     parked: int = 0
     parked_wrongly: int = 0
     delivered_after_retry: int = 0
+    sent_in_flight: int = 0
+    """Requests of a slot due before its schedule's change was handed over that arrived after:
+    a command already on its way is not recalled (its target's state guards it)."""
     cron_gaps: int = 0
     cron_stalled: int = 0
     still_running: int = 0
@@ -519,6 +555,14 @@ class Report:
     ingest_per_s: float = 0.0
     apply_p50_ms: float = 0.0
     apply_p99_ms: float = 0.0
+    workers: int = 1
+    ingest_outside_per_s: float = 0.0
+    """Applies done per second outside the chaos windows, while commits were handed over."""
+    ingest_inside_per_s: float = 0.0
+    """... and inside the windows of worker kills (a server restart stops ingest by nature)."""
+    ingest_inside_ratio: float = 0.0
+    apply_p99_inside_ms: float = 0.0
+    apply_p99_outside_ms: float = 0.0
     lateness_outside: dict[str, float] = field(default_factory=dict)
     lateness_inside: dict[str, float] = field(default_factory=dict)
     lateness_unhealthy: dict[str, float] = field(default_factory=dict)
@@ -606,12 +650,15 @@ def check(
             if entry["arrivedMs"] < entry["dueMs"]:
                 report.early += 1
                 problem(f"{entry['requestId']}: {entry['dueMs'] - entry['arrivedMs']:.0f} ms early")
-            if never_applied_live or (ended_at is not None and arrived > ended_at):
+            due_at = entry["dueMs"] / 1000 - epoch
+            if never_applied_live or (ended_at is not None and due_at > ended_at):
                 report.wrongly_delivered += 1
                 problem(
-                    f"{entry['requestId']} ({behaviour}) arrived at {arrived:.2f}s, after its "
-                    f"schedule ended at {ended_at}"
+                    f"{entry['requestId']} ({behaviour}) due at {due_at:.2f}s arrived at "
+                    f"{arrived:.2f}s, after its schedule ended at {ended_at}"
                 )
+            elif ended_at is not None and arrived > ended_at:
+                report.sent_in_flight += 1  # its slot was due before the change: not recalled
         decisions: dict[str, dict[str, Any]] = {}
         for entry in entries:
             if entry["code"] in ("Ok", "IllegalState"):
@@ -695,6 +742,43 @@ def check(
     report.lateness_unhealthy = percentiles(unhealthy)
 
 
+def ingest_in_chaos(
+    report: Report,
+    applies: list[tuple[float, float]],
+    chaos: Chaos,
+    began: float,
+    ended: float,
+) -> None:
+    """Applies done per second inside the worker-kill windows (to their restart, and 2 s
+    on) against outside every window, over the time commits were handed over;
+    the server's window (and its recovery) counts as neither: with no server, no ingest."""
+    step = 0.1
+    bins = max(1, int((ended - began) / step) + 1)
+    kind = ["outside"] * bins
+    for what, start, end in chaos.windows:
+        label, tail = ("server", CHAOS_RECOVERY_S) if what == "server" else ("worker", 2.0)
+        first = max(0, int((start - began) / step))
+        last = min(bins, int((end + tail - began) / step) + 1)
+        for n in range(first, last):
+            if kind[n] != "server":
+                kind[n] = label
+    done: Counter[str] = Counter()
+    took: dict[str, list[float]] = defaultdict(list)
+    for finished, duration in applies:
+        n = int((finished - began) / step)
+        if 0 <= n < bins:
+            done[kind[n]] += 1
+            took[kind[n]].append(duration * 1000)
+    seconds = Counter(kind)
+    outside = done["outside"] / max(seconds["outside"] * step, 1e-9)
+    inside = done["worker"] / max(seconds["worker"] * step, 1e-9)
+    report.ingest_outside_per_s = round(outside, 1)
+    report.ingest_inside_per_s = round(inside, 1)
+    report.ingest_inside_ratio = round(inside / outside, 2) if outside else 0.0
+    report.apply_p99_outside_ms = percentiles(took["outside"]).get("p99", 0.0)
+    report.apply_p99_inside_ms = percentiles(took["worker"]).get("p99", 0.0)
+
+
 async def count_task_timeouts(client: Client, workflow_ids: list[str]) -> int:
     """Workflow tasks that timed out (on the sticky queue, or unclaimed) across the timers."""
     limit = asyncio.Semaphore(40)
@@ -724,11 +808,16 @@ async def soak(args: argparse.Namespace) -> Report:
         host = HostProcess()
         await server.start()
         await host.start()
-        worker = WorkerProcess(
-            server, host.url, Path(tmp) / "worker.log", tracing=not args.no_tracing
+        workers = Workers(
+            [
+                WorkerProcess(
+                    server, host.url, Path(tmp) / f"worker-{n}.log", tracing=not args.no_tracing
+                )
+                for n in range(args.workers)
+            ]
         )
         try:
-            await worker.start()
+            await workers.start()
             client = await server.connect()
             timers = TimerClient(client, delivery=DELIVERY)
             aggregates = plan(args.aggregates, args.duration, rng, run)
@@ -745,11 +834,11 @@ async def soak(args: argparse.Namespace) -> Report:
 
             chaos = Chaos()
             limit = asyncio.Semaphore(args.concurrency)
-            latencies: list[float] = []
+            applies: list[tuple[float, float]] = []
             chaos_task = asyncio.ensure_future(
                 run_chaos(
                     server,
-                    worker,
+                    workers,
                     args.duration,
                     rng,
                     clock,
@@ -759,7 +848,7 @@ async def soak(args: argparse.Namespace) -> Report:
                 )
             )
             await asyncio.gather(
-                *(hand_over(timers, a, epoch, clock, limit, latencies) for a in aggregates)
+                *(hand_over(timers, a, epoch, clock, limit, applies) for a in aggregates)
             )
             ingest_done = clock()
             await chaos_task
@@ -806,8 +895,11 @@ async def soak(args: argparse.Namespace) -> Report:
                 / max(ingest_done, 1e-9),
                 1,
             )
-            lat = percentiles([x * 1000 for x in latencies])
+            lat = percentiles([took * 1000 for _, took in applies])
             report.apply_p50_ms, report.apply_p99_ms = lat.get("p50", 0.0), lat.get("p99", 0.0)
+            report.workers = args.workers
+            first_planned = min(at for a in aggregates for c in a.commits for at in c.handovers)
+            ingest_in_chaos(report, applies, chaos, first_planned, ingest_done)
             check(
                 report, schedules, ledger, epoch, parked_seen, healed_at, chaos, cancelled_crons_at
             )
@@ -823,7 +915,7 @@ async def soak(args: argparse.Namespace) -> Report:
             report.workflow_task_timeouts = await count_task_timeouts(client, every_timer)
             return report
         finally:
-            await worker.kill()
+            await workers.kill()
             await host.stop()
             await server.stop()
 
@@ -876,13 +968,19 @@ def print_report(report: Report) -> None:
         f"  parked {report.parked} (expected {report.parked_expected}, wrongly "
         f"{report.parked_wrongly}), delivered once after retry {report.delivered_after_retry}"
     )
+    print(f"  in flight at a change, not recalled: {report.sent_in_flight}")
     print(
         f"  cron gaps {report.cron_gaps}, stalled {report.cron_stalled}; still running "
         f"{report.still_running}; workflow task timeouts {report.workflow_task_timeouts}"
     )
     print(
         f"  ingest {report.ingest_per_s}/s, apply p50 {report.apply_p50_ms} ms "
-        f"p99 {report.apply_p99_ms} ms"
+        f"p99 {report.apply_p99_ms} ms; {report.workers} workers"
+    )
+    print(
+        f"  ingest inside worker chaos {report.ingest_inside_per_s}/s vs outside "
+        f"{report.ingest_outside_per_s}/s (x{report.ingest_inside_ratio}), apply p99 inside "
+        f"{report.apply_p99_inside_ms} ms vs outside {report.apply_p99_outside_ms} ms"
     )
     print(f"  lateness ms outside chaos {report.lateness_outside}")
     print(f"  lateness ms inside chaos  {report.lateness_inside}")
@@ -901,7 +999,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aggregates", type=int, default=3000)
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of commits")
-    parser.add_argument("--kills", type=int, default=3, help="worker SIGKILLs")
+    parser.add_argument("--kills", type=int, default=3, help="SIGKILLs of one worker, in turn")
+    parser.add_argument(
+        "--workers", type=int, default=3, help="worker processes; several: also all killed once"
+    )
     parser.add_argument("--no-server-restart", action="store_true")
     parser.add_argument(
         "--no-tracing", action="store_true", help="the worker without spans (its default: on)"
