@@ -41,10 +41,12 @@ TIERS = {
 _WORKFLOW_FIXTURES = {"time_skipping_env", "time_skipping_client"}
 _SYSTEM_FIXTURES = {"dev_server", "dev_client", "recording_host"}
 _SYSTEM_MODULES = {
+    "test_bench_capacity_smoke",
     "test_bench_host_smoke",
     "test_bench_jobs_smoke",
     "test_bench_smoke",
     "test_soak",
+    "test_soak_eshop",
     "test_cli",
     "test_dev",
     "test_dev_stack",
@@ -73,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 _LONGEST_FIRST = (
     "test_soak",
+    "test_soak_eshop",
     "test_bench_jobs_smoke",
     "test_bench_host_smoke",
     "test_bench_smoke",

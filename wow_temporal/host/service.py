@@ -189,8 +189,15 @@ class DomainHost:
             )
         return app, model
 
-    async def current(self, ref: AggregateRef) -> tuple[AggregateModel, Current] | Rejection:
-        """The aggregate as it stands (from memory, or rebuilt from its commits)."""
+    async def current(
+        self, ref: AggregateRef, *, remember: bool = False
+    ) -> tuple[AggregateModel, Current] | Rejection:
+        """The aggregate as it stands (from memory, or rebuilt from its commits).
+
+        Only a command, holding its aggregate's lock, keeps (`remember`) what it rebuilt: a read
+        that rebuilt while a command committed would keep the state from before that commit,
+        and every later command on the aggregate would be decided on it (and conflict).
+        """
         found = self.model(ref)
         if isinstance(found, Rejection):
             return found
@@ -204,7 +211,8 @@ class DomainHost:
         current = model.new(ref.aggregate_id)
         for commit in commits:
             model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
-        self._remember(key, current)
+        if remember:
+            self._remember(key, current)
         return model, current
 
     async def commits(self, ref: AggregateRef) -> list[Commit]:
@@ -264,7 +272,7 @@ class DomainHost:
                 )
             if earlier is not None:
                 return result.duplicate(earlier.version)
-        found = await self.current(ref)
+        found = await self.current(ref, remember=True)  # under the aggregate's lock
         if isinstance(found, Rejection):
             return result.refused(found)
         _, current = found
@@ -346,8 +354,22 @@ _NOT_DECISIONS = frozenset(
 same request id may come again, fixed. Every other refusal is the command's decision, answered
 again the same."""
 
-_KEPT_HEADERS = frozenset({"upstream_id", "upstream_name", "trace_id", "traceparent"})
-"""Message headers a commit keeps (its causation and trace), passed on to what it schedules."""
+_KEPT_HEADERS = frozenset(
+    {
+        "upstream_id",
+        "upstream_name",
+        "trace_id",
+        "traceparent",
+        "schedule_timer",
+        "schedule_key",
+        "schedule_slot",
+        "schedule_due",
+        "schedule_skipped",
+    }
+)
+"""Message headers a commit keeps: its causation and trace (passed on to what it schedules),
+and the schedule slot that sent its command, so the log says which slot made each commit and
+when it was due."""
 
 
 class _Answer:
