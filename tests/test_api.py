@@ -684,7 +684,13 @@ async def test_a_tenant_token_reaches_only_its_tenant(api: Api) -> None:
 
     seen = await api.listing("t1-secret", aggregateId=api.aggregate_id)
     assert [timer["workflow_id"] for timer in seen] == [own_id]
-    assert await api.listing("t1-secret", expect=0, aggregateId=api.aggregate_id, tenant="t2") == []
+    foreign_listing = await api.http.get(
+        "/timers",
+        params={"aggregateId": api.aggregate_id, "tenant": "t2"},
+        headers=auth("t1-secret"),
+    )
+    assert foreign_listing.status_code == 403  # as GET /schedules refuses it
+    assert foreign_listing.json()["error"] == "Forbidden"
 
     assert (await api.show(own_id, "t1-secret")).status_code == 200
     hidden = await api.show(other_id, "t1-secret")
@@ -804,6 +810,56 @@ async def test_oversized_bodies_are_413(api: Api) -> None:
             "/ctx/schedule/nightly/wow.schedule.reschedule", json=rule, headers=auth(OPERATOR)
         )
     assert response.status_code == 413
+
+
+async def test_what_fuzzing_found_is_refused_as_400_before_temporal_is_asked(api: Api) -> None:
+    """The inputs tests/test_fuzz.py found answered 500, 502, 503 or 409, or silently ignored."""
+
+    async def refused(response: httpx.Response, error: str, says: str) -> None:
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == error, response.text
+        assert says in response.json()["message"], response.text
+
+    async def timers(params: list[tuple[str, str]]) -> httpx.Response:
+        return await api.http.get("/timers", params=params, headers=auth(OPERATOR))
+
+    # A misspelt filter, or one given twice, would list every timer instead of the one asked.
+    await refused(await timers([("aggregate_id", "42")]), "UnknownParameter", "'aggregate_id'")
+    twice = [("aggregateId", "1"), ("aggregateId", "2")]
+    await refused(await timers(twice), "RepeatedParameter", "'aggregateId'")
+    jobs = await api.http.get("/schedules", params={"tenantId": "t1"}, headers=auth(OPERATOR))
+    await refused(jobs, "UnknownParameter", "'tenantId'")
+    # A NUL makes Temporal's visibility fail (retried as "unavailable" for a long while).
+    await refused(await timers([("aggregateId", "a\x00b")]), "InvalidRequest", "aggregateId")
+    nul = await api.http.get("/schedules", params={"context": "\x00"}, headers=auth(OPERATOR))
+    await refused(nul, "InvalidRequest", "context")
+
+    def commit(**changes: Any) -> str:
+        rule = schedule_set("k", {"after": "PT1H"})
+        return json.dumps({**make_commit(api.aggregate_id, ("wow.ScheduleSet", rule)), **changes})
+
+    async def post(content: str) -> httpx.Response:
+        return await api.http.post("/commits", content=content, headers=auth(OPERATOR))
+
+    # createTime past year 9999 (was 500), ids too long for Temporal (was 502), ids with a
+    # control character (were accepted, then no listing could find them).
+    await refused(await post(commit(createTime=10**15)), "InvalidCommit", "out of range")
+    await refused(await post(commit(aggregateId="x" * 1000)), "InvalidCommit", "bytes")
+    await refused(await post(commit(tenantId="t\x00")), "InvalidCommit", "control character")
+    # A malformed timer id is bad input for retry and cancel too (was 409 Conflict).
+    for verb in ("retry", "cancel"):
+        malformed = await api.http.post(f"/timers/wow-timer:bad/{verb}", headers=auth(OPERATOR))
+        await refused(malformed, "InvalidTimerId", "not a timer id")
+    assert (await api.show(timer_id(api.aggregate_id, "k"))).status_code == 404
+
+    spec = (await api.http.get("/openapi.json")).json()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            answers = set(operation["responses"])
+            assert "413" in answers, (method, path)  # the guard's body limit
+            assert ("401" in answers) == ("security" in operation), (method, path)
+            if "security" in operation:
+                assert "502" in answers, (method, path)  # Temporal refused the call
 
 
 # --- jobs ------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from wow_temporal.api.auth import Guard, Tokens
 from wow_temporal.api.docs import ASSETS_URL, DOCS_URL, install_docs
@@ -15,6 +15,7 @@ from wow_temporal.api.errors import install_error_handlers
 from wow_temporal.api.health import health_routes
 from wow_temporal.api.jobs import job_routes
 from wow_temporal.api.openapi import install_openapi
+from wow_temporal.api.params import declared_query_only
 from wow_temporal.api.timers import timer_routes
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.timers.client import TimerClient
@@ -62,6 +63,7 @@ def create_app(
         version="0.1.0",
         docs_url=None,  # served by install_docs, from the app's own files
         redoc_url=None,
+        dependencies=[Depends(declared_query_only)],
     )
     install_error_handlers(app)
     public = frozenset(path for path in ("/health", "/ready", app.openapi_url, DOCS_URL) if path)

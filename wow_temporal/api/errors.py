@@ -138,7 +138,7 @@ _COMMON: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}
     for code, text in (
         (400, "Bad input; the message says what"),
-        (401, "Missing or invalid bearer token"),
+        (502, "Temporal refused the call"),
         (503, "Temporal is unavailable"),
     )
 }
@@ -146,12 +146,20 @@ _TEXTS = {
     403: "Another tenant's data",
     404: "Not found",
     409: "Not possible in the current state",
-    413: "Body too large",
 }
+
+GUARD_RESPONSES: dict[str, dict[str, str]] = {
+    "401": {"description": "Missing or invalid bearer token"},
+    "413": {"description": "Body too large"},
+}
+"""What the guard answers before any route is reached (401 only where a token is needed): the
+OpenAPI document declares them on every operation it guards."""
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The error answers a route documents in OpenAPI: the common ones plus `codes`."""
+    """The error answers a route that asks Temporal documents in OpenAPI: the common ones
+    (bad input, Temporal refusing or unavailable) plus `codes`; the guard's are added to
+    every operation by the document itself."""
     extra: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorBody, "description": _TEXTS[code]} for code in codes
     }

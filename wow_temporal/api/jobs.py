@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wow_temporal.api.auth import Caller, CallerDep
 from wow_temporal.api.errors import ApiError, responses
+from wow_temporal.api.params import filter_query
 from wow_temporal.jobs.client import JobClient, JobError, JobInfo, UnknownJobError
 from wow_temporal.jobs.core import RuleLayer
 from wow_temporal.schedule import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
@@ -189,12 +190,12 @@ def job_routes(jobs: JobClient) -> APIRouter:
     @router.get("/schedules")
     async def list_jobs(
         caller: CallerDep,
-        context: Annotated[str | None, Query(description="Only this context's jobs")] = None,
-        job: Annotated[str | None, Query(description="Only this job")] = None,
-        tenant: _TenantQuery = None,
-        status: Annotated[
-            str | None, Query(description="Enabled, Disabled or Parked")
+        context: Annotated[str | None, filter_query("Only this context's jobs")] = None,
+        job: Annotated[str | None, filter_query("Only this job")] = None,
+        tenant: Annotated[
+            str | None, filter_query("Only this tenant's (a tenant's token: its own)")
         ] = None,
+        status: Annotated[str | None, filter_query("Enabled, Disabled or Parked")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[JobInfo]:
         """Running job instances (as visibility lists them: it may lag a change by a second)."""

@@ -1,5 +1,8 @@
 """The OpenAPI document at `/openapi.json`: FastAPI's, plus the commit models that
 `POST /commits` reads by hand, and without FastAPI's 422 (invalid input answers 400 here).
+The guard's answers (401 where a token is needed, 413 everywhere) are declared on every
+operation. The document is also the contract requests are held to: `params.declared_query_only`
+refuses a query parameter it does not declare for the route.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
+from wow_temporal.api.errors import GUARD_RESPONSES
 from wow_temporal.api.timers import COMMITS_SCHEMA
 from wow_temporal.schedule import Commit
 
 _COMMITS_BODY = TypeAdapter(Commit | list[Commit])
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 
 
 class _ExamplesAsWritten(GenerateJsonSchema):
@@ -79,10 +84,16 @@ def install_openapi(app: FastAPI) -> None:
             )
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components.update(_commit_schemas(components))
-            # Invalid input answers 400 with an ErrorBody here, never FastAPI's 422.
+            # Invalid input answers 400 with an ErrorBody here, never FastAPI's 422; the
+            # guard's answers (401 where a token is needed, 413 everywhere) are declared.
             for operations in schema.get("paths", {}).values():
                 for operation in operations.values():
-                    operation.get("responses", {}).pop("422", None)
+                    answers = operation.setdefault("responses", {})
+                    answers.pop("422", None)
+                    for code, text in GUARD_RESPONSES.items():
+                        if code == "401" and not operation.get("security"):
+                            continue
+                        answers.setdefault(code, {**text, "content": _ERROR_CONTENT})
             components.pop("HTTPValidationError", None)
             components.pop("ValidationError", None)
             app.openapi_schema = schema

@@ -16,7 +16,21 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.api.auth import Caller, CallerDep
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.schedule import Commit, InvalidCommitError, ScheduleSet, explain
+from wow_temporal.api.params import filter_query, has_control
+from wow_temporal.ids import (
+    InvalidIdError,
+    deletion_record_id,
+    parse_timer_workflow_id,
+    timer_workflow_id,
+)
+from wow_temporal.schedule import (
+    Commit,
+    InvalidCommitError,
+    ScheduleCancelled,
+    ScheduleSet,
+    explain,
+)
+from wow_temporal.timers.changes import changes_of
 from wow_temporal.timers.client import (
     TIMER_ID_PREFIX,
     Applied,
@@ -32,6 +46,9 @@ from wow_temporal.tracing import within_request_trace
 COMMITS_SCHEMA = "Commits"
 """The OpenAPI component naming the `POST /commits` body (read by hand, so declared by name)."""
 
+MAX_WORKFLOW_ID_BYTES = 1000
+"""Temporal's default `limit.maxIDLength`: the server refuses a longer workflow id."""
+
 
 def timer_routes(timers: TimerClient) -> APIRouter:
     """The commit and timer routes over `timers`."""
@@ -39,7 +56,7 @@ def timer_routes(timers: TimerClient) -> APIRouter:
 
     @router.post(
         "/commits",
-        responses=responses(403, 413),
+        responses=responses(403),
         openapi_extra={
             "parameters": [
                 {
@@ -81,26 +98,35 @@ def timer_routes(timers: TimerClient) -> APIRouter:
                 applied.extend(answers)
         return applied
 
-    @router.get("/timers", responses=responses())
+    @router.get("/timers", responses=responses(403))
     async def list_timers(
         caller: CallerDep,
         aggregate: Annotated[
-            str | None, Query(description="`context.aggregate`, e.g. eshop-order.order")
+            str | None, filter_query("`context.aggregate`, e.g. eshop-order.order")
         ] = None,
-        aggregate_id: Annotated[str | None, Query(alias="aggregateId")] = None,
-        tenant: str | None = None,
-        key: str | None = None,
+        aggregate_id: Annotated[
+            str | None, filter_query("The aggregate's id", alias="aggregateId")
+        ] = None,
+        tenant: Annotated[
+            str | None, filter_query("The tenant (a tenant's token: its own)")
+        ] = None,
+        key: Annotated[str | None, filter_query("The schedule's key")] = None,
         status: Annotated[
             str | None,
-            Query(description="Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
+            filter_query("Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
         ] = None,
         running: bool | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[TimerInfo]:
-        """Timers matching the filters, newest first (a tenant's token sees its own only)."""
+        """Timers matching the filters, newest first (a tenant's token sees its own only, and
+        naming another tenant is refused, as `GET /schedules` refuses it)."""
         if caller.tenant is not None:
             if tenant is not None and tenant != caller.tenant:
-                return []
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f"this token reaches only tenant {caller.tenant!r}, not {tenant!r}",
+                )
             tenant = caller.tenant
         try:
             where = TimerFilter(
@@ -160,9 +186,24 @@ def _commits_of(raw: bytes) -> list[Commit]:
                 f"{where}a commit must be a JSON object, got {type(item).__name__}",
             )
         try:
-            commits.append(Commit.parse(item))
+            commit = Commit.parse(item)
         except (InvalidCommitError, ValueError, RecursionError) as error:
             raise ApiError(400, "InvalidCommit", f"{where}{error}") from None
+        # What ingest will make of it (due times, workflow ids), checked now: a commit the
+        # timers cannot hold is refused before any of the request's commits is applied.
+        try:
+            changes_of(commit)
+        except (ValueError, OverflowError, OSError) as error:
+            raise ApiError(
+                400,
+                "InvalidCommit",
+                f"{where}commit {commit.id!r}: a time is out of range (createTime "
+                f"{commit.create_time}, or a rule's due time): {error}",
+            ) from None
+        problem = _id_problem(commit)
+        if problem is not None:
+            raise ApiError(400, "InvalidCommit", f"{where}commit {commit.id!r}: {problem}")
+        commits.append(commit)
     return commits
 
 
@@ -192,12 +233,51 @@ def _check_tenant(caller: Caller, commit: Commit) -> None:
 
 
 def _check_timer_id(workflow_id: str) -> None:
+    """400 unless `workflow_id` is one the timers could have made (retry and cancel would
+    otherwise answer a malformed id with 409, as if the timer were in the wrong state)."""
     if not workflow_id.startswith(TIMER_ID_PREFIX):
         raise ApiError(
             400,
             "InvalidTimerId",
             f"not a timer id: {workflow_id!r} (timer ids start with {TIMER_ID_PREFIX!r})",
         )
+    try:
+        parse_timer_workflow_id(workflow_id)
+    except InvalidIdError as error:
+        raise ApiError(400, "InvalidTimerId", str(error)) from None
+    if has_control(workflow_id):
+        raise ApiError(
+            400, "InvalidTimerId", f"not a timer id: {workflow_id!r} (a control character)"
+        )
+
+
+def _id_problem(commit: Commit) -> str | None:
+    """Why a workflow id the commit makes could not be held by Temporal or found again by a
+    listing (a control character, or over Temporal's length limit), or None."""
+    owner = commit.aggregate
+    for name, value in (
+        ("contextName", owner.context_name),
+        ("aggregateName", owner.aggregate_name),
+        ("tenantId", owner.tenant_id),
+        ("aggregateId", owner.aggregate_id),
+    ):
+        if has_control(value):
+            return f"{name} {value[:80]!r} has a control character"
+    keys = sorted(
+        {
+            event.key
+            for _, event in commit.schedule_events()
+            if isinstance(event, ScheduleSet | ScheduleCancelled)
+        }
+    )
+    for workflow_id in (deletion_record_id(owner), *(timer_workflow_id(owner, k) for k in keys)):
+        size = len(workflow_id.encode())
+        if size > MAX_WORKFLOW_ID_BYTES:
+            return (
+                f"its workflow id {workflow_id[:60]!r}... is {size} bytes, more than the "
+                f"{MAX_WORKFLOW_ID_BYTES} Temporal holds"
+            )
+    return None
 
 
 async def _operate(

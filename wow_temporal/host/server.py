@@ -12,17 +12,26 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 from starlette.requests import ClientDisconnect
 
-from wow_temporal.domain.rejection import Rejection
+from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
-from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef
+from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef, Commit
 from wow_temporal.tracing import current_traceparent
 
 if TYPE_CHECKING:
     from wow_temporal.host.follower import Follower
 
-__all__ = ["DEFAULT_TENANT", "WAIT_STAGES", "create_host_app"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "WAIT_STAGES",
+    "AggregateView",
+    "ErrorInfo",
+    "FollowerView",
+    "create_host_app",
+]
 
 DEFAULT_TENANT = "(0)"
 """Wow's default tenant id, for a command without `Command-Tenant-Id`."""
@@ -69,6 +78,64 @@ _HEADER_PARAMETERS = [
     }
     for name, description in _HEADERS_DOC.items()
 ]
+
+
+class _Camel(BaseModel):
+    """camelCase on the wire, as Wow writes it."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True
+    )
+
+
+class ErrorInfo(_Camel):
+    """Wow's `ErrorInfo`: why a read was refused (also in the `Wow-Error-Code` header)."""
+
+    error_code: str
+    error_msg: str
+
+
+class AggregateView(_Camel):
+    """One aggregate as the host has it: its version, its state and its commits, in order."""
+
+    aggregate: str = Field(description="`context.aggregate`")
+    tenant_id: str
+    aggregate_id: str
+    version: int
+    deleted: bool
+    state: dict[str, Any] = Field(description="The state object's public fields")
+    commits: list[Commit]
+
+
+class FollowerView(_Camel):
+    """Where one follower of the log is (the relay to the timers, each saga)."""
+
+    name: str
+    position: int
+    behind: int = Field(description="How many commits of the log it has yet to handle")
+    failing_since: float | None = Field(
+        description="Since when it fails (a monotonic clock reading), or null"
+    )
+    last_error: str | None
+
+
+def _status_responses(model: type[BaseModel], extra: dict[int, str]) -> dict[int | str, Any]:
+    """Every status an answer with Wow's error codes can have (`ERROR_STATUS`; other codes are
+    400), each naming its codes, plus `extra`."""
+    codes: dict[int, list[str]] = {400: []}
+    for code, status in ERROR_STATUS.items():
+        if status != 200:
+            codes.setdefault(status, []).append(code)
+    found: dict[int | str, Any] = {
+        status: {
+            "model": model,
+            "description": ", ".join(names + (["any other code"] if status == 400 else [])),
+        }
+        for status, names in sorted(codes.items())
+    }
+    for status, text in extra.items():
+        found[status] = {"model": model, "description": text}
+    return found
 
 
 def _result_response(result: CommandResult, status: int | None = None) -> JSONResponse:
@@ -119,14 +186,8 @@ def create_host_app(
         "/wow/command/send",
         summary="Send a command",
         response_model=CommandResult,
-        responses={
-            400: {"model": CommandResult, "description": "Refused: see errorCode"},
-            404: {"model": CommandResult, "description": "NotFound"},
-            409: {"model": CommandResult, "description": "A version conflict"},
-            410: {"model": CommandResult, "description": "IllegalAccessDeletedAggregate"},
-            413: {"model": CommandResult, "description": "The body is over 256 KiB"},
-            500: {"model": CommandResult, "description": "The domain code failed: retry"},
-        },
+        # Domain code may refuse with any of Wow's codes: each status one can have is declared.
+        responses=_status_responses(CommandResult, {413: "BadRequest: the body is over 256 KiB"}),
         openapi_extra={
             "parameters": _HEADER_PARAMETERS,
             "requestBody": {
@@ -239,8 +300,12 @@ def create_host_app(
     @app.get(
         "/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}",
         summary="Read an aggregate: its version, state and commits",
+        response_model=AggregateView,
+        responses={404: {"model": ErrorInfo, "description": "NotFound"}},
     )
-    async def read(context: str, aggregate: str, tenant_id: str, aggregate_id: str) -> JSONResponse:
+    async def read(
+        context: str, aggregate: str, tenant_id: str, aggregate_id: str
+    ) -> AggregateView | JSONResponse:
         ref = AggregateRef(
             context_name=context,
             aggregate_name=aggregate,
@@ -253,35 +318,32 @@ def create_host_app(
         _, current = found
         if current.version == 0:
             return _error(Rejection("NotFound", f"{ref} (tenant {tenant_id}) does not exist"))
-        commits = await host.commits(ref)
-        return JSONResponse(
-            {
-                "aggregate": str(ref.named),
-                "tenantId": tenant_id,
-                "aggregateId": aggregate_id,
-                "version": current.version,
-                "deleted": current.deleted,
-                "state": jsonable_encoder(_public(vars(current.state))),
-                "commits": [commit.model_dump(mode="json") for commit in commits],
-            }
+        return AggregateView(
+            aggregate=str(ref.named),
+            tenant_id=tenant_id,
+            aggregate_id=aggregate_id,
+            version=current.version,
+            deleted=current.deleted,
+            state=jsonable_encoder(_public(vars(current.state))),
+            commits=await host.commits(ref),
         )
 
     @app.get(
         "/wow/followers",
         summary="The log's followers (the relay to the timers, the sagas): where each is",
     )
-    async def followers_status() -> list[dict[str, Any]]:
+    async def followers_status() -> list[FollowerView]:
         shown = []
         for follower in followers:
             status = await follower.status()
             shown.append(
-                {
-                    "name": status.name,
-                    "position": status.position,
-                    "behind": status.behind,
-                    "failingSince": status.failing_since,
-                    "lastError": status.last_error,
-                }
+                FollowerView(
+                    name=status.name,
+                    position=status.position,
+                    behind=status.behind,
+                    failing_since=status.failing_since,
+                    last_error=status.last_error,
+                )
             )
         return shown
 
@@ -294,7 +356,7 @@ def create_host_app(
 
 def _error(rejection: Rejection) -> JSONResponse:
     return JSONResponse(
-        {"errorCode": rejection.code, "errorMsg": rejection.message},
+        ErrorInfo(error_code=rejection.code, error_msg=rejection.message).model_dump(),
         status_code=rejection.status,
         headers={"Wow-Error-Code": rejection.code},
     )

@@ -1,0 +1,529 @@
+"""Hostile input, fuzzed: Schemathesis against the OpenAPI documents of the control API (with
+the operator's token and with a tenant's) and of the domain host (serving the e-shop), then a
+tenant-isolation pass.
+
+Each operation of a document is called with schema-valid and schema-violating input
+(Schemathesis' positive and negative modes) and every answer is checked: no 5xx, a status
+code, content type and body the document declares, invalid input refused, and a route that
+needs a token refusing none or a wrong one. The isolation pass creates a timer and a job
+instance of tenant A, then calls every route of the document that can name them with tenant
+B's token: each answers 403 or 404, exactly as it answers for ids that do not exist, reveals
+nothing of A's, and A's timer and instance are unchanged afterwards.
+
+Deterministic and bounded: a fixed seed, derandomized, no example database, no shrinking, and
+`EXAMPLES` examples per operation and mode (`WOW_FUZZ_EXAMPLES` and `WOW_FUZZ_SEED` give a
+deeper or another run by hand).
+The apps are called in process through Schemathesis' ASGI transport (which runs them on an
+event loop of its own) over the session's real dev server; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import pytest_asyncio
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+from schemathesis import Case, GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import Failure, FailureGroup
+from schemathesis.core.result import Ok
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    ignored_auth,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from schemathesis.specs.openapi.schemas import OpenApiSchema
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from tests.recording_host import RecordingHost
+from workers.eshop import apps as eshop_apps
+from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
+from wow_temporal.api import create_app
+from wow_temporal.delivery import CommandSender
+from wow_temporal.host.runtime import HostRuntime
+from wow_temporal.jobs.client import JobClient
+from wow_temporal.schedule import Commit
+from wow_temporal.timers.client import TimerClient
+from wow_temporal.worker import job_worker
+
+OPERATOR = "fuzz-operator-secret"
+TENANT_A, TENANT_B = "t1", "t2"
+TOKEN_A, TOKEN_B = "fuzz-t1-secret", "fuzz-t2-secret"
+TENANT_TOKENS = {TOKEN_A: TENANT_A, TOKEN_B: TENANT_B}
+
+SEED = int(os.environ.get("WOW_FUZZ_SEED", "17"))
+EXAMPLES = int(os.environ.get("WOW_FUZZ_EXAMPLES", "8"))
+"""Examples per operation and mode: the whole file stays well under 90 s on two loaded cores."""
+TENANT_EXAMPLES = max(1, EXAMPLES // 2)
+"""Examples per operation and mode with a tenant's token: what differs from the operator's
+pass is each route's tenant check, which fewer examples reach as well."""
+COMMAND_EXAMPLES = max(1, EXAMPLES // 3)
+"""Examples per command type of the domain host (its bodies reach the domain code)."""
+ANSWER_TIMEOUT = timedelta(seconds=1)
+"""How long an update waits for a worker: the fuzzed apps have none, and must not hang."""
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+    ignored_auth,
+]
+
+CONFIG = schemathesis.Config.from_dict({"generation": {"with-security-parameters": False}})
+"""Schemathesis' settings (none read from a `schemathesis.toml`): the bearer token is the
+test's, sent with every request, so it is neither generated nor made invalid by a case (a
+case that dropped it would be sent with it, and judged as if it had not been)."""
+
+_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failure is shown as found
+    suppress_health_check=list(HealthCheck),  # the apps are called in the test: slow by design
+    report_multiple_bugs=True,
+)
+
+
+def fuzz(
+    schema: OpenApiSchema,
+    *,
+    headers: Mapping[str, str] | None = None,
+    paths: Sequence[str] | None = None,
+    fixed_headers: Mapping[str, str] | None = None,
+    modes: Sequence[GenerationMode] = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE),
+    examples: int = EXAMPLES,
+) -> list[str]:
+    """Every operation of `schema` (or those of `paths`) fuzzed in each mode; what failed.
+
+    `headers` are sent with every request (the bearer token); `fixed_headers` are part of the
+    generated case instead (generation fills in the rest). An operation with nothing to make
+    invalid has no negative cases.
+    """
+    found: list[str] = []
+    call_headers = dict(headers) if headers is not None else None
+    for result in schema.get_all_operations():
+        if not isinstance(result, Ok):
+            found.append(f"an operation of the document cannot be read: {result.err()}")
+            continue
+        operation = result.ok()
+        if paths is not None and operation.path not in paths:
+            continue
+        for mode in modes:
+            strategy = operation.as_strategy(
+                generation_mode=mode,
+                headers=dict(fixed_headers) if fixed_headers is not None else None,
+            )
+
+            # Negative mode gives up early (a failed health check) on an operation with
+            # nothing it can make invalid, instead of searching on to `Unsatisfiable`.
+            checked = [HealthCheck.filter_too_much] if mode is GenerationMode.NEGATIVE else []
+            suppressed = [check for check in HealthCheck if check not in checked]
+
+            @seed(SEED)
+            @settings(_SETTINGS, max_examples=examples, suppress_health_check=suppressed)
+            @given(case=strategy)
+            def run(case: Case[Any]) -> None:
+                case.call_and_validate(headers=call_headers, checks=CHECKS)
+
+            where = f"{operation.label} [{mode.value}]"
+            try:
+                run()
+            except (Unsatisfiable, FailedHealthCheck):
+                if mode is GenerationMode.POSITIVE:
+                    found.append(f"{where}: no valid input could be generated")
+            except (Failure, FailureGroup) as failure:
+                found.append(f"{where}: {failure}")
+            except Exception as error:  # the app raised: a 500 the transport re-raises
+                found.append(f"{where}: the app raised {type(error).__name__}: {error}")
+    return found
+
+
+def report(found: list[str]) -> str:
+    return f"{len(found)} operation(s) failed:\n\n" + "\n\n".join(found)
+
+
+# --- the control API, fuzzed ---------------------------------------------------------------
+
+
+async def _terminate_on(client: Client, query: str) -> None:
+    async for execution in client.list_workflows(query):
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(execution.id).terminate("fuzzing over")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def task_queue(dev_client: Client) -> AsyncIterator[str]:
+    """A task queue no worker polls, for the timers fuzzing starts; they are terminated after
+    (as far as visibility lists them: any it does not yet list sleep on, unpolled)."""
+    queue = f"fuzz-{uuid.uuid4().hex[:8]}"
+    yield queue
+    await _terminate_on(dev_client, f"TaskQueue = '{queue}'")
+
+
+def control_api(client: Client, task_queue: str, jobs: JobClient | None = None) -> FastAPI:
+    """The control API over the dev server, its timers on `task_queue`."""
+    timers = TimerClient(client, task_queue=task_queue, answer_timeout=ANSWER_TIMEOUT)
+    return create_app(
+        timers,
+        token=OPERATOR,
+        tenant_tokens=TENANT_TOKENS,
+        jobs=jobs if jobs is not None else JobClient(client, answer_timeout=ANSWER_TIMEOUT),
+    )
+
+
+@pytest.mark.parametrize(
+    ("token", "examples"),
+    [(OPERATOR, EXAMPLES), (TOKEN_A, TENANT_EXAMPLES)],
+    ids=["operator", "tenant"],
+)
+def test_the_control_api_answers_hostile_input_as_its_openapi_says(
+    dev_client: Client, task_queue: str, token: str, examples: int
+) -> None:
+    app = control_api(dev_client, task_queue)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
+    found = fuzz(schema, headers={"Authorization": f"Bearer {token}"}, examples=examples)
+    assert not found, report(found)
+
+
+# --- the domain host, fuzzed -----------------------------------------------------------------
+
+
+class _NoTimers:
+    """The relay's timers: never reached (the followers are not started)."""
+
+    async def apply_many(self, commits: Sequence[Commit]) -> None:
+        raise AssertionError("the relay is not started in this test")
+
+
+async def _no_timers() -> _NoTimers:
+    return _NoTimers()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def eshop_host(tmp_path: Path) -> AsyncIterator[HostRuntime]:
+    """The e-shop's domain host over a fresh store, its followers not started."""
+    runtime = HostRuntime(eshop_apps(), tmp_path / "domain.db", _no_timers)
+    try:
+        yield runtime
+    finally:
+        await runtime.stop()
+
+
+def test_the_domain_host_answers_hostile_input_as_its_openapi_says(
+    eshop_host: HostRuntime,
+) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", eshop_host.asgi, config=CONFIG)
+    found = fuzz(schema)
+    # Each command the host serves, with generated bodies and headers: the domain's own code.
+    for app in eshop_host.apps:
+        for model in app.models.values():
+            for command_type in model.functions:
+                routing = {
+                    "Command-Type": command_type,
+                    "Command-Aggregate-Context": model.named.context_name,
+                    "Command-Aggregate-Name": model.named.aggregate_name,
+                }
+                found += fuzz(
+                    schema,
+                    paths=["/wow/command/send"],
+                    fixed_headers=routing,
+                    modes=[GenerationMode.POSITIVE],
+                    examples=COMMAND_EXAMPLES,
+                )
+    assert not found, report(found)
+
+
+# --- tenant isolation ------------------------------------------------------------------------
+
+NEVER = "0 0 0 1 1 *"
+A_RULE = "0 17 3 1 1 *"
+"""Tenant A's own rule for its job instance: shown to A, never to B."""
+
+
+class IsolationJobs:
+    """A TENANT job that never comes due during the test."""
+
+    @on_schedule(name="nightly", cron=NEVER, scope=JobScope.TENANT)
+    def nightly(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Any]]:
+        return []
+
+
+@dataclass(frozen=True)
+class Names:
+    """How requests name one tenant's objects: a timer, a job instance, an aggregate."""
+
+    tenant: str
+    context: str
+    job: str
+    aggregate_id: str
+
+    @property
+    def timer(self) -> str:
+        return f"wow-timer:fuzz-iso.order:{self.tenant}:{self.aggregate_id}:grace"
+
+    def commit(self, event: dict[str, Any], *, version: int) -> dict[str, Any]:
+        """A commit of this tenant's aggregate with one event."""
+        return {
+            "id": f"commit-{self.aggregate_id}-{version}",
+            "contextName": "fuzz-iso",
+            "aggregateName": "order",
+            "tenantId": self.tenant,
+            "aggregateId": self.aggregate_id,
+            "version": version,
+            "createTime": int(time.time() * 1000),
+            "body": [{"id": "e-1", **event}],
+        }
+
+
+def schedule_set(reason: str, target: Names | None = None) -> dict[str, Any]:
+    """A `wow.ScheduleSet` due in an hour, its command's body carrying `reason`."""
+    aimed = None
+    if target is not None:
+        aimed = {
+            "contextName": "fuzz-iso",
+            "aggregateName": "order",
+            "tenantId": target.tenant,
+            "aggregateId": target.aggregate_id,
+        }
+    command = {"type": "fuzz.iso.Remind", "body": {"reason": reason}}
+    body = {"key": "grace", "rule": {"after": "PT1H"}, "command": command, "target": aimed}
+    return {"name": "wow.ScheduleSet", "body": body}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One request naming a tenant's objects."""
+
+    method: str
+    url: str
+    params: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.url} {self.params or ''} {self.headers or ''}".strip()
+
+
+_BODIES = {"#/components/schemas/RescheduleRequest": {"expression": "0 0 5 * * *"}}
+"""A valid body for each operation that needs one, by its schema (commits are built apart)."""
+
+
+def probes(document: dict[str, Any], owner: Names, caller: Names) -> list[tuple[str, Probe]]:
+    """For each operation of the document that needs a token, the requests by which `caller`
+    could name `owner`'s objects: in the path, by the `tenant` query, by `Command-Tenant-Id`,
+    or in a commit's body (of `owner`'s aggregate, or targeting it). Fails on an operation it
+    does not know how to aim, so a new route cannot escape the pass."""
+    values = {
+        "workflow_id": quote(owner.timer, safe=":"),
+        "context": owner.context,
+        "id": owner.job,
+        "tenantId": owner.tenant,
+    }
+    found: list[tuple[str, Probe]] = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if not operation.get("security"):
+                continue
+            label = f"{method.upper()} {path}"
+            parameters = operation.get("parameters", [])
+            named = {(p["in"], p["name"]) for p in parameters}
+            unknown = {n for where, n in named if where == "path"} - set(values)
+            assert not unknown, f"{label}: the isolation pass cannot aim {unknown}"
+            url = path.format(**values)
+            body: Any = None
+            if "requestBody" in operation:
+                ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                if ref == "#/components/schemas/Commits":  # A's own commit, or B's aimed at A
+                    cancel = {"name": "wow.ScheduleCancelled", "body": {"key": "grace"}}
+                    found.append((label, Probe(method, url, body=owner.commit(cancel, version=2))))
+                    aimed = caller.commit(schedule_set("from B", target=owner), version=1)
+                    found.append((label, Probe(method, url, body=aimed)))
+                    continue
+                body = _BODIES.get(ref)
+                assert body is not None, f"{label}: the isolation pass has no body for {ref}"
+            before = len(found)
+            if ("path", "tenantId") in named or ("path", "workflow_id") in named:
+                found.append((label, Probe(method, url, body=body)))
+            if ("query", "tenant") in named:
+                found.append((label, Probe(method, url, {"tenant": owner.tenant}, body=body)))
+            if ("header", "Command-Tenant-Id") in named:
+                tenant = {"Command-Tenant-Id": owner.tenant}
+                found.append((label, Probe(method, url, headers=tenant, body=body)))
+            assert len(found) > before, f"{label}: the isolation pass cannot name a tenant here"
+    return found
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def send(http: httpx.AsyncClient, probe: Probe, token: str) -> httpx.Response:
+    headers = {**probe.headers, **auth(token)}
+    if probe.body is not None:
+        headers["Content-Type"] = "application/json"
+    return await http.request(
+        probe.method,
+        probe.url,
+        params=probe.params,
+        headers=headers,
+        content=None if probe.body is None else json.dumps(probe.body),
+    )
+
+
+_OUTSIDE_INPUT = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+}
+
+
+async def outside_input(client: Client, workflow_id: str) -> int:
+    """How many signals, updates, cancel requests and terminations the workflow has had."""
+    handle = client.get_workflow_handle(workflow_id)
+    return sum([1 async for e in handle.fetch_history_events() if e.event_type in _OUTSIDE_INPUT])
+
+
+async def until_listed(
+    http: httpx.AsyncClient, path: str, params: dict[str, str], within: float = 15.0
+) -> list[Any]:
+    """The operator's listing, polled until visibility shows at least one entry."""
+    deadline = time.monotonic() + within
+    while True:
+        answer = await http.get(path, params=params, headers=auth(OPERATOR))
+        assert answer.status_code == 200, answer.text
+        found: list[Any] = answer.json()
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_tenants_token_reaches_nothing_of_another_tenant(
+    dev_client: Client, task_queue: str, recording_host: RecordingHost
+) -> None:
+    context = f"fuzz-iso-{uuid.uuid4().hex[:8]}"
+    app = App(context, sagas=[IsolationJobs()])
+    jobs = JobClient(dev_client, app)
+    api = control_api(dev_client, task_queue, jobs)
+    a = Names(TENANT_A, context, "nightly", f"a-{uuid.uuid4().hex[:10]}")
+    b = Names(TENANT_B, context, "nightly", f"b-{uuid.uuid4().hex[:10]}")
+    ghost = Names(TENANT_A, context, "ghost-job", f"ghost-{uuid.uuid4().hex[:10]}")
+    marker = f"secret-of-a-{uuid.uuid4().hex}"
+    transport = httpx.ASGITransport(app=api)
+    try:
+        async with (
+            CommandSender(recording_host.url) as sender,
+            job_worker(dev_client, app, sender),
+            httpx.AsyncClient(transport=transport, base_url="http://api") as http,
+        ):
+            # Tenant A's objects: a pending timer and its job instance, with A's own rule.
+            made = await http.post(
+                "/commits", json=a.commit(schedule_set(marker), version=1), headers=auth(TOKEN_A)
+            )
+            assert made.status_code == 200, made.text
+            assert [answer["workflow_id"] for answer in made.json()] == [a.timer]
+            instance = f"/{context}/tenant/{TENANT_A}/schedule/nightly"
+            enabled = await http.post(f"{instance}/wow.schedule.enable", headers=auth(TOKEN_A))
+            assert enabled.status_code == 200, enabled.text
+            job_id = enabled.json()["workflow_id"]
+            rule = {"expression": A_RULE}
+            ruled = await http.post(
+                f"{instance}/wow.schedule.reschedule", json=rule, headers=auth(OPERATOR)
+            )
+            assert ruled.status_code == 200, ruled.text
+
+            async def snapshot() -> tuple[Any, Any, int, int]:
+                timer = await http.get(f"/timers/{a.timer}", headers=auth(OPERATOR))
+                job = await http.get(instance, headers=auth(OPERATOR))
+                assert timer.status_code == job.status_code == 200, (timer.text, job.text)
+                return (
+                    timer.json(),
+                    job.json(),
+                    await outside_input(dev_client, a.timer),
+                    await outside_input(dev_client, job_id),
+                )
+
+            before = await snapshot()
+            assert marker in json.dumps(before[0]) and before[1]["expression"] == A_RULE
+            secrets = [marker, A_RULE, before[0]["run_id"], before[0]["due"]]
+
+            document = (await http.get("/openapi.json")).json()
+            aimed = probes(document, a, b)
+            ghosts = probes(document, ghost, b)
+            assert len(aimed) == len(ghosts)
+            covered = {label for label, _ in aimed}
+            secured = {
+                f"{method.upper()} {path}"
+                for path, operations in document["paths"].items()
+                for method, operation in operations.items()
+                if operation.get("security")
+            }
+            assert covered == secured
+
+            # A's own token reads what the probes name: they aim at something real.
+            for label, probe in aimed:
+                if probe.method == "get" and not probe.params and not probe.headers:
+                    own = await send(http, probe, TOKEN_A)
+                    assert own.status_code == 200, (label, own.text)
+
+            for (label, probe), (_, twin) in zip(aimed, ghosts, strict=True):
+                answer = await send(http, probe, TOKEN_B)
+                assert answer.status_code in (403, 404), (label, str(probe), answer.text)
+                body = answer.json()
+                assert set(body) == {"error", "message"}, (label, body)
+                leaked = [secret for secret in secrets if secret in answer.text]
+                assert not leaked, (label, str(probe), leaked, answer.text)
+                # Answered exactly as for objects that do not exist: not even existence shows.
+                unknown = (await send(http, twin, TOKEN_B)).json()
+                assert (body["error"], _blind(body["message"], a)) == (
+                    unknown["error"],
+                    _blind(unknown["message"], ghost),
+                ), label
+
+            # Filters by A's ids, without naming A's tenant, list only B's own: nothing.
+            shown = await until_listed(http, "/timers", {"aggregateId": a.aggregate_id})
+            assert [timer["workflow_id"] for timer in shown] == [a.timer]
+            listed = await http.get(
+                "/timers", params={"aggregateId": a.aggregate_id}, headers=auth(TOKEN_B)
+            )
+            assert listed.status_code == 200 and listed.json() == [], listed.text
+            assert await until_listed(http, "/schedules", {"context": context})
+            listed = await http.get(
+                "/schedules", params={"context": context}, headers=auth(TOKEN_B)
+            )
+            assert listed.status_code == 200 and listed.json() == [], listed.text
+
+            assert await snapshot() == before, "tenant B's requests changed tenant A's objects"
+    finally:
+        await _terminate_on(dev_client, f"WorkflowId STARTS_WITH 'wow-job:{context}:'")
+
+
+def _blind(message: str, names: Names) -> str:
+    """`message` with the ids of `names` replaced, to compare answers for different ids."""
+    for value in (names.timer, names.job, names.aggregate_id):
+        message = message.replace(value, "<id>")
+    return message
