@@ -13,7 +13,7 @@ from tests.processes import run_script
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "capacity.py"
 TINY = (
-    *("--timers", "300", "--jobs", "30", "--burst", "50"),
+    *("--timers", "200", "--jobs", "20", "--burst", "40"),
     *("--rounds", "1", "--settle", "2", "--tick-seconds", "3"),
 )
 
@@ -25,16 +25,16 @@ def test_capacity_bench_tiny_runs_and_prints_the_figures() -> None:
     out = done.stdout
     for line in (
         "1. pending one-shot timers",
-        "2. a burst of 50 due at one instant",
-        "3. 30 enabled job instances",
+        "2. a burst of 40 due at one instant",
+        "3. 20 enabled job instances",
         "host duplicates (redeliveries): 0",
     ):
         assert line in out, out
     # Every pending step was sampled, and both bursts were delivered in full.
-    assert re.search(r"^ +300 +\d+ ", out, re.MULTILINE), out
-    assert len(re.findall(r"^ +0 pending  50/50 in", out, re.MULTILINE)) == 1, out
-    assert len(re.findall(r"^ +300 pending  50/50 in", out, re.MULTILINE)) == 1, out
-    assert re.search(r"burst drain ratio \(300 pending / 0 pending\) \d+\.\d\d", out), out
+    assert re.search(r"^ +200 +\d+ ", out, re.MULTILINE), out
+    assert len(re.findall(r"^ +0 pending  40/40 in", out, re.MULTILINE)) == 1, out
+    assert len(re.findall(r"^ +200 pending  40/40 in", out, re.MULTILINE)) == 1, out
+    assert re.search(r"burst drain ratio \(200 pending / 0 pending\) \d+\.\d\d", out), out
     assert re.search(r"enabled at \d+/s", out), out
     ticks = re.search(r"over \d+s: (\d+)/(\d+)", out)
     assert ticks is not None and int(ticks[1]) > 0, out
