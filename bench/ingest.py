@@ -53,6 +53,7 @@ import httpx
 from temporalio import workflow
 from temporalio.client import Client
 
+from bench.soak import WorkerProcess
 from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.schedule import Commit
@@ -218,47 +219,29 @@ async def run(args: argparse.Namespace) -> None:
 
 
 class Workers:
-    """Real `wow-temporal worker` processes on the dev server, SIGKILLed at will."""
+    """Real `wow-temporal worker` processes (`bench/soak.py`'s) started and SIGKILLed at will."""
 
-    def __init__(self, address: str, logs: Path) -> None:
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
-            "TEMPORAL_ADDRESS": address,
-            "WOW_HOST_URL": "http://127.0.0.1:9",  # nothing is due: no command is sent
-            "WOW_WORKER_HEALTH_PORT": "0",
-            "WOW_WORKER_METRICS_PORT": "0",
-        }
+    def __init__(self, server: EmbeddedTemporal, logs: Path) -> None:
+        self.server = server
         self.logs = logs
-        self.running: list[asyncio.subprocess.Process] = []
+        self.running: list[WorkerProcess] = []
+        self.started = 0
 
-    async def start(self) -> asyncio.subprocess.Process:
-        log = self.logs / f"worker-{len(list(self.logs.iterdir()))}.log"
-        with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                str(API),
-                "worker",
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.running.append(proc)
-        deadline = time.monotonic() + 60
-        while b"timer worker on task queue" not in log.read_bytes():
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError("a worker did not start:\n" + log.read_text()[-3000:])
-            await asyncio.sleep(0.05)
-        return proc
+    async def start(self) -> WorkerProcess:
+        self.started += 1
+        log = self.logs / f"worker-{self.started}.log"
+        worker = WorkerProcess(self.server, "http://127.0.0.1:9", log)  # nothing falls due
+        await worker.start()
+        self.running.append(worker)
+        return worker
 
-    async def kill(self, proc: asyncio.subprocess.Process) -> None:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-        await proc.wait()
-        self.running.remove(proc)
+    async def kill(self, worker: WorkerProcess) -> None:
+        await worker.kill()
+        self.running.remove(worker)
 
     async def stop(self) -> None:
-        for proc in list(self.running):
-            await self.kill(proc)
+        for worker in list(self.running):
+            await self.kill(worker)
 
 
 class ChangeRun:
@@ -330,7 +313,7 @@ async def run_changes(
 ) -> None:
     """The changes cases side by side, one set of warm timers throughout."""
     with tempfile.TemporaryDirectory(prefix="wow-ingest-workers-") as logs:
-        workers = Workers(server.address, Path(logs))
+        workers = Workers(server, Path(logs))
         timers = TimerClient(client)
         ids = [f"warm-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.timers)]
         run = ChangeRun(http, timers, ids)
