@@ -82,6 +82,7 @@ from wow_temporal.host.store import COMMIT_TOPIC, stream_id
 from wow_temporal.ids import encode_part, timer_workflow_id
 from wow_temporal.schedule import AggregateRef, Commit, CommitEvent
 from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.fold import Horizon
 
 CONCURRENCY = 32  # commands in flight (the relay's `apply_many` concurrency, as it happens)
 TENANT = "bench"
@@ -102,7 +103,9 @@ def bench_apps() -> list[App]:
 class NullTimers:
     """Timers that take every commit at once (part 1: the host's own figures)."""
 
-    async def apply_many(self, commits: Sequence[Commit]) -> list[list[Any]]:
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> list[list[Any]]:
         return [[] for _ in commits]
 
 

@@ -44,6 +44,7 @@ from wow_temporal.ids import timer_workflow_id
 from wow_temporal.schedule import AggregateRef
 from wow_temporal.timers.client import Applied, TimerClient
 from wow_temporal.timers.core import TimerState
+from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
 
@@ -236,8 +237,10 @@ class RecordingTimers:
         self.handed: list[tuple[Commit, list[Applied]]] = []
         self.on_handed: Callable[[Sequence[Commit]], None] | None = None
 
-    async def apply_many(self, commits: Sequence[Commit]) -> list[list[Applied]]:
-        answers = await self.timers.apply_many(commits)
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> list[list[Applied]]:
+        answers = await self.timers.apply_many(commits, later=later)
         self.handed.extend(zip(commits, answers, strict=True))
         if self.on_handed is not None:
             self.on_handed(commits)

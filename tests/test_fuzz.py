@@ -63,6 +63,7 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.schedule import Commit
 from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.fold import Horizon
 from wow_temporal.worker import job_worker
 
 OPERATOR = "fuzz-operator-secret"
@@ -213,7 +214,9 @@ def test_the_control_api_answers_hostile_input_as_its_openapi_says(
 class _NoTimers:
     """The relay's timers: never reached (the followers are not started)."""
 
-    async def apply_many(self, commits: Sequence[Commit]) -> None:
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> None:
         raise AssertionError("the relay is not started in this test")
 
 

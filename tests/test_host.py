@@ -38,10 +38,11 @@ from workers.eshop.order import ORDER, Order, PaymentPolicy
 from workers.eshop.stock import STOCK
 from wow_temporal import App
 from wow_temporal.cli import app as cli
-from wow_temporal.host.relay import RELAY
+from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
 from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.timers.fold import Horizon
 
 T = TypeVar("T")
 
@@ -62,8 +63,12 @@ class FakeTimers:
         self.down: Exception | None = None
         self.takes: int | None = None
         """How many more calls succeed before it goes down (None: no limit)."""
+        self.ahead: list[dict[tuple[AggregateRef, str], tuple[int, int]]] = []
+        """What the relay had read ahead of each successful call, per key."""
 
-    async def apply_many(self, commits: Sequence[Commit]) -> None:
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> None:
         self.attempts += 1
         if self.takes == 0:
             self.down = ConnectionError("the timers went away")
@@ -72,6 +77,7 @@ class FakeTimers:
         if self.takes is not None:
             self.takes -= 1
         self.calls.append(list(commits))
+        self.ahead.append({} if later is None else dict(later.keys))
 
     @property
     def handed(self) -> list[Commit]:
@@ -1164,6 +1170,30 @@ async def test_a_saga_restarted_midway_decides_no_command_twice(
         assert len(requests) == len(set(requests)) == 4
         mug = await second.state(STOCK.ref(TENANT, "mug"))
         assert mug["reserved"] == {"o-1": 2}
+
+
+async def test_a_relay_catching_up_hands_each_batch_over_knowing_what_the_log_holds_later(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporal away while one key is set three times: each batch the relay hands over after
+    the outage comes with the later changes, so the timers never start the older sets."""
+    monkeypatch.setattr(Relay, "batch", 1)
+    monkeypatch.setattr(Relay, "read_ahead", 2)  # reading ahead takes several pages
+    ref = thing("t")
+    timers = FakeTimers()
+    async with serve([make_app()], db, timers=timers) as host:
+        timers.down = ConnectionError("temporal is down")
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        for _ in range(3):
+            await host.ok("hosttest.ScheduleOnly", ref, {"key": "a"})
+        timers.down = None
+        await host.settle()
+        scheduling = [c for _, c in await host.log() if c.schedule_events()]
+    assert timers.handed_ids == [c.id for c in scheduling]
+    latest = scheduling[-1].version
+    for call, ahead in zip(timers.calls, timers.ahead, strict=True):
+        (commit,) = call
+        assert ahead[(ref, "a")] == (latest, 0), (commit.version, ahead)
 
 
 # --- 6. the timers away -----------------------------------------------------------------------

@@ -769,3 +769,24 @@ def test_the_readmes_commit_json_is_what_the_model_reads() -> None:
         "cron",
     ]
     assert set(json.loads(error)) == {"error", "message"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("createTime", False),
+        ("createTime", "1796000000000"),
+        ("createTime", 1.796e12),
+        ("version", "3"),
+        ("version", 3.0),
+        ("version", True),
+    ],
+)
+def test_a_commit_takes_integers_as_integers_only(field: str, value: Any) -> None:
+    """A boolean is not a timestamp, nor a string a version: the wire model is strict."""
+    data = commit_with()
+    data[field] = value
+    with pytest.raises(InvalidCommitError, match=rf"{field}: Input should be a valid integer"):
+        Commit.parse(json.dumps(data))
+    with pytest.raises(InvalidCommitError, match=rf"{field}: Input should be a valid integer"):
+        Commit.parse(data)

@@ -671,10 +671,13 @@ class Commit(WireModel):
     space_id: str = ""
     version: int = Field(
         ge=1,
+        strict=True,
         description="The aggregate's version after this commit: it orders a key's schedule "
         "events (an event from a version not newer than one a timer applied changes nothing)",
     )
-    create_time: int = Field(ge=0, description="Epoch milliseconds; an `after` rule counts from it")
+    create_time: int = Field(
+        ge=0, strict=True, description="Epoch milliseconds; an `after` rule counts from it"
+    )
     request_id: str = ""
     command_id: str = ""
     header: dict[str, str] = Field(

@@ -231,6 +231,50 @@ def continued_span(
             raise
 
 
+def detached_span(
+    name: str,
+    traceparent: str | None,
+    attributes: Mapping[str, str | int | bool],
+) -> Span | None:
+    """Like `continued_span`, but not made current: its owner makes it current
+    (`within_span`) around each piece of work it covers, and ends it."""
+    parent = traceparent_context(traceparent)
+    active = trace.get_current_span().get_span_context()
+    if parent is None and not active.is_valid:
+        return None
+    links = [Link(active)] if parent is not None and active.is_valid else None
+    tracer = trace.get_tracer(TRACER_NAME)
+    return tracer.start_span(
+        name,
+        context=parent,
+        kind=SpanKind.INTERNAL,
+        attributes=dict(attributes),
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+
+
+@contextlib.contextmanager
+def within_span(span: Span | None) -> Iterator[None]:
+    """Make `span` current (nothing when None); it is not ended here."""
+    if span is None:
+        yield
+        return
+    with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+        yield
+
+
+def mark_failed(span: Span | None, error: BaseException) -> None:
+    """Mark `span` failed by `error` (a cancellation is no failure: the work is not wanted)."""
+    if span is None:
+        return
+    if isinstance(error, asyncio.CancelledError):
+        span.set_attribute("wow.cancelled", True)
+    else:
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+
+
 @contextlib.contextmanager
 def within_request_trace(traceparent: str | None) -> Iterator[None]:
     """Run in the trace of a request's `traceparent` when no server span is active already

@@ -1,6 +1,8 @@
 """The relay: hands each commit's schedule events to the timers (`TimerClient.apply_many`) in
-log order, then records its position. A crash between the two hands a commit over again, which
-the timers' idempotency (commit id and version) makes changes nothing: the effect is once.
+log order, then records its position. It reads the log ahead up to its head first, so a set
+the log later replaced, cancelled or deleted is never started (`timers.fold.Horizon`). A crash
+between the two hands a commit over again, which the timers' idempotency (commit id and
+version) makes change nothing: the effect is once.
 
 Commands never wait on it: with Temporal away, commits pile up in the log and the relay hands
 them over when it is back, none lost.
@@ -12,12 +14,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
 from wow_temporal.schedule import Commit
+from wow_temporal.timers.fold import Horizon
 
 __all__ = ["RELAY", "Relay", "Timers"]
 
@@ -33,7 +37,9 @@ logger = logging.getLogger(__name__)
 class Timers(Protocol):
     """What the relay needs of `TimerClient`."""
 
-    async def apply_many(self, commits: Sequence[Commit]) -> Any: ...
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> Any: ...
 
 
 class Relay(Follower):
@@ -42,6 +48,8 @@ class Relay(Follower):
     client it gives reconnects by itself afterwards)."""
 
     timeout_s = 30.0
+    read_ahead = 500
+    """Commits a page while the relay reads the log ahead of the batch it hands over."""
 
     def __init__(self, host: DomainHost, connect: Callable[[], Awaitable[Timers]]) -> None:
         super().__init__(host, RELAY)
@@ -52,6 +60,9 @@ class Relay(Follower):
         self._counted = -BEHIND_INTERVAL
         self.on_handed: Callable[[list[Commit]], None] | None = None
         """Called with each batch once handed over (the benchmark's lag probe)."""
+        self._horizon = Horizon()
+        self._scanned = 0
+        """How far the log has been read ahead into `_horizon`."""
 
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
         scheduling = [commit for _, commit in commits if commit.has_schedule_events]
@@ -60,8 +71,9 @@ class Relay(Follower):
                 if self._timers is None:
                     async with asyncio.timeout(self.timeout_s):
                         self._timers = await self._connect()
+                later = await self._read_ahead(commits[-1][0])
                 async with asyncio.timeout(self.timeout_s):
-                    await self._timers.apply_many(scheduling)
+                    await self._timers.apply_many(scheduling, later=later)
             except TimeoutError:
                 raise TimeoutError(
                     f"the timers did not take {len(scheduling)} commits in {self.timeout_s:.0f} s"
@@ -73,7 +85,26 @@ class Relay(Follower):
                 await self._measure(metrics, scheduling, commits[-1][0])
             if self.on_handed is not None:
                 self.on_handed(scheduling)
+        if self._scanned <= commits[-1][0]:
+            self._horizon.clear()  # caught up: nothing read ahead is still ahead
         return commits[-1][0]
+
+    async def _read_ahead(self, position: int) -> Horizon:
+        """The schedule changes the log holds past `position`, up to its head: a relay
+        catching up after an outage never starts a set the log later replaced, cancelled or
+        deleted (read once, in pages; each later batch reads only what is new)."""
+        start = max(self._scanned, position)
+        while True:
+            read = partial(self.host.store.commits_after, start, self.read_ahead)
+            page = await self.host.run(read)
+            if not page:
+                break
+            self._horizon.extend(commit for _, commit in page if commit.has_schedule_events)
+            start = page[-1][0]
+            if len(page) < self.read_ahead:
+                break
+        self._scanned = start
+        return self._horizon
 
     async def _measure(self, metrics: IngestMetrics, handed: list[Commit], position: int) -> None:
         """Record the batch's lag, and how far the log is ahead at most every

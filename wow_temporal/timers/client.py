@@ -7,10 +7,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
+from opentelemetry.trace import Span
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 from temporalio.client import (
@@ -18,7 +21,6 @@ from temporalio.client import (
     WorkflowExecution,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -44,9 +46,15 @@ from wow_temporal.timers.attributes import (
 from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
 from wow_temporal.timers.core import TimerChange, TimerState, Verdict, VerdictOutcome
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
+from wow_temporal.timers.fold import Folded, Horizon, Position, fold
 from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
-from wow_temporal.tracing import continued_span, current_traceparent
+from wow_temporal.tracing import (
+    current_traceparent,
+    detached_span,
+    mark_failed,
+    within_span,
+)
 
 __all__ = [
     "TIMER_ID_PREFIX",
@@ -56,8 +64,11 @@ __all__ = [
     "TimerError",
     "TimerFilter",
     "TimerInfo",
+    "TimerNotAnsweredError",
     "TimerNotFoundError",
 ]
+
+logger = logging.getLogger(__name__)
 
 TIMER_TASK_QUEUE = "wow-timers"
 APPLY_CONCURRENCY = 32
@@ -86,6 +97,10 @@ class TimerError(ValueError):
 
 class TimerNotFoundError(TimerError, LookupError):
     """No timer has that workflow id."""
+
+
+class TimerNotAnsweredError(TimerError):
+    """No worker answered an operator's request in time; what happens to it is said."""
 
 
 class Applied(BaseModel):
@@ -195,66 +210,37 @@ class TimerClient:
         """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and where the
         relay that hands commits over through this client records its lag."""
 
-    async def apply(self, commit: Commit | dict[str, Any] | str | bytes) -> list[Applied]:
-        """Apply a commit's schedule events, in order; idempotent and order-safe.
+    async def apply(
+        self, commit: Commit | dict[str, Any] | str | bytes, *, later: Horizon | None = None
+    ) -> list[Applied]:
+        """Apply a commit's schedule events; idempotent and order-safe.
 
-        Each answer says what the event did and why. A set older than the aggregate's
-        deletion is ignored; a deletion leaves a record that every timer checks before it
-        delivers, so it holds against reordering and without relying on visibility.
+        Each answer says what the event did and why, in the commit's order. The commit's
+        changes are folded per key first (a set the same commit cancels or deletes is never
+        started). A set older than the aggregate's deletion is ignored; a deletion leaves a
+        record that every timer checks before it delivers, so it holds against reordering and
+        without relying on visibility.
         """
         if not isinstance(commit, Commit):
             commit = Commit.parse(commit)
-        attributes: dict[str, str | int | bool] = {
-            "wow.commit.id": commit.id,
-            "wow.aggregate": str(commit.aggregate),
-            "wow.commit.version": commit.version,
-        }
-        traceparent = commit.header.get("traceparent")
-        with continued_span("wow.apply commit", traceparent, attributes) as span:
-            applied = await self._apply(commit, current_traceparent() if span else traceparent)
-            if span is not None:
-                span.set_attribute("wow.changes", len(applied))
-        self.metrics.ingested([(answer.kind, answer.outcome) for answer in applied])
-        return applied
-
-    async def _apply(self, commit: Commit, traceparent: str | None) -> list[Applied]:
-        """`apply` inside its span; the timers it sets continue `traceparent`'s trace."""
-        owner = commit.aggregate
-        items = changes_of(commit, traceparent)
-        deleted: DeletionRecord | None = None
-        if any(isinstance(i, KeyChange) and i.change.kind == "set" for i in items):
-            deleted = await self.deletions.find(owner)
-        applied: list[Applied] = []
-        touched: list[str] = []
-        for item in items:
-            if isinstance(item, AggregateChange):
-                deleted, results = await self._apply_deletion(commit, item, touched)
-                applied.extend(results)
-                continue
-            workflow_id = _timer_id(owner, item.key)
-            touched.append(item.key)
-            change = item.change
-            if change.kind == "set" and deleted is not None and change.order < deleted.order:
-                answer = Verdict(outcome="ignored", reason=deleted.describe())
-            else:
-                answer = await self._apply_key(owner, item.key, change)
-            applied.append(
-                Applied(
-                    workflow_id=workflow_id,
-                    kind=change.kind,
-                    outcome=answer.outcome,
-                    reason=answer.reason,
-                )
-            )
+        (applied,) = await self.apply_many([commit], later=later)
         return applied
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, concurrency: int = APPLY_CONCURRENCY
+        self,
+        commits: Sequence[Commit],
+        *,
+        concurrency: int = APPLY_CONCURRENCY,
+        later: Horizon | None = None,
     ) -> list[list[Applied]]:
-        """Apply many commits: one aggregate's in their order, different aggregates' at once.
+        """Apply many commits: each aggregate's folded together, different aggregates' at once.
 
-        Answers in the order of `commits`. A relay or `POST /commits` batch goes at the pace
-        of Temporal's round trips times `concurrency`, not one commit after another.
+        Answers in the order of `commits`. One aggregate's changes are folded per key before
+        any reaches Temporal (`timers.fold`): only each key's latest is handed over, a deletion
+        is recorded before any of its timers start, and a set the batch (or `later`, what a
+        relay has read further on in the log) replaces, cancels or deletes is never started.
+        A relay or `POST /commits` batch goes at the pace of Temporal's round trips times
+        `concurrency`, not one commit after another.
         """
         answers: list[list[Applied]] = [[] for _ in commits]
         streams: dict[AggregateRef, list[int]] = {}
@@ -264,8 +250,9 @@ class TimerClient:
 
         async def stream(positions: list[int]) -> None:
             async with limit:
-                for position in positions:
-                    answers[position] = await self.apply(commits[position])
+                found = await self._apply_stream([commits[p] for p in positions], later)
+            for position, applied in zip(positions, found, strict=True):
+                answers[position] = applied
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -274,6 +261,120 @@ class TimerClient:
         except ExceptionGroup as failed:  # the first failure, as `apply` would raise it
             raise failed.exceptions[0] from None
         return answers
+
+    async def _apply_stream(
+        self, commits: Sequence[Commit], later: Horizon | None
+    ) -> list[list[Applied]]:
+        """One aggregate's commits of a batch: folded, then handed over, each commit in a span
+        of its own (the timers it sets continue it)."""
+        spans = [_commit_span(commit) for commit in commits]
+        try:
+            items: list[tuple[Position, KeyChange | AggregateChange]] = []
+            for n, (commit, span) in enumerate(zip(commits, spans, strict=True)):
+                traceparent = _traceparent(span, commit)
+                changes = changes_of(commit, traceparent)
+                items.extend(((n, e), item) for e, item in enumerate(changes))
+            folded = fold(commits[0].aggregate, items, later)
+            found = await self._run_fold(folded, spans)
+        except BaseException as error:
+            for span in spans:
+                mark_failed(span, error)
+            raise
+        finally:
+            for span in spans:
+                if span is not None:
+                    span.end()
+        answers: list[list[Applied]] = [[] for _ in commits]
+        owner = commits[0].aggregate
+        for at, item in items:
+            reason = folded.skipped.get(at)
+            if reason is not None:
+                key = item.key if isinstance(item, KeyChange) else ""
+                workflow_id = _timer_id(owner, key) if key else ""
+                answers[at[0]].append(
+                    Applied(
+                        workflow_id=workflow_id,
+                        kind=item.change.kind,
+                        outcome="ignored",
+                        reason=reason,
+                    )
+                )
+            answers[at[0]].extend(found.get(at, []))
+        for span, applied in zip(spans, answers, strict=True):
+            if span is not None:
+                span.set_attribute("wow.changes", len(applied))
+            self.metrics.ingested([(answer.kind, answer.outcome) for answer in applied])
+        return answers
+
+    async def _run_fold(
+        self, folded: Folded, spans: Sequence[Span | None]
+    ) -> dict[Position, list[Applied]]:
+        """Hand `folded` over: the deletion recorded first, then each key's change, then the
+        deletion to the aggregate's other running timers; the answers by the change answered."""
+        owner = folded.owner
+        found: dict[Position, list[Applied]] = {}
+
+        def answered(at: Position, key: str, kind: str, verdict: Verdict) -> None:
+            found.setdefault(at, []).append(
+                Applied(
+                    workflow_id=_timer_id(owner, key),
+                    kind=cast(Literal["set", "cancel", "delete"], kind),
+                    outcome=verdict.outcome,
+                    reason=verdict.reason,
+                )
+            )
+
+        deleted: DeletionRecord | None = None
+        if folded.deletion is not None:
+            at, change = folded.deletion
+            with within_span(spans[at[0]]):
+                deleted = await self.deletions.record(
+                    DeletionRecord(aggregate=owner, version=change.version, index=change.index)
+                )
+        elif any(step.change.kind == "set" for step in folded.steps):
+            deleted = await self.deletions.find(owner)
+        for step in folded.steps:
+            change = step.change
+            with within_span(spans[step.at[0]]):
+                if change.kind == "set" and deleted is not None and change.order < deleted.order:
+                    verdict = Verdict(outcome="ignored", reason=deleted.describe())
+                else:
+                    verdict = await self._apply_key(owner, step.key, change)
+            answered(step.at, step.key, change.kind, verdict)
+        if folded.deletion is not None:
+            at, change = folded.deletion
+            handed = {step.key for step in folded.steps}
+            with within_span(spans[at[0]]):
+                for key in await self._running_keys(owner):
+                    if key and key not in handed:
+                        handed.add(key)
+                        answered(at, key, "delete", await self._apply_key(owner, key, change))
+        return found
+
+    async def _running_keys(self, owner: AggregateRef) -> list[str]:
+        """The keys of the aggregate's running timers that visibility lists: best effort (it
+        lags, and may be down), since the deletion record alone makes every timer it misses
+        end cancelled when it comes due."""
+        query = TimerFilter(
+            aggregate=f"{owner.context_name}.{owner.aggregate_name}",
+            aggregate_id=owner.aggregate_id,
+            tenant=owner.tenant_id,
+            running=True,
+        ).query()
+        try:
+            async with asyncio.timeout(self.answer_timeout.total_seconds()):
+                return [
+                    execution.typed_search_attributes.get(SA_KEY) or ""
+                    async for execution in self.client.list_workflows(query)
+                ]
+        except (RPCError, TimeoutError) as error:
+            logger.warning(
+                "deletion of %s: cannot list its running timers (%s); the deletion record "
+                "cancels each when it comes due",
+                owner,
+                error,
+            )
+            return []
 
     async def _apply_key(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict:
         """Hand `change` to its timer without waiting for a worker: start it, send it to the
@@ -292,11 +393,12 @@ class TimerClient:
                 return answer
             if change.kind == "delete":
                 return Verdict(outcome="ignored", reason="the timer had ended")
-            last = await self._closed_state(workflow_id)
-            if last is not None:
-                stale = core.stale_reason(last, change)
-                if stale is not None:
-                    return Verdict(outcome="ignored", reason=f"{stale} (the timer had ended)")
+            last = await self._last_run(workflow_id)
+            if last is None:
+                continue  # another ingest started a run meanwhile: hand it to that one
+            stale = core.stale_reason(last, change)
+            if stale is not None:
+                return Verdict(outcome="ignored", reason=f"{stale} (the timer had ended)")
             try:
                 return await self._start(
                     owner, key, change, WorkflowIDReusePolicy.ALLOW_DUPLICATE, after=last
@@ -319,7 +421,7 @@ class TimerClient:
         A cancel starts a timer too (it ends at once, cancelled): a set older than it that
         arrives later then changes nothing. `after` is the state of a run that has ended.
         """
-        before = after if after is not None else TimerState()
+        before = TimerState() if after is None else after.model_copy(update={"last_change": ""})
         state = core.apply(before, change)
         due = state.next_due
         delay = None
@@ -357,11 +459,11 @@ class TimerClient:
         the key have no timer at all (a deletion racing a start), it starts one that ends
         cancelled: harmless, it keeps the deletion's order.
         """
-        state = core.initial(change)
+        state = core.initial(change)  # what it shows until a worker runs it
         try:
             await self.client.start_workflow(
                 TimerWorkflow.run,
-                TimerInput(state=state, delivery=self.delivery),
+                TimerInput(state=TimerState(), delivery=self.delivery),
                 id=_timer_id(owner, key),
                 task_queue=self.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -380,49 +482,63 @@ class TimerClient:
             "it has applied a newer event; its last change tells what it did",
         )
 
-    async def _closed_state(self, workflow_id: str) -> TimerState | None:
-        """The final state of the latest closed run, if it completed."""
-        handle = self.client.get_workflow_handle(workflow_id, result_type=TimerState)
+    async def _last_run(self, workflow_id: str) -> TimerState | None:
+        """The state the key's latest run ended in, read by its run id; None while a run is
+        running (another ingest started one). Fails closed: an error reading it raises, so a
+        change is never taken for the first of its key because its predecessor could not be
+        read. A run that ended without a state (terminated, failed, timed out) gives the
+        latest order it had been handed, from its history; one past retention, nothing."""
         try:
-            state: TimerState = await handle.result(follow_runs=False)
-        except (WorkflowFailureError, RPCError):
+            description = await self.client.get_workflow_handle(workflow_id).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return TimerState()  # past the namespace's retention: nothing is known
+            raise
+        if description.status in (WorkflowExecutionStatus.RUNNING, None):
             return None
-        return state
-
-    async def _apply_deletion(
-        self, commit: Commit, item: AggregateChange, touched: Sequence[str]
-    ) -> tuple[DeletionRecord, list[Applied]]:
-        """Record the deletion, then cancel the aggregate's running timers that can be found:
-        the keys this commit touched (by id) and those visibility lists (it may lag: the
-        record makes any timer it misses end cancelled when it comes due)."""
-        owner = commit.aggregate
-        record = await self.deletions.record(
-            DeletionRecord(aggregate=owner, version=item.change.version, index=item.change.index)
+        if description.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            return None  # its successor runs (or has just ended): read again
+        run = self.client.get_workflow_handle(
+            workflow_id, run_id=description.run_id, result_type=TimerState
         )
-        query = TimerFilter(
-            aggregate=f"{owner.context_name}.{owner.aggregate_name}",
-            aggregate_id=owner.aggregate_id,
-            tenant=owner.tenant_id,
-            running=True,
-        ).query()
-        listed = [
-            execution.typed_search_attributes.get(SA_KEY) or ""
-            async for execution in self.client.list_workflows(query)
-        ]
-        results = []
-        for key in dict.fromkeys([*touched, *listed]):
-            if not key:
-                continue
-            answer = await self._apply_key(owner, key, item.change)
-            results.append(
-                Applied(
-                    workflow_id=_timer_id(owner, key),
-                    kind="delete",
-                    outcome=answer.outcome,
-                    reason=answer.reason,
-                )
+        if description.status == WorkflowExecutionStatus.COMPLETED:
+            state: TimerState = await run.result(
+                follow_runs=False, rpc_timeout=self.answer_timeout
             )
-        return record, results
+            return state
+        return await self._recovered(run, _ended_as(description.status))
+
+    async def _recovered(self, run: WorkflowHandle[Any, TimerState], ended: Status) -> TimerState:
+        """The latest order a run that ended without a state had been handed (its input and
+        every `apply` it received), so no older change starts its key again."""
+        applied = (0, -1)
+        async for event in run.fetch_history_events():
+            payloads = None
+            if event.HasField("workflow_execution_started_event_attributes"):
+                attributes = event.workflow_execution_started_event_attributes
+                (decoded,) = await self.client.data_converter.decode(
+                    attributes.input.payloads, [TimerInput]
+                )
+                applied = max(applied, cast(TimerInput, decoded).state.applied)
+                continue
+            if event.HasField("workflow_execution_signaled_event_attributes"):
+                signal = event.workflow_execution_signaled_event_attributes
+                if signal.signal_name == "apply":
+                    payloads = signal.input.payloads
+            elif event.HasField("workflow_execution_update_accepted_event_attributes"):
+                update = event.workflow_execution_update_accepted_event_attributes
+                if update.accepted_request.input.name == "apply":
+                    payloads = update.accepted_request.input.args.payloads
+            if payloads:
+                (change,) = await self.client.data_converter.decode(payloads, [TimerChange])
+                applied = max(applied, cast(TimerChange, change).order)
+        return TimerState(
+            applied=applied,
+            spec=None,
+            status=ended,
+            last_outcome=f"ended {ended.value} by Temporal, having been handed up to "
+            f"version {applied[0]}",
+        )
 
     async def list(self, where: TimerFilter | None = None, *, limit: int = 100) -> list[TimerInfo]:
         """Timers matching `where`, newest first (the same query the Web UI takes)."""
@@ -437,8 +553,13 @@ class TimerClient:
         state: TimerState | None
         if description.status == WorkflowExecutionStatus.RUNNING:
             state = await self._running_state(handle, description)
+        elif description.status == WorkflowExecutionStatus.COMPLETED:
+            run = self.client.get_workflow_handle(
+                workflow_id, run_id=description.run_id, result_type=TimerState
+            )
+            state = await run.result(follow_runs=False, rpc_timeout=self.answer_timeout)
         else:
-            state = await self._closed_state(workflow_id)
+            state = None
         return info.model_copy(update={"state": state})
 
     async def _describe(
@@ -507,20 +628,26 @@ class TimerClient:
     async def _operate(self, workflow_id: str, update: str) -> TimerState:
         """Run an operator's update; a clear error when no worker takes it in time."""
         handle = self.client.get_workflow_handle(workflow_id)
+        request = str(uuid.uuid4())
+        args = [request] if update == "cancel" else []
         try:
             state: TimerState = await handle.execute_update(
-                update, result_type=TimerState, rpc_timeout=self.answer_timeout
+                update, args=args, result_type=TimerState, rpc_timeout=self.answer_timeout
             )
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             waited = f"no worker answered within {self.answer_timeout.total_seconds():g}s (is "
             waited += f"`wow-temporal worker` running on task queue {self.task_queue}?)"
-            if update == "cancel":  # a cancel request is kept by Temporal: it will happen
-                await handle.cancel()
-                raise TimerError(
+            if update == "cancel":
+                # A signal is kept in the timer's history in order with the changes handed
+                # over: it cancels what is in force now, and no set handed over after it.
+                await handle.signal("cancel", request)
+                raise TimerNotAnsweredError(
                     f"{waited}; cancellation requested: the timer ends Cancelled when a "
                     "worker runs it"
                 ) from None
-            raise TimerError(f"{waited}; the retry is applied if one takes it soon") from None
+            raise TimerNotAnsweredError(
+                f"{waited}; the retry is applied if one takes it soon"
+            ) from None
         return state
 
     async def _running(self, workflow_id: str, tenant: str | None) -> TimerInfo:
@@ -528,6 +655,31 @@ class TimerClient:
         if not info.running:
             raise TimerError(f"timer {workflow_id!r} has ended ({info.status})")
         return info
+
+
+def _commit_span(commit: Commit) -> Span | None:
+    """The commit's `wow.apply commit` span: it continues the commit header's trace, else the
+    caller's (None without either)."""
+    attributes: dict[str, str | int | bool] = {
+        "wow.commit.id": commit.id,
+        "wow.aggregate": str(commit.aggregate),
+        "wow.commit.version": commit.version,
+    }
+    return detached_span("wow.apply commit", commit.header.get("traceparent"), attributes)
+
+
+def _traceparent(span: Span | None, commit: Commit) -> str | None:
+    """What the timers a commit sets continue: its span, else its header's traceparent."""
+    if span is None:
+        return commit.header.get("traceparent")
+    with within_span(span):
+        return current_traceparent()
+
+
+def _ended_as(status: WorkflowExecutionStatus) -> Status:
+    """A run's status that ended by Temporal's hand, as a timer status."""
+    found = _EXECUTION_STATUS.get(status, "Terminated")
+    return {"Failed": Status.FAILED, "TimedOut": Status.TIMED_OUT}.get(found, Status.TERMINATED)
 
 
 def _check_id(workflow_id: str) -> None:

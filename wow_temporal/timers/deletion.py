@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import (
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
@@ -83,17 +83,22 @@ class DeletionRecords:
 
     async def find(self, aggregate: AggregateRef) -> DeletionRecord | None:
         """The aggregate's deletion record, if it was ever deleted (one describe, by id)."""
+        record, _ = await self._kept(aggregate)
+        return record
+
+    async def _kept(self, aggregate: AggregateRef) -> tuple[DeletionRecord | None, str | None]:
+        """The record kept and the id of the run holding it, if that run is still open."""
         handle = self.client.get_workflow_handle(deletion_record_id(aggregate))
         try:
             description = await handle.describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
-                return None
+                return None, None
             raise
         memo = await description.memo_value(_MEMO, default=None)
-        if memo is None:
-            return None
-        return DeletionRecord.model_validate(memo)
+        running = description.status == WorkflowExecutionStatus.RUNNING
+        record = None if memo is None else DeletionRecord.model_validate(memo)
+        return record, description.run_id if running else None
 
     async def deleted_at(self, aggregate: AggregateRef) -> tuple[int, int] | None:
         """The order of the aggregate's deletion, or None (the delivery activity's check)."""
@@ -103,38 +108,46 @@ class DeletionRecords:
     async def record(self, record: DeletionRecord) -> DeletionRecord:
         """Keep `record` unless a later deletion is kept already; the record now in force.
 
-        No worker is waited for: a first record is a start with its memo, and a later one (the
-        aggregate was recovered, then deleted again) replaces the run holding the older record
-        in one call, then reads back what is kept, writing again if a lower one raced it.
+        No worker is waited for, and the record only ever rises: a first record is a start
+        with its memo; a later one (the aggregate was recovered, then deleted again) ends the
+        run holding the older record *by its run id*, then starts its own, which fails if
+        another ingest started one meanwhile (then the two are compared again). So a
+        concurrent lower deletion can only end the run it read, never a higher one.
         """
-        for _ in range(5):
-            kept = await self.find(record.aggregate)
+        for _ in range(8):
+            kept, run_id = await self._kept(record.aggregate)
             if kept is not None and kept.order >= record.order:
                 return kept
+            if run_id is not None:
+                await self._end(record, run_id)
             try:
-                await self._start(record, replacing=kept)
+                await self._start(record)
             except WorkflowAlreadyStartedError:
                 continue  # another ingest recorded one meanwhile: compare with that
-            kept = await self.find(record.aggregate)
-            if kept is not None and kept.order >= record.order:
-                return kept
+            return record
         raise RuntimeError(
             f"could not record the deletion of {record.aggregate}: it keeps changing"
         )
 
-    async def _start(self, record: DeletionRecord, *, replacing: DeletionRecord | None) -> None:
-        """Start the idle workflow holding `record`; it ends the one `replacing` an older one."""
+    async def _end(self, record: DeletionRecord, run_id: str) -> None:
+        """End the run `run_id` holding an older record (already ended: another ingest did)."""
+        record_id = deletion_record_id(record.aggregate)
+        handle = self.client.get_workflow_handle(record_id, run_id=run_id)
+        try:
+            await handle.terminate(reason=f"raised to version {record.version}")
+        except RPCError as error:
+            if error.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                raise
+
+    async def _start(self, record: DeletionRecord) -> None:
+        """Start the idle workflow holding `record` (fails while another holds one)."""
         await self.client.start_workflow(
             DeletionWorkflow.run,
             record,
             id=deletion_record_id(record.aggregate),
             task_queue=self.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            id_conflict_policy=(
-                WorkflowIDConflictPolicy.FAIL
-                if replacing is None
-                else WorkflowIDConflictPolicy.TERMINATE_EXISTING
-            ),
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             memo={_MEMO: record.model_dump(mode="json")},
             search_attributes=TypedSearchAttributes(aggregate_search_attributes(record.aggregate)),
             static_summary=f"deletion record of {record.aggregate}: its timers are cancelled",

@@ -96,19 +96,48 @@ class TimerWorkflow:
         self._input = input
         self._changes = 0
         self._flight: _Flight | None = None
+        self._activation = -1
+        """The history length of the activation that last handed a change over."""
+        self._applied_before = input.state.applied
+        """The order in force before that activation's changes."""
+        self._operator_cancels: list[str] = []
+        """Ids of the operators' cancels taken (an update and its fallback signal are one)."""
         current = workflow.info().typed_search_attributes
         self._shown = core.Shown(current.get(SA_STATUS), current.get(SA_DUE))
 
     @workflow.run
     async def run(self, input: TimerInput) -> TimerState:
-        try:
-            return await self._run()
-        except asyncio.CancelledError:
-            # `temporal workflow cancel` or the Web UI's "Request Cancellation".
-            self._state = core.cancel(self._state, "a Temporal cancel request")
-            await self._settle()
-            self._show(core.Finish(self._state.status))
-            return self._state
+        while True:
+            try:
+                return await self._run()
+            except asyncio.CancelledError:
+                # `temporal workflow cancel` or the Web UI's "Request Cancellation".
+                if self._kept_against_cancel_request():
+                    continue
+                self._state = core.cancel(self._state, "a Temporal cancel request")
+                await self._settle()
+                self._show(core.Finish(self._state.status))
+                return self._state
+
+    def _kept_against_cancel_request(self) -> bool:
+        """A cancel request cancels what was in force when it was recorded, no later change.
+        The SDK applies the signals a worker finds together with the request first, and their
+        order against it is not known here: a change that arrived in the same activation and
+        set a newer schedule is kept (nothing is lost), and its last change says so."""
+        length = workflow.info().get_current_history_length()
+        if length != self._activation or self._state.applied <= self._applied_before:
+            return False
+        if self._state.spec is None:
+            return False
+        note = (
+            f"{self._state.last_change}; a Temporal cancel request came with it and was "
+            "not applied to it (cancel again to end this schedule)"
+        )
+        self._state = self._state.model_copy(update={"last_change": note})
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return True
 
     async def _run(self) -> TimerState:
         while True:
@@ -169,12 +198,27 @@ class TimerWorkflow:
             )
 
     @workflow.update(name="cancel")
-    async def cancel(self) -> TimerState:
+    async def cancel(self, request: str = "") -> TimerState:
         """An operator's cancel: the timer ends; a delivery in flight finishes first."""
-        self._update(core.cancel(self._state))
+        self._operator_cancel(request)
         if self._flight is not None:
             await self._settled()
         return self._state
+
+    @workflow.signal(name="cancel")
+    def cancel_signal(self, request: str = "") -> None:
+        """An operator's cancel when no worker answered the update in time: a signal, kept in
+        the timer's history in order with the changes handed over, so it cancels what was in
+        force when it was sent and no set handed over after it (the update, should the server
+        still hand it over later, is then the same cancel again: `request` tells)."""
+        self._operator_cancel(request)
+
+    def _operator_cancel(self, request: str) -> None:
+        if request:
+            if request in self._operator_cancels:
+                return
+            self._operator_cancels = [*self._operator_cancels[-15:], request]
+        self._update(core.cancel(self._state))
 
     @workflow.query(name="state")
     def state(self) -> TimerState:
@@ -184,10 +228,15 @@ class TimerWorkflow:
     def _receive(self, change: TimerChange) -> Verdict:
         """Apply a change; one that changes nothing wakes nothing (a wake-up starts a new
         Temporal timer, a billed action), but the current details tell it at once."""
+        length = workflow.info().get_current_history_length()
+        if length != self._activation:
+            self._activation, self._applied_before = length, self._state.applied
         state, answer = core.receive(self._state, change)
         if answer.outcome == "ignored":
             self._state = state
             workflow.set_current_details(core.details(state))
+            if self._should_continue_as_new():
+                self._changes += 1  # wake the loop: ignored changes fill the history too
         else:
             self._update(state)
         return answer

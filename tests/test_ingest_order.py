@@ -1,0 +1,283 @@
+"""Ingest keeps the log's order (issue #26), on the dev server with a real HTTP host: each test
+is an interleaving where handing changes over one by one, or an error taken for "nothing
+before", used to deliver a command the log had cancelled, replaced or deleted, or to lose one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from tests.quiescent import quiescent
+from tests.recording_host import RecordingHost, recording_host
+from tests.test_timers_e2e import DELETED, Rig, cancelled, request_id, schedule_set
+from wow_temporal.schedule import Commit
+from wow_temporal.timers import core
+from wow_temporal.timers.changes import changes_of
+from wow_temporal.timers.client import TimerClient, TimerNotAnsweredError
+from wow_temporal.timers.core import Status, TimerChange
+from wow_temporal.timers.deletion import DeletionRecord
+from wow_temporal.timers.fold import Horizon
+from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+__all__ = ["recording_host"]
+
+HOUR_AGO_MS = int((time.time() - 3600) * 1000)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def rig(dev_client: Client, recording_host: RecordingHost) -> AsyncIterator[Rig]:
+    task_queue = f"order-{uuid.uuid4().hex[:10]}"
+    timers = TimerClient(
+        dev_client,
+        task_queue=task_queue,
+        delivery=DeliverySettings(
+            max_attempts=3,
+            initial_interval=timedelta(milliseconds=100),
+            max_interval=timedelta(milliseconds=200),
+            attempt_timeout=timedelta(seconds=5),
+        ),
+    )
+    yield Rig(dev_client, recording_host, timers, task_queue, uuid.uuid4().hex)
+
+
+def commits(*raw: dict[str, Any]) -> list[Commit]:
+    return [Commit.parse(c) for c in raw]
+
+
+# --- 1. folded before Temporal is touched -------------------------------------------------
+
+
+async def test_a_past_due_set_cancelled_in_the_same_commit_is_never_started(rig: Rig) -> None:
+    async with rig.worker():
+        applied = await rig.timers.apply(
+            rig.commit(
+                1,
+                schedule_set("grace", {"after": "PT1S"}),
+                cancelled("grace"),
+                created_ms=HOUR_AGO_MS,
+            )
+        )
+        assert [(a.kind, a.outcome) for a in applied] == [
+            ("set", "ignored"),
+            ("cancel", "cancelled"),
+        ]
+        state = await rig.result("grace", within=10)
+        await quiescent(rig.handle("grace"))
+    assert state.status is Status.CANCELLED
+    assert rig.host.requests == []
+
+
+async def test_a_catch_up_of_a_set_and_the_cancel_after_it_delivers_nothing(rig: Rig) -> None:
+    """Temporal was away at 10:00-11:00: the log holds v3 (due 10:30) and v4 cancelling it."""
+    batch = commits(
+        rig.commit(3, schedule_set("grace", {"after": "PT30M"}), created_ms=HOUR_AGO_MS),
+        rig.commit(4, cancelled("grace"), created_ms=HOUR_AGO_MS + 300_000),
+    )
+    async with rig.worker():
+        first, second = await rig.timers.apply_many(batch)
+        assert first[0].outcome == "ignored" and "superseded in this batch" in first[0].reason
+        assert second[0].outcome == "cancelled"
+        await rig.result("grace", within=10)
+        await quiescent(rig.handle("grace"))
+    assert rig.host.requests == []
+
+
+async def test_a_catch_up_of_a_set_and_a_deletion_records_the_deletion_first(rig: Rig) -> None:
+    batch = commits(
+        rig.commit(3, schedule_set("grace", {"after": "PT30M"}), created_ms=HOUR_AGO_MS),
+        rig.commit(4, DELETED, created_ms=HOUR_AGO_MS + 300_000),
+    )
+    async with rig.worker():
+        await rig.timers.apply_many(batch)
+        state = await rig.result("grace", within=10)
+        await quiescent(rig.handle("grace"))
+    assert state.status is Status.CANCELLED
+    record = await rig.timers.deletions.find(batch[0].aggregate)
+    assert record is not None and record.version == 4
+    assert rig.host.requests == []
+
+
+async def test_a_catch_up_re_set_delivers_only_the_latest_schedule(rig: Rig) -> None:
+    batch = commits(
+        rig.commit(3, schedule_set("grace", {"after": "PT30M"}), created_ms=HOUR_AGO_MS),
+        rig.commit(4, schedule_set("grace", {"after": "PT1S"})),
+    )
+    async with rig.worker():
+        await rig.timers.apply_many(batch)
+        await rig.result("grace", within=15)
+    assert [r.request_id for r in rig.host.requests] == [request_id(batch[1].model_dump())]
+
+
+async def test_a_set_the_log_changes_further_on_is_never_started(rig: Rig) -> None:
+    """A relay hands over a page of its backlog knowing what the log holds after it."""
+    page = commits(rig.commit(3, schedule_set("grace", {"after": "PT1S"}), created_ms=HOUR_AGO_MS))
+    later = Horizon()
+    later.extend(commits(rig.commit(4, cancelled("grace"))))
+    async with rig.worker():
+        ((answer,),) = await rig.timers.apply_many(page, later=later)
+    assert answer.outcome == "ignored" and "the log changes key grace later" in answer.reason
+    with pytest.raises(RPCError) as raised:
+        await rig.handle("grace").describe()
+    assert raised.value.status == RPCStatusCode.NOT_FOUND
+    assert rig.host.requests == []
+
+
+# --- 2. an operator's cancel is ordered with ingest ----------------------------------------
+
+
+async def test_an_operators_cancel_with_no_worker_spares_a_set_handed_over_after_it(
+    rig: Rig,
+) -> None:
+    timers = TimerClient(rig.client, task_queue=rig.task_queue, answer_timeout=timedelta(seconds=1))
+    await timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+    with pytest.raises(TimerNotAnsweredError, match="cancellation requested"):
+        await timers.cancel(rig.workflow_id("grace"))
+    later = rig.commit(9, schedule_set("grace", {"after": "PT1S"}))
+    (answer,) = await timers.apply(later)
+    assert answer.outcome == "handed-over"
+    async with rig.worker():
+        state = await rig.result("grace", within=20)
+    assert state.status is Status.DELIVERED
+    assert [r.request_id for r in rig.host.requests] == [request_id(later)]
+
+
+async def test_a_temporal_cancel_request_spares_a_set_a_worker_meets_with_it(rig: Rig) -> None:
+    """The Web UI's Request Cancellation, then a set, both waiting for a worker."""
+    await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+    await rig.handle("grace").cancel()
+    later = rig.commit(9, schedule_set("grace", {"after": "PT1S"}))
+    await rig.timers.apply(later)
+    async with rig.worker():
+        state = await rig.result("grace", within=20)
+    assert state.status is Status.DELIVERED
+    assert "a Temporal cancel request came with it" in state.last_change
+    assert [r.request_id for r in rig.host.requests] == [request_id(later)]
+
+
+# --- 3, 6, 10. the run before, read by run id and failing closed ------------------------
+
+
+async def test_a_closed_run_is_read_by_its_run_id_not_waited_on_behind_a_newer_one(
+    rig: Rig,
+) -> None:
+    await rig.timers.apply(rig.commit(1, cancelled("grace")))
+    async with rig.worker():
+        await rig.result("grace", within=10)  # a cancel with nothing pending ends at once
+    await rig.timers.apply(rig.commit(2, schedule_set("grace", {"after": "PT1H"})))
+    # A new run is running now: the read of the run before says so instead of waiting for it.
+    assert await asyncio.wait_for(rig.timers._last_run(rig.workflow_id("grace")), 5) is None
+
+
+async def test_a_terminated_timer_is_not_started_again_by_the_same_set(rig: Rig) -> None:
+    commit = rig.commit(1, schedule_set("grace", {"after": "PT2S"}))
+    await rig.timers.apply(commit)
+    await rig.handle("grace").terminate("by hand")
+    (again,) = await rig.timers.apply(commit)
+    assert again.outcome == "ignored", again
+    assert "stale: version 1" in again.reason
+    (older,) = await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1S"})))
+    assert older.outcome == "ignored"
+    description = await rig.handle("grace").describe()
+    assert description.status == WorkflowExecutionStatus.TERMINATED
+
+
+async def test_a_run_started_after_a_closed_one_starts_with_no_last_change(rig: Rig) -> None:
+    await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+    await rig.timers.apply(rig.commit(2, cancelled("grace")))
+    async with rig.worker():
+        ended = await rig.result("grace", within=10)
+        assert ended.last_change.startswith("cancel of version 2")
+        await rig.timers.apply(rig.commit(3, schedule_set("grace", {"after": "PT1H"})))
+        shown = await rig.timers.show(rig.workflow_id("grace"))
+    assert shown.state is not None
+    assert shown.state.last_change == ""
+    assert shown.state.applied == (3, 0)
+
+
+# --- 7. the deletion record only rises ------------------------------------------------------
+
+
+async def test_concurrent_deletions_leave_the_highest_record(rig: Rig) -> None:
+    owner = Commit.parse(rig.commit(1)).aggregate
+    deletions = rig.timers.deletions
+    await deletions.record(DeletionRecord(aggregate=owner, version=5))
+    for round_ in range(3):
+        base = 10 * (round_ + 1)
+        records = [DeletionRecord(aggregate=owner, version=base + n) for n in (3, 9, 1, 7)]
+        await asyncio.gather(*(deletions.record(record) for record in records))
+        kept = await deletions.find(owner)
+        assert kept is not None and kept.version == base + 9, (round_, kept)
+
+
+# --- 8. ignored changes lead to continue-as-new ---------------------------------------------
+
+
+async def test_a_flood_of_stale_changes_continues_the_timer_as_new(rig: Rig) -> None:
+    spec_commit = Commit.parse(rig.commit(5, schedule_set("grace", {"after": "PT1H"})))
+    (item,) = changes_of(spec_commit)
+    workflow_id = rig.workflow_id("grace")
+    handle = await rig.client.start_workflow(
+        TimerWorkflow.run,
+        TimerInput(state=core.initial(item.change), continue_as_new_after=40),
+        id=workflow_id,
+        task_queue=rig.task_queue,
+    )
+    stale = TimerChange(kind="cancel", version=1)
+    async with rig.worker():
+        for _ in range(30):
+            await handle.signal("apply", stale)
+        for _ in range(150):
+            if (await handle.describe()).run_id != handle.result_run_id:
+                break
+            await asyncio.sleep(0.2)
+    first = rig.client.get_workflow_handle(workflow_id, run_id=handle.result_run_id)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    await rig.handle("grace").terminate("done")
+
+
+# --- 9. a visibility outage does not fail a deletion ----------------------------------------
+
+
+class _VisibilityDown(TimerClient):
+    """Ingest whose visibility listing fails, as in an outage of the visibility store."""
+
+    def __init__(self, timers: TimerClient) -> None:
+        super().__init__(timers.client, task_queue=timers.task_queue, delivery=timers.delivery)
+
+        def down(*args: Any, **kwargs: Any) -> Any:
+            raise RPCError("visibility is down", RPCStatusCode.UNAVAILABLE, b"")
+
+        self.client = _Wrapped(timers.client, list_workflows=down)  # type: ignore[assignment]
+
+
+class _Wrapped:
+    def __init__(self, client: Client, **overrides: Any) -> None:
+        self._client = client
+        self._overrides = overrides
+
+    def __getattr__(self, name: str) -> Any:
+        return self._overrides.get(name) or getattr(self._client, name)
+
+
+async def test_a_deletion_holds_through_a_visibility_outage(rig: Rig) -> None:
+    await rig.timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT2S"})))
+    down = _VisibilityDown(rig.timers)
+    applied = await down.apply(rig.commit(2, DELETED))
+    assert applied == []
+    async with rig.worker():
+        state = await rig.result("grace", within=15)
+        await quiescent(rig.handle("grace"))
+    assert state.status is Status.CANCELLED
+    assert rig.host.requests == []
