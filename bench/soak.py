@@ -25,8 +25,14 @@ hosts inside and outside the chaos windows, and apart those to the flaky and slo
 every slot waits for the one before to be decided); and the ingest rate inside the windows of
 worker kills against outside them (ingest never waits for a worker).
 
-Run: `.venv/bin/python bench/soak.py [--aggregates N] [--duration S] [--json]`; exit status 1
-if any count that must be 0 is not.
+With `--catch-up` it runs instead a relay's catch-up after a Temporal outage: each aggregate's
+key is set before the dev server is killed for `--outage` seconds; during the outage the log
+sets, cancels, replaces and deletes; once the server is back the backlog is handed over in
+pages of 100 with the log read ahead (as the host's relay does), and the ledger is checked:
+every set still in force delivered once, none the log replaced, cancelled or deleted.
+
+Run: `.venv/bin/python bench/soak.py [--aggregates N] [--duration S] [--json]` (or
+`--catch-up [--outage S]`); exit status 1 if any count that must be 0 is not.
 """
 
 from __future__ import annotations
@@ -61,9 +67,10 @@ from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.embedded import EmbeddedTemporal, free_port
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
-from wow_temporal.schedule import AggregateRef, ScheduleRule
+from wow_temporal.schedule import AggregateRef, Commit, ScheduleRule
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
+from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import DeliverySettings
 
 CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
@@ -1020,6 +1027,209 @@ def print_report(report: Report) -> None:
         print(f"  ! {line}")
 
 
+# -- the catch-up after an outage (`--catch-up`) -----------------------------------------------
+
+
+@dataclass
+class CatchUpReport:
+    """What a relay's catch-up after a Temporal outage delivered, against the log."""
+
+    aggregates: int
+    commits: int
+    outage_s: float
+    caught_up_s: float = 0.0
+    in_force: int = 0
+    """Sets still in force at the end of the log (each must be delivered once)."""
+    superseded: int = 0
+    """Sets the log replaced, cancelled or deleted (none may be delivered)."""
+    delivered_once: int = 0
+    lost: int = 0
+    decided_twice: int = 0
+    early: int = 0
+    delivered_though_changed: int = 0
+    """Sets delivered though the log had replaced, cancelled or deleted them: must be 0."""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.decided_twice or self.early or self.delivered_though_changed)
+
+
+def catch_up_log(
+    count: int, rng: random.Random, run: str, before: float, during: tuple[float, float]
+) -> list[dict[str, Any]]:
+    """Each aggregate's commits: a set of `k1` handed over before the outage (due well after
+    it), then 1-3 commits during it (sets due during the outage or after, cancels, re-sets,
+    deletions), in log order (by createTime), as wire commits."""
+    start, end = during
+    log: list[tuple[float, dict[str, Any]]] = []
+    for n in range(count):
+        aggregate_id = f"ok-{run}-c{n}"
+        version = 1
+        moments = [before, *sorted(rng.uniform(start, end) for _ in range(rng.randint(1, 3)))]
+        for at in moments:
+            if version == 1:
+                events = [("set", end - at + rng.uniform(20, 45))]
+            else:
+                events = [
+                    rng.choice(
+                        [
+                            ("set", rng.uniform(5, (end - start) + 40)),
+                            ("cancel", 0.0),
+                            ("cancel", 0.0),
+                            ("delete", 0.0),
+                            ("set-cancel", rng.uniform(1, 10)),
+                        ]
+                    )
+                ]
+            body: list[dict[str, Any]] = []
+            for kind, after in events:
+                if kind in ("set", "set-cancel"):
+                    body.append(
+                        {
+                            "id": f"e{len(body)}",
+                            "name": "wow.ScheduleSet",
+                            "body": {
+                                "key": "k1",
+                                "rule": {"after": f"PT{after:.3f}S"},
+                                "command": {"type": "eshop.order.CancelOrder", "body": {}},
+                            },
+                        }
+                    )
+                if kind in ("cancel", "set-cancel"):
+                    name, cancel = "wow.ScheduleCancelled", {"key": "k1"}
+                    body.append({"id": f"e{len(body)}", "name": name, "body": cancel})
+                if kind == "delete":
+                    body.append({"id": f"e{len(body)}", "name": "wow.AggregateDeleted", "body": {}})
+            commit = {
+                "id": f"{aggregate_id}-v{version}",
+                "contextName": CONTEXT,
+                "aggregateName": AGGREGATE,
+                "tenantId": TENANT,
+                "aggregateId": aggregate_id,
+                "version": version,
+                "createTime": int(at * 1000),
+                "body": body,
+            }
+            log.append((at, commit))
+            version += 1
+    log.sort(key=lambda pair: pair[0])
+    return [commit for _, commit in log]
+
+
+def judge_catch_up(
+    report: CatchUpReport, log: list[dict[str, Any]], ledger: list[dict[str, Any]]
+) -> None:
+    """Compare what the host received with the log: each set is in force (delivered once) or
+    superseded by a later change of its key or its aggregate's deletion (never delivered)."""
+    sets: dict[str, tuple[str, tuple[int, int], int]] = {}
+    latest: dict[str, tuple[int, int]] = {}
+    for commit in log:
+        aggregate_id = commit["aggregateId"]
+        for index, event in enumerate(commit["body"]):
+            order = (commit["version"], index)
+            latest[aggregate_id] = max(latest.get(aggregate_id, (0, -1)), order)
+            if event["name"] == "wow.ScheduleSet":
+                after = float(event["body"]["rule"]["after"][2:-1])
+                due_ms = commit["createTime"] + int(after * 1000)
+                sets[f"{commit['id']}:{event['id']}"] = (aggregate_id, order, due_ms)
+    decided: Counter[str] = Counter()
+    first: dict[str, dict[str, Any]] = {}
+    for entry in ledger:
+        if entry["code"] not in ("Ok", "DuplicateRequestId"):
+            continue
+        timer = entry["requestId"].rsplit("#", 1)[0]
+        decided[timer] += entry["code"] == "Ok"
+        first.setdefault(timer, entry)
+    for timer, (aggregate_id, order, due_ms) in sets.items():
+        in_force = latest[aggregate_id] == order
+        report.in_force += in_force
+        report.superseded += not in_force
+        if timer in first and first[timer]["arrivedMs"] < first[timer]["dueMs"]:
+            report.early += 1
+        if decided[timer] > 1:
+            report.decided_twice += 1
+        if in_force and decided[timer] == 1:
+            report.delivered_once += 1
+        elif in_force:
+            report.lost += 1
+            report.problems.append(f"lost: {timer} (due {due_ms})")
+        elif timer in first:
+            report.delivered_though_changed += 1
+            report.problems.append(f"delivered though the log changed it: {timer}")
+
+
+async def catch_up(args: argparse.Namespace) -> CatchUpReport:
+    """Hundreds of aggregates' keys set before a Temporal outage, then set, cancelled,
+    replaced and deleted during it; the relay catches up once the server is back, in pages
+    with the log read ahead (as `Relay` does): nothing the log changed may be delivered."""
+    rng = random.Random(args.seed)
+    run = f"{rng.randrange(16**6):06x}"
+    with tempfile.TemporaryDirectory(prefix="wow-catch-up-") as tmp:
+        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
+        host = HostProcess()
+        await server.start()
+        await host.start()
+        logs = [Path(tmp) / f"worker-{n}.log" for n in range(args.workers)]
+        workers = Workers([WorkerProcess(server, host.url, log) for log in logs])
+        try:
+            await workers.start()
+            client = await server.connect()
+            timers = TimerClient(client, delivery=DELIVERY)
+            began = time.time()
+            outage = (began + 5.0, began + 5.0 + args.outage)
+            log = catch_up_log(args.aggregates, rng, run, began, outage)
+            report = CatchUpReport(args.aggregates, len(log), args.outage)
+            first = [c for c in log if c["version"] == 1]
+            for at in range(0, len(first), 100):
+                await timers.apply_many([Commit.parse(c) for c in first[at : at + 100]])
+            await asyncio.sleep(max(0.0, outage[0] - time.time()))
+            await server.kill()
+            print(f"catch-up: the server is down for {args.outage:.0f}s", file=sys.stderr)
+            await asyncio.sleep(max(0.0, outage[1] - time.time()))
+            await server.start()
+            client = await server.connect()
+            timers = TimerClient(client, delivery=DELIVERY)
+            backlog = [Commit.parse(c) for c in log if c["version"] > 1]
+            started = time.monotonic()
+            for at in range(0, len(backlog), 100):
+                later = Horizon()
+                later.extend(backlog[at + 100 :])
+                await timers.apply_many(backlog[at : at + 100], later=later)
+            report.caught_up_s = round(time.monotonic() - started, 1)
+            last_due = max(
+                c["createTime"] / 1000 + float(e["body"]["rule"]["after"][2:-1])
+                for c in log
+                for e in c["body"]
+                if e["name"] == "wow.ScheduleSet"
+            )
+            await asyncio.sleep(max(0.0, last_due - time.time()) + args.settle)
+            judge_catch_up(report, log, await host.ledger())
+            return report
+        finally:
+            await workers.kill()
+            await host.stop()
+            await server.stop()
+
+
+def print_catch_up(report: CatchUpReport) -> None:
+    print(
+        f"catch-up after a {report.outage_s:.0f}s outage: {report.aggregates} aggregates, "
+        f"{report.commits} commits, handed over in {report.caught_up_s}s"
+    )
+    print(
+        f"  sets in force {report.in_force}: delivered once {report.delivered_once}, "
+        f"lost {report.lost}, decided twice {report.decided_twice}, early {report.early}"
+    )
+    print(
+        f"  sets the log replaced, cancelled or deleted {report.superseded}: "
+        f"delivered {report.delivered_though_changed} (must be 0)"
+    )
+    for problem in report.problems[:20]:
+        print(f"  ! {problem}")
+    print("PASS" if report.ok else "FAIL")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aggregates", type=int, default=3000)
@@ -1043,6 +1253,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the logs and database")
+    parser.add_argument(
+        "--catch-up",
+        action="store_true",
+        help="instead: a relay's catch-up after a Temporal outage of --outage seconds",
+    )
+    parser.add_argument("--outage", type=float, default=180.0, help="with --catch-up")
     parser.add_argument("--serve-host", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_host:
@@ -1053,6 +1269,13 @@ def main() -> None:
     configure_temporal_runtime()  # the core's retry warnings while the server is down: quiet
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)
+    if args.catch_up:
+        caught = asyncio.run(catch_up(args))
+        if args.json:
+            print(json.dumps({**caught.__dict__, "ok": caught.ok}, default=str))
+        else:
+            print_catch_up(caught)
+        sys.exit(0 if caught.ok else 1)
     report = asyncio.run(soak(args))
     if args.json:
         print(json.dumps({**report.__dict__, "ok": report.ok}, default=str))
