@@ -38,6 +38,7 @@ from wow_temporal.timers.client import (
     TimerError,
     TimerFilter,
     TimerInfo,
+    TimerNotAnsweredError,
     TimerNotFoundError,
 )
 from wow_temporal.timers.core import TimerState
@@ -289,6 +290,8 @@ async def _operate(
         return await operation()
     except TimerNotFoundError as error:
         raise ApiError(404, "TimerNotFound", str(error)) from None
+    except TimerNotAnsweredError as error:  # what happens to the request is in the message
+        raise ApiError(503, "NoWorkerAnswered", str(error)) from None
     except TimerError as error:
         raise ApiError(409, "Conflict", str(error)) from None
     except WorkflowUpdateFailedError as error:

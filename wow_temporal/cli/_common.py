@@ -133,7 +133,7 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     from temporalio.service import RPCError
 
     from wow_temporal.jobs.client import JobError
-    from wow_temporal.timers.client import TimerError
+    from wow_temporal.timers.client import TimerError, TimerNotAnsweredError
 
     global _bridge_used
     _bridge_used = True
@@ -141,6 +141,8 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(work())  # type: ignore[arg-type]
     except _CommandError as error:
         raise _fail(str(error), error.code) from None
+    except TimerNotAnsweredError as error:  # not bad input: no worker runs
+        raise _fail(str(error), 1) from None
     except (
         TimerError, JobError, SettingsError, InvalidCommitError, InvalidScheduleError
     ) as error:
