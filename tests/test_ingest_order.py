@@ -25,7 +25,7 @@ from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
 from wow_temporal.timers.client import TimerClient, TimerNotAnsweredError
 from wow_temporal.timers.core import Status, TimerChange
-from wow_temporal.timers.deletion import DeletionRecord
+from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
 
@@ -291,16 +291,40 @@ async def test_a_daily_cron_re_set_to_every_second_keeps_ticking_across_continue
 # --- 7. the deletion record only rises ------------------------------------------------------
 
 
-async def test_concurrent_deletions_leave_the_highest_record(rig: Rig) -> None:
+class _HeldStart:
+    """The client, but the start holding deletion `held` waits until `until` is set: the
+    interleaving in which a lower deletion, having read the record, writes after a higher."""
+
+    def __init__(self, client: Client, held: int, until: asyncio.Event) -> None:
+        self._client = client
+        self._held = held
+        self._until = until
+
+    async def start_workflow(self, *args: Any, **kwargs: Any) -> Any:
+        record = args[1] if len(args) > 1 else None
+        if isinstance(record, DeletionRecord) and record.version == self._held:
+            await asyncio.wait_for(self._until.wait(), 30)
+        return await self._client.start_workflow(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+async def test_a_lower_deletion_writing_after_a_higher_one_leaves_the_higher(rig: Rig) -> None:
     owner = Commit.parse(rig.commit(1)).aggregate
-    deletions = rig.timers.deletions
-    await deletions.record(DeletionRecord(aggregate=owner, version=5))
-    for round_ in range(3):
-        base = 10 * (round_ + 1)
-        records = [DeletionRecord(aggregate=owner, version=base + n) for n in (3, 9, 1, 7)]
-        await asyncio.gather(*(deletions.record(record) for record in records))
-        kept = await deletions.find(owner)
-        assert kept is not None and kept.version == base + 9, (round_, kept)
+    await rig.timers.deletions.record(DeletionRecord(aggregate=owner, version=5))
+    higher_done = asyncio.Event()
+    held = _HeldStart(rig.client, 10, higher_done)
+    lower = DeletionRecords(held, task_queue=rig.task_queue)  # type: ignore[arg-type]
+
+    async def higher() -> None:
+        await asyncio.sleep(0.5)  # the lower one has read the record (version 5) by now
+        await rig.timers.deletions.record(DeletionRecord(aggregate=owner, version=20))
+        higher_done.set()
+
+    await asyncio.gather(lower.record(DeletionRecord(aggregate=owner, version=10)), higher())
+    kept = await rig.timers.deletions.find(owner)
+    assert kept is not None and kept.version == 20
 
 
 # --- 8. ignored changes lead to continue-as-new ---------------------------------------------
