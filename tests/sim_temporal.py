@@ -54,6 +54,8 @@ class Delivered:
     at: datetime
     due: datetime
     set_order: tuple[int, int]
+    step: int
+    """The model's step in which it was delivered (`SimTemporal.step`)."""
 
 
 @dataclass
@@ -90,6 +92,8 @@ class SimTemporal:
         self.delivered: list[Delivered] = []
         self.continue_as_new_after = continue_as_new_after
         self.worker_during_rpc = 0.3
+        self.step = 0
+        """Set by the model driving it: which of its steps runs now."""
         self._ids = itertools.count(1)
         self.data_converter = pydantic_data_converter
         self.service_client = SimpleNamespace(config=SimpleNamespace(runtime=None))
@@ -216,7 +220,9 @@ class SimTemporal:
             if deleted.order > request.set_order:
                 return "cancelled"
         self.delivered.append(
-            Delivered(step.delivery.request_id, self.now, step.delivery.due, state.applied)
+            Delivered(
+                step.delivery.request_id, self.now, step.delivery.due, state.applied, self.step
+            )
         )
         return "delivered"
 

@@ -32,6 +32,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from temporalio.service import RPCError
 
 from tests.sim_temporal import SimTemporal
 from wow_temporal.ids import timer_workflow_id
@@ -90,7 +91,6 @@ class IngestModel(RuleBasedStateMachine):
         """Changes known to Temporal's side: (aggregate, key or "" for a deletion, order,
         the step at which ingest knew of it)."""
         self.ended_by_operator: dict[tuple[str, str], int] = {}
-        self.delivered_at: dict[str, int] = {}
 
     @initialize(seed=st.integers(0, 2**16))
     def seeded(self, seed: int) -> None:
@@ -101,6 +101,10 @@ class IngestModel(RuleBasedStateMachine):
             self._finish()
         finally:
             self.loop.close()
+
+    def _next_step(self) -> None:
+        self.step += 1
+        self.sim.step = self.step
 
     def run(self, coroutine: Any) -> Any:
         return self.loop.run_until_complete(coroutine)
@@ -171,7 +175,7 @@ class IngestModel(RuleBasedStateMachine):
     @rule(count=st.integers(1, 6), read_ahead=st.booleans())
     def hand_over(self, count: int, read_ahead: bool) -> None:
         """A relay's batch: the next commits of the log, maybe knowing the rest (catch-up)."""
-        self.step += 1
+        self._next_step()
         batch = self.log[self.handed_upto : self.handed_upto + count]
         self._known(batch)
         known = Horizon()  # what ingest knows beside each set: its batch, and what is ahead
@@ -192,7 +196,7 @@ class IngestModel(RuleBasedStateMachine):
     def two_requests_at_once(self) -> None:
         """The next two commits as two `POST /commits` in flight together (either may land
         first): one client, so its per-key order holds."""
-        self.step += 1
+        self._next_step()
         first, second = self.log[self.handed_upto : self.handed_upto + 2]
         self._known([first, second])
 
@@ -206,12 +210,12 @@ class IngestModel(RuleBasedStateMachine):
 
     @rule(seconds=st.sampled_from([1, 5, 20, 60, 120]))
     def advance(self, seconds: int) -> None:
-        self.step += 1
+        self._next_step()
         self.sim.advance(seconds)
 
     @rule(up=st.booleans())
     def worker(self, up: bool) -> None:
-        self.step += 1
+        self._next_step()
         self.sim.worker_up = up
         self.sim.run_worker()
 
@@ -221,7 +225,7 @@ class IngestModel(RuleBasedStateMachine):
 
     @rule(aggregate_id=st.sampled_from(AGGREGATES), key=st.sampled_from(KEYS))
     def operator_cancels(self, aggregate_id: str, key: str) -> None:
-        self.step += 1
+        self._next_step()
         workflow_id = timer_workflow_id(owner(aggregate_id), key)
         try:
             self.run(self.timers.cancel(workflow_id))
@@ -232,12 +236,15 @@ class IngestModel(RuleBasedStateMachine):
 
     @rule(aggregate_id=st.sampled_from(AGGREGATES), key=st.sampled_from(KEYS))
     def operator_terminates(self, aggregate_id: str, key: str) -> None:
-        self.step += 1
+        self._next_step()
         workflow_id = timer_workflow_id(owner(aggregate_id), key)
         latest = self.sim.latest(workflow_id)
         if latest is None or latest.status.name != "RUNNING":
             return
-        self.run(self.sim.get_workflow_handle(workflow_id).terminate("by hand"))
+        try:
+            self.run(self.sim.get_workflow_handle(workflow_id).terminate("by hand"))
+        except RPCError:
+            return  # it ended meanwhile (a worker ran it)
         self.ended_by_operator[aggregate_id, key] = self.step
 
     # --- invariants ------------------------------------------------------------------------
@@ -253,7 +260,7 @@ class IngestModel(RuleBasedStateMachine):
             found = self.sets[timer]
             assert found.handed is not None, f"delivered before it was handed over: {found}"
             assert not found.moot, f"started though its batch or the log ahead changes it: {found}"
-            delivered_step = self._delivered_step(delivery.request_id)
+            delivered_step = delivery.step
             for aggregate_id, key, order, known in self.changes:
                 if aggregate_id != found.aggregate_id or key not in ("", found.key):
                     continue
@@ -267,20 +274,16 @@ class IngestModel(RuleBasedStateMachine):
             if ended is not None and found.handed < ended < delivered_step:
                 raise AssertionError(f"{timer} delivered after an operator ended it")
 
-    def _delivered_step(self, request_id: str) -> int:
-        """The step at which a delivery was first seen (invariants run after every step)."""
-        return self.delivered_at.setdefault(request_id, self.step)
-
     def _finish(self) -> None:
         """Everything handed over, a worker up, time past every due: nothing lost."""
         self.sim.visibility = "ok"
-        self.step += 1
+        self._next_step()
         if self.handed_upto < len(self.log):
             self._known(self.log[self.handed_upto :])
             self.run(self.timers.apply_many(self.log[self.handed_upto :]))
             self.handed_upto = len(self.log)
         self.sim.worker_up = True
-        self.step += 1
+        self._next_step()
         for _ in range(3):
             self.sim.advance(200)
         self.never_early_decided_once_nothing_the_log_changed()
