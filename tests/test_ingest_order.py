@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from tests.quiescent import quiescent
-from tests.recording_host import RecordingHost, recording_host
-from tests.test_timers_e2e import DELETED, Rig, cancelled, request_id, schedule_set
+from tests.recording_host import recording_host
+from tests.test_timers_e2e import DELETED, Rig, cancelled, request_id, rig, schedule_set
 from wow_temporal.schedule import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
@@ -27,29 +24,13 @@ from wow_temporal.timers.client import TimerClient, TimerNotAnsweredError
 from wow_temporal.timers.core import Status, TimerChange
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Horizon
-from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
+from wow_temporal.timers.workflow import TimerInput, TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["recording_host"]
+__all__ = ["recording_host", "rig"]  # the fixtures, used by every test here
 
 HOUR_AGO_MS = int((time.time() - 3600) * 1000)
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def rig(dev_client: Client, recording_host: RecordingHost) -> AsyncIterator[Rig]:
-    task_queue = f"order-{uuid.uuid4().hex[:10]}"
-    timers = TimerClient(
-        dev_client,
-        task_queue=task_queue,
-        delivery=DeliverySettings(
-            max_attempts=3,
-            initial_interval=timedelta(milliseconds=100),
-            max_interval=timedelta(milliseconds=200),
-            attempt_timeout=timedelta(seconds=5),
-        ),
-    )
-    yield Rig(dev_client, recording_host, timers, task_queue, uuid.uuid4().hex)
 
 
 def commits(*raw: dict[str, Any]) -> list[Commit]:
