@@ -70,6 +70,7 @@ class _Run:
     """Signals and updates a worker has yet to see, in the order the server took them."""
     history: list[tuple[str, Any]] = field(default_factory=list)
     cancel_requested: bool = False
+    cancel_seen: bool = False
     operator_cancels: list[str] = field(default_factory=list)
     received: int = 0
     memo: dict[str, Any] = field(default_factory=dict)
@@ -275,8 +276,11 @@ class _Handle:
         self.sim._take(run, name, arg)
 
     async def cancel(self) -> None:
+        """A cancel request: once per run (the server ignores a second one)."""
         await self.sim._rpc()
-        self._run().cancel_requested = True
+        run = self._run()
+        if not run.cancel_seen:
+            run.cancel_requested = run.cancel_seen = True
 
     async def terminate(self, reason: str | None = None) -> None:
         await self.sim._rpc()

@@ -52,7 +52,9 @@ def items_of(commits: list[Commit]) -> list[tuple[Position, KeyChange | Aggregat
 
 events = st.tuples(st.sampled_from(["set", "set", "cancel", "delete"]), st.sampled_from(KEYS))
 batches = st.lists(
-    st.tuples(st.integers(1, 12), st.lists(events, min_size=1, max_size=3)), max_size=8
+    st.tuples(st.integers(1, 12), st.lists(events, min_size=1, max_size=3)),
+    max_size=8,
+    unique_by=lambda commit: commit[0],  # a version is one commit (the same twice is below)
 )
 
 
@@ -118,12 +120,15 @@ def test_a_set_the_log_changes_later_is_folded_away_but_a_cancel_never_is() -> N
     later = Horizon()
     later.extend([commit(5, ("cancel", "a")), commit(6, ("set", "c"))])
     folded = fold(OWNER, items_of(page), later)
-    assert [(s.key, s.change.kind) for s in folded.steps] == [("b", "set"), ("c", "cancel")]
+    steps = [(s.key, s.change.kind, s.stop_only) for s in folded.steps]
+    # a's set is never started, but what a ran before stops now (a cancel at its version)
+    assert steps == [("a", "cancel", True), ("b", "set", False), ("c", "cancel", False)]
     assert folded.skipped[(0, 0)].startswith("the log changes key a later (version 5)")
     deleted = Horizon()
     deleted.extend([commit(9, ("delete", ""))])
     moot = fold(OWNER, items_of(page), deleted)
-    assert [(s.key, s.change.kind) for s in moot.steps] == [("c", "cancel")]
+    steps = [(s.key, s.change.kind, s.stop_only) for s in moot.steps]
+    assert steps == [("a", "cancel", True), ("b", "cancel", True), ("c", "cancel", False)]
     assert "the log deletes" in moot.skipped[(0, 1)]
 
 
@@ -144,3 +149,38 @@ def test_the_same_commit_twice_is_handed_over_once() -> None:
     folded = fold(OWNER, items)
     assert [s.at for s in folded.steps] == [(0, 0)]
     assert "is in this batch again" in folded.skipped[(1, 0)]
+
+
+PRIOR = core.apply(
+    TimerState(),
+    TimerChange(
+        kind="set",
+        version=0,
+        spec=changes_of(commit(99, ("set", "a")))[0].change.spec,  # type: ignore[union-attr]
+    ),
+)
+"""A timer already running an older schedule (version 0) of each key when the batch comes."""
+
+
+@given(batches, batches)
+def test_a_running_older_schedule_stops_as_soon_as_a_batch_changes_its_key(
+    raw: list[tuple[int, list[tuple[str, str]]]],
+    ahead: list[tuple[int, list[tuple[str, str]]]],
+) -> None:
+    items = items_of([commit(version, *evs) for version, evs in raw])
+    later = Horizon()
+    later.extend([commit(version + 12, *evs) for version, evs in ahead])
+    folded = fold(OWNER, items, later)
+    for key in KEYS:
+        state = PRIOR
+        steps = [s for s in folded.steps if s.key == key]
+        changes = [s.change for s in steps if s.stops] + [s.change for s in steps if not s.stops]
+        if not steps and folded.deletion is not None:  # the deletion's pass over running keys
+            changes = [folded.deletion[1]]
+        for change in changes:
+            state = core.apply(state, change)
+        touched = any(isinstance(i, AggregateChange) or i.key == key for _, i in items)
+        if touched:  # whatever of it the batch hands over or folds away, the prior stops now
+            assert state.spec != PRIOR.spec, (key, folded)
+        else:
+            assert state == PRIOR

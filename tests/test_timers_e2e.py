@@ -396,12 +396,13 @@ async def test_a_set_and_a_delete_in_one_commit_cancel_at_once(rig: Rig) -> None
         )
         assert [(a.kind, a.outcome) for a in applied] == [
             ("set", "ignored"),
-            ("delete", "handed-over"),
+            ("delete", "ignored"),
         ]
         assert applied[0].reason.startswith("superseded in this batch by the aggregate's deletion")
-        state = await rig.result("grace", within=3)
-    assert state.status is Status.CANCELLED
-    assert state.last_change.startswith("delete of version 1: cancelled: nothing was pending")
+        assert applied[1].reason == "no timer of this key was running"
+    with pytest.raises(RPCError) as raised:  # no timer was started, so none is billed
+        await rig.handle("grace").describe()
+    assert raised.value.status == RPCStatusCode.NOT_FOUND
     assert rig.host.requests == []
 
 

@@ -48,6 +48,11 @@ class Relay(Follower):
     client it gives reconnects by itself afterwards)."""
 
     timeout_s = 30.0
+    """How long one batch may take to hand over, plus `timeout_per_commit_s` a commit."""
+    timeout_per_commit_s = 0.1
+    batch = 1000
+    """Commits read at once: a relay catching up folds a whole batch, so the changes that stop
+    timers go out first and each key gets one change."""
     read_ahead = 500
     """Commits a page while the relay reads the log ahead of the batch it hands over."""
 
@@ -67,16 +72,18 @@ class Relay(Follower):
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
         scheduling = [commit for _, commit in commits if commit.has_schedule_events]
         if scheduling:
+            within = self.timeout_s
             try:
                 if self._timers is None:
                     async with asyncio.timeout(self.timeout_s):
                         self._timers = await self._connect()
                 later = await self._read_ahead(commits[-1][0])
-                async with asyncio.timeout(self.timeout_s):
+                within = self.timeout_s + self.timeout_per_commit_s * len(scheduling)
+                async with asyncio.timeout(within):
                     await self._timers.apply_many(scheduling, later=later)
             except TimeoutError:
                 raise TimeoutError(
-                    f"the timers did not take {len(scheduling)} commits in {self.timeout_s:.0f} s"
+                    f"the timers did not take {len(scheduling)} commits in {within:.0f} s"
                 ) from None
             self.acted = True
             self.handed += len(scheduling)
@@ -85,9 +92,13 @@ class Relay(Follower):
                 await self._measure(metrics, scheduling, commits[-1][0])
             if self.on_handed is not None:
                 self.on_handed(scheduling)
-        if self._scanned <= commits[-1][0]:
-            self._horizon.clear()  # caught up: nothing read ahead is still ahead
-        return commits[-1][0]
+        reached = commits[-1][0]
+        if self._scanned - reached < self.batch:
+            # Within a batch of the head: the next batch folds what is ahead itself, so what
+            # was read ahead is let go (it would only grow under a steady load).
+            self._horizon.clear()
+            self._scanned = reached
+        return reached
 
     async def _read_ahead(self, position: int) -> Horizon:
         """The schedule changes the log holds past `position`, up to its head: a relay

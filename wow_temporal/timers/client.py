@@ -10,7 +10,8 @@ import asyncio
 import logging
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
@@ -30,7 +31,12 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.ids import TIMER_ID_PREFIX, InvalidIdError, parse_timer_workflow_id
+from wow_temporal.ids import (
+    TIMER_ID_PREFIX,
+    InvalidIdError,
+    deletion_record_id,
+    parse_timer_workflow_id,
+)
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
 from wow_temporal.schedule import AggregateRef, Commit
@@ -245,117 +251,112 @@ class TimerClient:
         any reaches Temporal (`timers.fold`): only each key's latest is handed over, a deletion
         is recorded before any of its timers start, and a set the batch (or `later`, what a
         relay has read further on in the log) replaces, cancels or deletes is never started.
-        A relay or `POST /commits` batch goes at the pace of Temporal's round trips times
-        `concurrency`, not one commit after another.
+        Whatever stops a timer (cancels, deletions) is handed over first, for every aggregate
+        of the batch, then the sets. A relay or `POST /commits` batch goes at the pace of
+        Temporal's round trips times `concurrency`, not one commit after another.
         """
-        answers: list[list[Applied]] = [[] for _ in commits]
         streams: dict[AggregateRef, list[int]] = {}
         for position, commit in enumerate(commits):
             streams.setdefault(commit.aggregate, []).append(position)
-        limit = asyncio.Semaphore(concurrency)
-
-        async def stream(positions: list[int]) -> None:
-            async with limit:
-                found = await self._apply_stream([commits[p] for p in positions], later)
-            for position, applied in zip(positions, found, strict=True):
-                answers[position] = applied
-
+        prepared = [
+            self._prepare(positions, [commits[p] for p in positions], later)
+            for positions in streams.values()
+        ]
         try:
-            async with asyncio.TaskGroup() as group:
-                for positions in streams.values():
-                    group.create_task(stream(positions))
-        except ExceptionGroup as failed:  # the first failure, as `apply` would raise it
-            raise failed.exceptions[0] from None
-        return answers
-
-    async def _apply_stream(
-        self, commits: Sequence[Commit], later: Horizon | None
-    ) -> list[list[Applied]]:
-        """One aggregate's commits of a batch: folded, then handed over, each commit in a span
-        of its own (the timers it sets continue it)."""
-        spans = [_commit_span(commit) for commit in commits]
-        try:
-            items: list[tuple[Position, KeyChange | AggregateChange]] = []
-            for n, (commit, span) in enumerate(zip(commits, spans, strict=True)):
-                traceparent = _traceparent(span, commit)
-                changes = changes_of(commit, traceparent)
-                items.extend(((n, e), item) for e, item in enumerate(changes))
-            folded = fold(commits[0].aggregate, items, later)
-            found = await self._run_fold(folded, spans)
+            await _each(prepared, self._stop_phase, concurrency)
+            await _each(prepared, self._set_phase, concurrency)
         except BaseException as error:
-            for span in spans:
-                mark_failed(span, error)
+            for stream in prepared:
+                for span in stream.spans:
+                    mark_failed(span, error)
             raise
         finally:
-            for span in spans:
-                if span is not None:
-                    span.end()
+            for stream in prepared:
+                for span in stream.spans:
+                    if span is not None:
+                        span.end()
         answers: list[list[Applied]] = [[] for _ in commits]
-        owner = commits[0].aggregate
-        for at, item in items:
-            reason = folded.skipped.get(at)
-            if reason is not None:
-                key = item.key if isinstance(item, KeyChange) else ""
-                workflow_id = _timer_id(owner, key) if key else ""
-                answers[at[0]].append(
-                    Applied(
-                        workflow_id=workflow_id,
-                        kind=item.change.kind,
-                        outcome="ignored",
-                        reason=reason,
-                    )
-                )
-            answers[at[0]].extend(found.get(at, []))
-        for span, applied in zip(spans, answers, strict=True):
-            if span is not None:
-                span.set_attribute("wow.changes", len(applied))
-            self.metrics.ingested([(answer.kind, answer.outcome) for answer in applied])
+        for stream in prepared:
+            for position, applied in zip(stream.positions, stream.answers(), strict=True):
+                answers[position] = applied
         return answers
 
-    async def _run_fold(
-        self, folded: Folded, spans: Sequence[Span | None]
-    ) -> dict[Position, list[Applied]]:
-        """Hand `folded` over: the deletion recorded first, then each key's change, then the
-        deletion to the aggregate's other running timers; the answers by the change answered."""
-        owner = folded.owner
-        found: dict[Position, list[Applied]] = {}
+    def _prepare(
+        self, positions: list[int], commits: list[Commit], later: Horizon | None
+    ) -> _Stream:
+        """One aggregate's commits of a batch, folded; each commit with a span of its own (the
+        timers it sets continue it)."""
+        spans = [_commit_span(commit) for commit in commits]
+        items: list[tuple[Position, KeyChange | AggregateChange]] = []
+        for n, (commit, span) in enumerate(zip(commits, spans, strict=True)):
+            changes = changes_of(commit, _traceparent(span, commit))
+            items.extend(((n, e), item) for e, item in enumerate(changes))
+        folded = fold(commits[0].aggregate, items, later)
+        return _Stream(positions, commits, spans, items, folded, self.metrics)
 
-        def answered(at: Position, key: str, kind: str, verdict: Verdict) -> None:
-            found.setdefault(at, []).append(
-                Applied(
-                    workflow_id=_timer_id(owner, key),
-                    kind=cast(Literal["set", "cancel", "delete"], kind),
-                    outcome=verdict.outcome,
-                    reason=verdict.reason,
-                )
-            )
-
-        deleted: DeletionRecord | None = None
+    async def _stop_phase(self, stream: _Stream) -> None:
+        """Record the deletion, hand over what stops a timer (cancels, deletions, the stops in
+        place of sets the log changes later), and apply the deletion to the aggregate's other
+        running timers."""
+        folded, owner = stream.folded, stream.folded.owner
         if folded.deletion is not None:
             at, change = folded.deletion
-            with within_span(spans[at[0]]):
-                deleted = await self.deletions.record(
+            with within_span(stream.spans[at[0]]):
+                stream.deleted = await self.deletions.record(
                     DeletionRecord(aggregate=owner, version=change.version, index=change.index)
                 )
-        elif any(step.change.kind == "set" for step in folded.steps):
-            deleted = await self.deletions.find(owner)
         for step in folded.steps:
-            change = step.change
-            with within_span(spans[step.at[0]]):
-                if change.kind == "set" and deleted is not None and change.order < deleted.order:
-                    verdict = Verdict(outcome="ignored", reason=deleted.describe())
-                else:
-                    verdict = await self._apply_key(owner, step.key, change)
-            answered(step.at, step.key, change.kind, verdict)
+            if step.stops:
+                with within_span(stream.spans[step.at[0]]):
+                    if step.stop_only:
+                        verdict = await self._stop(owner, step.key, step.change)
+                    else:
+                        verdict = await self._apply_key(owner, step.key, step.change)
+                stream.answered(step.at, step.key, step.change.kind, verdict)
         if folded.deletion is not None:
             at, change = folded.deletion
             handed = {step.key for step in folded.steps}
-            with within_span(spans[at[0]]):
+            with within_span(stream.spans[at[0]]):
                 for key in await self._running_keys(owner):
                     if key and key not in handed:
                         handed.add(key)
-                        answered(at, key, "delete", await self._apply_key(owner, key, change))
-        return found
+                        stream.answered(at, key, "delete", await self._stop(owner, key, change))
+
+    async def _set_phase(self, stream: _Stream) -> None:
+        """Hand over the sets, unless older than the aggregate's deletion."""
+        folded, owner = stream.folded, stream.folded.owner
+        sets = [step for step in folded.steps if not step.stops]
+        if not sets:
+            return
+        deleted = stream.deleted
+        if folded.deletion is None:
+            deleted = await self.deletions.find(owner)
+        for step in sets:
+            change = step.change
+            with within_span(stream.spans[step.at[0]]):
+                if deleted is not None and change.order < deleted.order:
+                    verdict = Verdict(outcome="ignored", reason=deleted.describe())
+                else:
+                    verdict = await self._apply_key(owner, step.key, change)
+            stream.answered(step.at, step.key, change.kind, verdict)
+
+    async def _stop(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict:
+        """Hand a change that ends what a timer runs to the key's running timer, starting
+        none where none runs (the deletion record, or the change's order once a later one
+        arrives, holds without it)."""
+        workflow_id = _timer_id(owner, key)
+        async with self._key_lock(workflow_id):
+            try:
+                description = await self.client.get_workflow_handle(workflow_id).describe()
+            except RPCError as error:
+                if error.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                description = None
+            if description is not None and description.status == WorkflowExecutionStatus.RUNNING:
+                answer = await self._hand_over(owner, key, change)
+                if answer is not None:
+                    return answer
+        return Verdict(outcome="ignored", reason="no timer of this key was running")
 
     async def _running_keys(self, owner: AggregateRef) -> list[str]:
         """The keys of the aggregate's running timers that visibility lists: best effort (it
@@ -390,12 +391,14 @@ class TimerClient:
         is read) and the act (a run starts after it) are one step, so a stale set can never
         start from a state that a newer change, started and ended meanwhile, has passed.
         """
-        workflow_id = _timer_id(owner, key)
+        async with self._key_lock(_timer_id(owner, key)):
+            return await self._apply_key_now(owner, key, change)
+
+    def _key_lock(self, workflow_id: str) -> asyncio.Lock:
         lock = self._keys.get(workflow_id)
         if lock is None:
             lock = self._keys[workflow_id] = asyncio.Lock()
-        async with lock:
-            return await self._apply_key_now(owner, key, change)
+        return lock
 
     async def _apply_key_now(
         self, owner: AggregateRef, key: str, change: TimerChange
@@ -552,7 +555,11 @@ class TimerClient:
                 if update.accepted_request.input.name == "apply":
                     payloads = update.accepted_request.input.args.payloads
             if payloads:
-                (change,) = await self.client.data_converter.decode(payloads, [TimerChange])
+                try:
+                    (change,) = await self.client.data_converter.decode(payloads, [TimerChange])
+                except Exception as error:  # one the timer could not read either: it refused it
+                    logger.warning("%s: a change in its history cannot be read: %s", run.id, error)
+                    continue
                 applied = max(applied, cast(TimerChange, change).order)
         return TimerState(
             applied=applied,
@@ -677,6 +684,80 @@ class TimerClient:
         if not info.running:
             raise TimerError(f"timer {workflow_id!r} has ended ({info.status})")
         return info
+
+
+@dataclass
+class _Stream:
+    """One aggregate's commits of a batch on their way: folded, then handed over in two
+    phases, the answers gathered by the change they answer."""
+
+    positions: list[int]
+    commits: list[Commit]
+    spans: list[Span | None]
+    items: list[tuple[Position, KeyChange | AggregateChange]]
+    folded: Folded
+    metrics: IngestMetrics
+    found: dict[Position, list[Applied]] = field(default_factory=dict)
+    deleted: DeletionRecord | None = None
+
+    def answered(self, at: Position, key: str, kind: str, verdict: Verdict) -> None:
+        self.found.setdefault(at, []).append(
+            Applied(
+                workflow_id=_timer_id(self.folded.owner, key),
+                kind=cast(Literal["set", "cancel", "delete"], kind),
+                outcome=verdict.outcome,
+                reason=verdict.reason,
+            )
+        )
+
+    def answers(self) -> list[list[Applied]]:
+        """Each commit's answers, in its events' order; counted in the metrics."""
+        owner = self.folded.owner
+        answers: list[list[Applied]] = [[] for _ in self.commits]
+        for at, item in self.items:
+            reason = self.folded.skipped.get(at)
+            stopped = self.found.pop(at, []) if isinstance(item, KeyChange) and reason else []
+            if stopped:  # a set never started; what ran before it was told to stop
+                reason = f"{reason} ({'; '.join(answer.reason for answer in stopped)})"
+            if reason is not None:
+                if isinstance(item, KeyChange):
+                    workflow_id = _timer_id(owner, item.key)
+                else:
+                    workflow_id = deletion_record_id(owner)
+                answers[at[0]].append(
+                    Applied(
+                        workflow_id=workflow_id,
+                        kind=item.change.kind,
+                        outcome="ignored",
+                        reason=reason,
+                    )
+                )
+            answers[at[0]].extend(self.found.get(at, []))
+        for span, applied in zip(self.spans, answers, strict=True):
+            if span is not None:
+                span.set_attribute("wow.changes", len(applied))
+            self.metrics.ingested([(answer.kind, answer.outcome) for answer in applied])
+        return answers
+
+
+async def _each(
+    streams: Sequence[_Stream],
+    phase: Callable[[_Stream], Awaitable[None]],
+    concurrency: int,
+) -> None:
+    """Run `phase` for every stream, `concurrency` at once; the first failure is raised."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(stream: _Stream) -> None:
+        async with limit:
+            await phase(stream)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for stream in streams:
+                group.create_task(one(stream))
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
 
 
 def _commit_span(commit: Commit) -> Span | None:

@@ -59,12 +59,15 @@ class Horizon:
             return None
         deleted = self.deletions.get(owner)
         if deleted is not None and deleted > change.order:
-            return f"the log deletes {owner} later (version {deleted[0]}): never started"
+            return (
+                f"the log deletes {owner} later (version {deleted[0]}): never started, and "
+                "a timer running an older schedule of the key is stopped"
+            )
         later = self.keys.get((owner, key))
         if later is not None and later > change.order:
             return (
                 f"the log changes key {key} later (version {later[0]}), handed over after "
-                "it: never started"
+                "it: never started, and a timer running an older schedule of the key is stopped"
             )
         return None
 
@@ -85,13 +88,22 @@ class Step:
     key: str
     change: TimerChange
     at: Position
+    stop_only: bool = False
+    """Hand it only to a timer that runs (it starts none): a deletion, or the stop in place
+    of a set the log changes later, which ends what an older schedule of the key runs."""
+
+    @property
+    def stops(self) -> bool:
+        """A change that ends what a timer runs: handed over before any set of the batch."""
+        return self.stop_only or self.change.kind != "set"
 
 
 @dataclass(frozen=True)
 class Folded:
     """What to do for one aggregate's changes of a batch, in this order: record `deletion`
-    (if any), hand each of `steps` to its key's timer, then apply the deletion to the
-    aggregate's other running timers. `skipped` answers the changes folded away."""
+    (if any), hand each of `steps` that stops something to its key's timer, apply the
+    deletion to the aggregate's other running timers, then hand over the sets. `skipped`
+    answers the changes folded away."""
 
     owner: AggregateRef
     deletion: tuple[Position, TimerChange] | None
@@ -128,11 +140,15 @@ def fold(
     for key, (at, change) in latest.items():
         if deletion is not None and change.order < deletion[1].order:
             skipped[at] = _by(change, deletion[1])
-            steps.append(Step(key, deletion[1], deletion[0]))
+            steps.append(Step(key, deletion[1], deletion[0], stop_only=True))
             continue
         moot = None if later is None else later.supersedes(owner, key, change)
         if moot is not None:
+            # Never started; but it replaced what the key ran before: that must stop now,
+            # not when the later change is handed over.
             skipped[at] = moot
+            stop = TimerChange(kind="cancel", version=change.version, index=change.index)
+            steps.append(Step(key, stop, at, stop_only=True))
             continue
         steps.append(Step(key, change, at))
     steps.sort(key=lambda step: step.at)

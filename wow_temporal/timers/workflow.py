@@ -37,6 +37,10 @@ __all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow"]
 CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 """A long-lived cron timer starts afresh before its history grows past this many events."""
 
+_CONTINUE_ON_IGNORED = "wow-continue-on-ignored"
+"""Patch: ignored changes, and a parked timer, lead to continue-as-new too (runs recorded
+before it replay as they ran)."""
+
 LOST_ATTEMPTS_ALLOWED = 5
 """Temporal stops retrying a delivery after `max_attempts` times this many attempts: a
 backstop for attempts lost to workers that die (those do not use up the host's budget)."""
@@ -101,6 +105,8 @@ class TimerWorkflow:
         """The history length of the activation that last handed a change over."""
         self._applied_before = input.state.applied
         """The order in force before that activation's changes."""
+        self._cancel_seen = 0
+        """The history length at which a cancel request interrupted a delivery, if one did."""
         self._operator_cancels: list[str] = []
         """Ids of the operators' cancels taken (an update and its fallback signal are one)."""
         current = workflow.info().typed_search_attributes
@@ -125,14 +131,15 @@ class TimerWorkflow:
         The SDK applies the signals a worker finds together with the request first, and their
         order against it is not known here: a change that arrived in the same activation and
         set a newer schedule is kept (nothing is lost), and its last change says so."""
-        length = workflow.info().get_current_history_length()
+        length = self._cancel_seen or workflow.info().get_current_history_length()
+        self._cancel_seen = 0
         if length != self._activation or self._state.applied <= self._applied_before:
             return False
         if self._state.spec is None:
             return False
         note = (
             f"{self._state.last_change}; a Temporal cancel request came with it and was "
-            "not applied to it (cancel again to end this schedule)"
+            "not applied to it (end this schedule with `wow-temporal timers cancel`)"
         )
         self._state = self._state.model_copy(update={"last_change": note})
         task = asyncio.current_task()
@@ -166,6 +173,8 @@ class TimerWorkflow:
         read is refused there too (the SDK would drop it with a log line only)."""
         try:
             change = workflow.payload_converter().from_payload(raw.payload, TimerChange)
+            if change.kind == "set" and change.spec is None:
+                raise ValueError("a set change carries no spec")
         except Exception as error:
             why = f"{type(error).__name__}: {error}".replace("\n", " ")
             workflow.logger.warning("timer refused a change it cannot read: %s", why)
@@ -247,7 +256,7 @@ class TimerWorkflow:
         if answer.outcome == "ignored":
             self._state = state
             workflow.set_current_details(core.details(state))
-            if self._should_continue_as_new():
+            if self._should_continue_as_new() and workflow.patched(_CONTINUE_ON_IGNORED):
                 self._changes += 1  # wake the loop: ignored changes fill the history too
         else:
             self._update(state)
@@ -314,6 +323,11 @@ class TimerWorkflow:
             await workflow.wait_condition(
                 lambda: handle.done() or self._state.pending != delivery
             )
+        except asyncio.CancelledError:
+            # A cancel request: note when it came, since it reaches `run` only once the
+            # attempt in flight has settled (a later activation).
+            self._cancel_seen = workflow.info().get_current_history_length()
+            raise
         finally:
             if not handle.done():
                 handle.cancel()
@@ -366,11 +380,16 @@ class TimerWorkflow:
         self._shown = wanted
 
     def _should_continue_as_new(self) -> bool:
+        """Past the history's bound, with no delivery in flight (a parked slot is carried in
+        the state; runs recorded before the patch continued only with nothing pending)."""
         info = workflow.info()
-        return self._state.pending is None and (
+        long = (
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > self._input.continue_as_new_after
         )
+        if not long or self._flight is not None:
+            return False
+        return self._state.pending is None or workflow.patched(_CONTINUE_ON_IGNORED)
 
 
 def _detail(outcome: DeliveryOutcome) -> str:
