@@ -28,7 +28,7 @@ worker kills against outside them (ingest never waits for a worker).
 With `--catch-up` it runs instead a relay's catch-up after a Temporal outage: each aggregate's
 key is set before the dev server is killed for `--outage` seconds; during the outage the log
 sets, cancels, replaces and deletes; once the server is back the backlog is handed over in
-pages of 100 with the log read ahead (as the host's relay does), and the ledger is checked:
+batches with the log read ahead (as the host's relay does), and the ledger is checked:
 every set still in force delivered once, none the log replaced, cancelled or deleted.
 
 Run: `.venv/bin/python bench/soak.py [--aggregates N] [--duration S] [--json]` (or
@@ -65,6 +65,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.host.relay import Relay
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
 from wow_temporal.schedule import AggregateRef, Commit, ScheduleRule
@@ -1192,10 +1193,11 @@ async def catch_up(args: argparse.Namespace) -> CatchUpReport:
             timers = TimerClient(client, delivery=DELIVERY)
             backlog = [Commit.parse(c) for c in log if c["version"] > 1]
             started = time.monotonic()
-            for at in range(0, len(backlog), 100):
+            page = Relay.batch  # as the host's relay hands a backlog over
+            for at in range(0, len(backlog), page):
                 later = Horizon()
-                later.extend(backlog[at + 100 :])
-                await timers.apply_many(backlog[at : at + 100], later=later)
+                later.extend(backlog[at + page :])
+                await timers.apply_many(backlog[at : at + page], later=later)
             report.caught_up_s = round(time.monotonic() - started, 1)
             last_due = max(
                 c["createTime"] / 1000 + float(e["body"]["rule"]["after"][2:-1])
