@@ -11,7 +11,8 @@ Invariants, checked after every step:
   aggregate's deletion, has been handed over (or was in the batch, or ahead in the log, when
   it was handed over);
 - an operator's cancel or termination holds for every set handed over before it;
-and at the end, nothing lost: each key's latest set, still in force, is delivered once.
+and at the end, nothing lost: each key's latest set, still in force, is delivered once (a
+Temporal cancel request may end a set handed over before it, never one handed over after).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class IngestModel(RuleBasedStateMachine):
         """Changes known to Temporal's side: (aggregate, key or "" for a deletion, order,
         the step at which ingest knew of it)."""
         self.ended_by_operator: dict[tuple[str, str], int] = {}
+        self.cancel_requested: dict[tuple[str, str], int] = {}
 
     @initialize(seed=st.integers(0, 2**16))
     def seeded(self, seed: int) -> None:
@@ -247,6 +249,18 @@ class IngestModel(RuleBasedStateMachine):
             return  # it ended meanwhile (a worker ran it)
         self.ended_by_operator[aggregate_id, key] = self.step
 
+    @rule(aggregate_id=st.sampled_from(AGGREGATES), key=st.sampled_from(KEYS))
+    def temporal_cancel_request(self, aggregate_id: str, key: str) -> None:
+        """The Web UI's Request Cancellation: it ends the schedule in force, or is outrun by
+        a set handed over with it (kept: nothing lost), never a set handed over after it."""
+        self._next_step()
+        workflow_id = timer_workflow_id(owner(aggregate_id), key)
+        latest = self.sim.latest(workflow_id)
+        if latest is None or latest.status.name != "RUNNING":
+            return
+        self.run(self.sim.get_workflow_handle(workflow_id).cancel())
+        self.cancel_requested[aggregate_id, key] = self.step
+
     # --- invariants ------------------------------------------------------------------------
 
     @invariant()
@@ -296,8 +310,11 @@ class IngestModel(RuleBasedStateMachine):
                 and key in ("", found.key)
                 and order > found.order
             ]
-            ended = self.ended_by_operator.get((found.aggregate_id, found.key))
-            if later or (ended is not None and found.handed is not None and ended > found.handed):
+            ended = max(
+                self.ended_by_operator.get((found.aggregate_id, found.key), 0),
+                self.cancel_requested.get((found.aggregate_id, found.key), 0),
+            )
+            if later or (found.handed is not None and ended > found.handed):
                 continue
             assert found.timer in delivered, f"lost: {found} (log {[c.id for c in self.log]})"
 
