@@ -90,7 +90,7 @@ def test_apply_refuses_an_invalid_commit_before_connecting(tmp_path: Path) -> No
                 "tenantId": "t",
                 "aggregateId": "1",
                 "version": 1,
-                "createTime": 0,
+                "createTime": 1796000000000,
                 "body": [{"id": "e", "name": "wow.ScheduleFoo", "body": {}}],
             }
         )
@@ -222,7 +222,7 @@ _COMMIT = {
     "tenantId": "t1",
     "aggregateId": "1",
     "version": 1,
-    "createTime": 0,
+    "createTime": 1796000000000,
     "body": [{"id": "e", "name": "wow.ScheduleCancelled", "body": {"key": "k"}}],
 }
 

@@ -461,7 +461,7 @@ commits = st.builds(
             "ownerId": text,
             "spaceId": text,
             "version": st.integers(min_value=1, max_value=2**31),
-            "createTime": st.integers(min_value=0, max_value=2**45),
+            "createTime": st.integers(min_value=10**12, max_value=2**45),
             "requestId": text,
             "commandId": text,
             "header": st.dictionaries(text, text, max_size=3),

@@ -11,6 +11,7 @@ import functools
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from enum import StrEnum
 from importlib import resources
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -24,6 +25,7 @@ from pydantic import (
     GetJsonSchemaHandler,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_serializer,
@@ -258,6 +260,16 @@ class Scope(WireModel):
 
 RuleKind = Literal["at", "after", "cron"]
 
+LONGEST_DELAY = timedelta(days=36_525)
+"""The longest `after` delay: 100 years, which no real schedule meets (and whatever is
+accepted must round-trip through Temporal's data converter)."""
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9999, 12, 30, tzinfo=UTC)
+"""The range of `at` instants and commit times (a day short of the calendar's end, so that
+every zone can still show it)."""
+SECONDS_NOT_MILLIS = 1_000_000_000_000
+"""A `createTime` below this (2001-09-09 in milliseconds) is a time in seconds, mistaken."""
+
 
 class ScheduleRule(WireModel):
     """When a schedule is due: at an instant, after a delay from its commit, or by cron.
@@ -307,12 +319,28 @@ class ScheduleRule(WireModel):
             return "after"
         return "cron"
 
+    @field_validator("at_instant", "after_delay", mode="before")
+    @classmethod
+    def _iso_text(cls, value: object, info: ValidationInfo) -> object:
+        """On the wire an instant or a delay is the ISO-8601 text the spec shows: a number
+        (seconds? milliseconds?) is the kind of mistake that schedules for centuries."""
+        if isinstance(value, bool | int | float | Decimal):
+            at = info.field_name == "at_instant"
+            what = "instant such as 2026-12-01T10:30:00Z" if at else "duration such as PT30M"
+            name = "at" if at else "after"
+            raise InvalidScheduleError(f"ScheduleRule.{name} is an ISO-8601 {what}, got {value!r}")
+        return value
+
     @field_validator("at_instant")
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
         if value is not None and (value.tzinfo is None or value.utcoffset() is None):
             raise InvalidScheduleError(
                 f"ScheduleRule.at needs a timezone-aware instant, got naive {value.isoformat()}"
+            )
+        if value is not None and not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
+            raise InvalidScheduleError(
+                f"ScheduleRule.at is between 1970 and 9999, got {value.isoformat()}"
             )
         return value
 
@@ -321,6 +349,10 @@ class ScheduleRule(WireModel):
     def _positive(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and value <= timedelta(0):
             raise InvalidScheduleError(f"ScheduleRule.after needs a positive duration, got {value}")
+        if value is not None and value > LONGEST_DELAY:
+            raise InvalidScheduleError(
+                f"ScheduleRule.after is at most 100 years (PT876600H), got {_iso_duration(value)}"
+            )
         return value
 
     @model_validator(mode="after")
@@ -676,7 +708,8 @@ class Commit(WireModel):
         "events (an event from a version not newer than one a timer applied changes nothing)",
     )
     create_time: int = Field(
-        ge=0, strict=True, description="Epoch milliseconds; an `after` rule counts from it"
+        strict=True,
+        description="Epoch milliseconds (not seconds); an `after` rule counts from it",
     )
     request_id: str = ""
     command_id: str = ""
@@ -688,6 +721,23 @@ class Commit(WireModel):
         description="The commit's events in order; the timers read wow.ScheduleSet, "
         "wow.ScheduleCancelled and wow.AggregateDeleted and ignore the others",
     )
+
+    @field_validator("create_time")
+    @classmethod
+    def _milliseconds(cls, value: int) -> int:
+        latest = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000)
+        if SECONDS_NOT_MILLIS // 1000 <= value < SECONDS_NOT_MILLIS:
+            raise InvalidCommitError(
+                f"createTime is epoch milliseconds; {value} reads as a time in seconds "
+                f"(in milliseconds it is {datetime.fromtimestamp(value / 1000, UTC):%Y-%m-%d}): "
+                f"send {value * 1000} for {datetime.fromtimestamp(value, UTC):%Y-%m-%dT%H:%M:%SZ}"
+            )
+        if not SECONDS_NOT_MILLIS <= value <= latest:
+            raise InvalidCommitError(
+                f"createTime {value} is out of range: epoch milliseconds between "
+                f"{SECONDS_NOT_MILLIS} (2001-09-09) and {latest} (9899)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _schedule_events_valid(self) -> Self:

@@ -1,0 +1,161 @@
+"""Whatever the edge accepts, the workflow can always read (issue #29): a commit the wire model
+accepts becomes timer inputs and changes that round-trip through the project's data converter
+(the pydantic one Temporal uses) unchanged, whatever hostile values it was built from."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from temporalio.contrib.pydantic import pydantic_data_converter as DATA_CONVERTER
+
+from wow_temporal.schedule import (
+    LATEST_INSTANT,
+    LONGEST_DELAY,
+    Commit,
+    InvalidCommitError,
+    _iso_duration,
+)
+from wow_temporal.timers import core
+from wow_temporal.timers.changes import KeyChange, changes_of
+from wow_temporal.timers.core import TimerChange
+from wow_temporal.timers.deletion import DeletionRecord
+from wow_temporal.timers.workflow import TimerInput
+
+DAY_MS = 86_400_000
+ZONES = [UTC, timezone(timedelta(hours=14)), timezone(-timedelta(hours=12))]
+
+def mostly(valid: st.SearchStrategy[Any], *junk: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`valid` four times in five, else one of `junk`: most commits are accepted, so what is
+    accepted is checked, and hostile values still come."""
+    return st.integers(0, 4).flatmap(lambda n: valid if n else st.one_of(*junk))
+
+
+durations = mostly(
+    st.timedeltas(min_value=timedelta(microseconds=1), max_value=LONGEST_DELAY).map(_iso_duration),
+    st.timedeltas(min_value=LONGEST_DELAY, max_value=timedelta(days=999_999)).map(_iso_duration),
+    st.integers(),
+    st.integers(min_value=10**9, max_value=10**13),  # seconds for centuries
+    st.floats(allow_nan=True),
+    st.floats(min_value=1e9, max_value=1e13),
+    st.booleans(),
+    st.text(max_size=12),
+    st.sampled_from(["PT11797176H", "-PT1M", "P1D", "PT0S", "P100Y", "PT0.000001S"]),
+)
+instants = mostly(
+    st.datetimes(
+        min_value=datetime(1960, 1, 1),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from(ZONES),
+    ).map(lambda d: d.isoformat()),
+    st.integers(),
+    st.text(max_size=12),
+)
+rules = st.one_of(
+    durations.map(lambda d: {"after": d}),
+    instants.map(lambda i: {"at": i}),
+    st.sampled_from(
+        [
+            {"cron": "0 0 6 * * *", "zone": "Europe/Amsterdam"},
+            {"cron": "*/5 * * * * *"},
+            {"cron": "0 0 0 30 2 *"},  # never matches: never due
+            {"cron": "0 30 2 * * SUN", "zone": "America/New_York", "misfire": "CATCH_UP"},
+        ]
+    ),
+)
+create_times = mostly(
+    st.integers(min_value=10**12, max_value=4 * 10**12),
+    st.integers(min_value=0, max_value=int(LATEST_INSTANT.timestamp() * 1000)),
+    st.integers(),
+    st.booleans(),
+    st.floats(),
+    st.text(max_size=14),
+)
+versions = mostly(st.integers(1, 10**12), st.integers(), st.text(max_size=3), st.floats())
+
+
+def commit_of(rule: dict[str, Any], created: Any, version: Any) -> dict[str, Any]:
+    return {
+        "id": "c-1",
+        "contextName": "eshop-order",
+        "aggregateName": "order",
+        "tenantId": "t1",
+        "aggregateId": "42",
+        "version": version,
+        "createTime": created,
+        "body": [
+            {
+                "id": "e-1",
+                "name": "wow.ScheduleSet",
+                "body": {
+                    "key": "grace",
+                    "rule": rule,
+                    "command": {"type": "eshop.order.CancelOrder", "body": {"n": 1}},
+                },
+            },
+            {"id": "e-2", "name": "wow.ScheduleCancelled", "body": {"key": "other"}},
+            {"id": "e-3", "name": "wow.AggregateDeleted", "body": {}},
+        ],
+    }
+
+
+def round_trip(value: Any, kind: type[Any]) -> Any:
+    async def go() -> Any:
+        payloads = await DATA_CONVERTER.encode([value])
+        (decoded,) = await DATA_CONVERTER.decode(payloads, [kind])
+        return decoded
+
+    return asyncio.run(go())
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules, create_times, versions)
+def test_whatever_a_commit_accepts_round_trips_into_the_workflow(
+    rule: dict[str, Any], created: Any, version: Any
+) -> None:
+    try:
+        commit = Commit.parse(commit_of(rule, created, version))
+    except InvalidCommitError:
+        event("refused")
+        return  # refused at the edge, with a message: nothing reaches a workflow
+    event(f"accepted: {next(iter(rule))}")
+    for item in changes_of(commit):
+        change = item.change
+        assert round_trip(change, TimerChange) == change  # the `apply` signal's payload
+        if isinstance(item, KeyChange) and change.kind == "set":
+            timer = TimerInput(state=core.initial(change))
+            assert round_trip(timer, TimerInput) == timer  # the start input
+            again = round_trip(commit, Commit)
+            assert again == commit
+    record = DeletionRecord(aggregate=commit.aggregate, version=commit.version)
+    assert round_trip(record, DeletionRecord) == record
+
+
+def test_the_1346_year_delay_given_in_seconds_is_refused_at_the_edge() -> None:
+    for rule in ({"after": 42469833600}, {"after": "PT11797176H"}):
+        try:
+            Commit.parse(commit_of(rule, 1796000000000, 1))
+        except InvalidCommitError as error:
+            assert "rule.after" in str(error)
+        else:
+            raise AssertionError(f"{rule} was accepted")
+
+
+def test_a_create_time_in_seconds_is_refused_saying_so() -> None:
+    try:
+        Commit.parse(commit_of({"after": "PT1M"}, 1796000000, 1))
+    except InvalidCommitError as error:
+        assert "reads as a time in seconds" in str(error)
+        assert "send 1796000000000" in str(error)
+    else:
+        raise AssertionError("a createTime in seconds was accepted")
+
+
+def test_the_longest_delay_from_the_latest_commit_still_has_a_due_time() -> None:
+    latest_ms = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000) // DAY_MS * DAY_MS
+    commit = Commit.parse(commit_of({"after": "PT876600H"}, latest_ms, 1))
+    (first, *_) = changes_of(commit)
+    assert first.change.spec is not None and first.change.spec.first_due is not None
