@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from tests.quiescent import quiescent
@@ -20,7 +21,7 @@ from tests.test_timers_e2e import DELETED, Rig, cancelled, request_id, rig, sche
 from wow_temporal.schedule import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
-from wow_temporal.timers.client import TimerClient, TimerNotAnsweredError
+from wow_temporal.timers.client import TimerClient, TimerError, TimerNotAnsweredError
 from wow_temporal.timers.core import Status, TimerChange
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Horizon
@@ -397,3 +398,43 @@ async def test_a_change_the_timer_cannot_read_is_refused_visibly_and_the_timer_g
         state = await rig.result("grace", within=15)
     assert state.status is Status.DELIVERED and state.unreadable == 1
     assert [r.request_id for r in rig.host.requests] == [request_id(later)]
+
+
+async def test_a_timer_that_cannot_read_its_input_parks_and_is_still_shown_and_cancelled(
+    rig: Rig,
+) -> None:
+    """Another version's input, or a bug's: the timer parks itself with the reason instead of
+    failing every workflow task; `show` answers, `retry` is refused, `cancel` ends it."""
+    workflow_id = rig.workflow_id("grace")
+    await rig.client.start_workflow(
+        "wow.Timer",
+        {"state": {"applied": "soon", "spec": 42}},
+        id=workflow_id,
+        task_queue=rig.task_queue,
+        start_delay=timedelta(hours=1),
+    )
+    shown = await rig.timers.show(workflow_id)  # in its start delay: read from its input
+    assert shown.state is not None and "cannot read its input" in shown.state.parked_error
+    await rig.client.start_workflow(
+        "wow.Timer",
+        {"state": {}},
+        id=workflow_id,
+        task_queue=rig.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal="nothing",  # ends the start delay: a worker runs it now
+    )
+    async with rig.worker():
+        for _ in range(100):
+            shown = await rig.timers.show(workflow_id)
+            if shown.status == "Parked":
+                break
+            await asyncio.sleep(0.1)
+        assert shown.status == "Parked", shown
+        assert shown.state is not None and "ValidationError" in shown.state.parked_error
+        with pytest.raises(TimerError, match="nothing to retry"):
+            await rig.timers.retry(workflow_id)
+        state = await rig.timers.cancel(workflow_id)
+        assert state.status is Status.CANCELLED
+        final = await rig.result("grace", within=10)
+    assert final.status is Status.CANCELLED
+    assert rig.host.requests == []

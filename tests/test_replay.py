@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
+from temporalio.common import RawValue
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -26,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from wow_temporal.settings import TelemetrySettings
     from wow_temporal.timers.core import TimerState
     from wow_temporal.timers.deletion import DeletionWorkflow
-    from wow_temporal.timers.workflow import TimerInput, TimerWorkflow
+    from wow_temporal.timers.workflow import TimerWorkflow
     from wow_temporal.tracing import client_interceptors
     from wow_temporal.worker import WORKFLOW_RUNNER
 
@@ -86,9 +87,9 @@ class ChangedTimerWorkflow(TimerWorkflow):
     issued)."""
 
     @workflow.run
-    async def run(self, input: TimerInput) -> TimerState:
+    async def run(self, raw: RawValue) -> TimerState:
         await workflow.sleep(timedelta(seconds=1))
-        return await super().run(input)
+        return await super().run(raw)
 
 
 @workflow.defn(name="wow.Timer")
@@ -96,10 +97,10 @@ class PatchedTimerWorkflow(TimerWorkflow):
     """The same change behind `workflow.patched`: new runs sleep first, recorded ones don't."""
 
     @workflow.run
-    async def run(self, input: TimerInput) -> TimerState:
+    async def run(self, raw: RawValue) -> TimerState:
         if workflow.patched("sleep-first"):
             await workflow.sleep(timedelta(seconds=1))
-        return await super().run(input)
+        return await super().run(raw)
 
 
 async def test_a_changed_workflow_fails_to_replay() -> None:

@@ -59,6 +59,7 @@ __all__ = [
     "summary",
     "to_show",
     "unreadable",
+    "unreadable_input",
     "verdict",
 ]
 
@@ -302,8 +303,16 @@ def unreadable(state: TimerState, why: str) -> TimerState:
     )
 
 
+def unreadable_input(why: str) -> TimerState:
+    """A timer that cannot read its own input (another version's, or a bug): parked, so it
+    never fails its workflow task forever; an operator cancels it, or a set replaces it."""
+    return TimerState(status=Status.PARKED, parked_error=f"cannot read its input: {why}"[:500])
+
+
 def cancel(state: TimerState, by: str = "operator") -> TimerState:
     """An operator's cancel: the timer ends, whatever it was doing."""
+    if state.spec is None and state.status is Status.PARKED:
+        return _cancelled(state, f"cancelled by {by}")
     if state.spec is None:
         return state
     return _cancelled(state, f"cancelled by {by}")
@@ -322,6 +331,8 @@ def retry(state: TimerState) -> TimerState:
 def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
     """What to do at `now`: sleep, deliver a slot (never before it is due), wait, or finish."""
     spec = state.spec
+    if spec is None and state.status is Status.PARKED:
+        return state, AwaitOperator()  # it cannot read its input: an operator decides
     if spec is None:
         return state, Finish(Status.CANCELLED)
     if state.status is Status.PARKED:
@@ -509,7 +520,12 @@ def details(state: TimerState) -> str:
             f"(version {state.applied[0]}), schedule {spec.timer}"
         )
     lines.append(f"delivered {state.delivered} · rejected {state.rejected}")
-    if state.parked_error:
+    if state.parked_error and spec is None:
+        lines.append(
+            f"parked: {state.parked_error} — cancel it (`wow-temporal timers cancel`), or hand "
+            "its commit over again from a current version"
+        )
+    elif state.parked_error:
         lines.append(
             f"parked: {state.parked_error} — retry with `wow-temporal timers retry` "
             "or `POST /timers/{id}/retry`"

@@ -96,7 +96,13 @@ class TimerWorkflow:
     """One key of one aggregate: sleeps, delivers each slot until decided, parks failures."""
 
     @workflow.init
-    def __init__(self, input: TimerInput) -> None:
+    def __init__(self, raw: RawValue) -> None:
+        try:
+            input = workflow.payload_converter().from_payload(raw.payload, TimerInput)
+        except Exception as error:  # never fail the task forever on its own input
+            why = f"{type(error).__name__}: {error}".replace("\n", " ")
+            workflow.logger.warning("timer cannot read its input: %s", why)
+            input = TimerInput(state=core.unreadable_input(why))
         self._state = input.state
         self._input = input
         self._changes = 0
@@ -113,7 +119,7 @@ class TimerWorkflow:
         self._shown = core.Shown(current.get(SA_STATUS), current.get(SA_DUE))
 
     @workflow.run
-    async def run(self, input: TimerInput) -> TimerState:
+    async def run(self, raw: RawValue) -> TimerState:
         while True:
             try:
                 return await self._run()
@@ -210,6 +216,13 @@ class TimerWorkflow:
 
     @retry.validator
     def _retry_only_parked(self) -> None:
+        if self._state.spec is None:
+            raise ApplicationError(
+                f"there is nothing to retry: {self._state.parked_error or 'no schedule'}; "
+                "cancel it, or hand its commit over again",
+                type="NotParked",
+                non_retryable=True,
+            )
         if self._state.status is not Status.PARKED:
             raise ApplicationError(
                 f"only a parked timer can be retried; this one is {self._state.status.value}",
