@@ -348,7 +348,12 @@ def test_json_log_records_are_one_object_per_line_with_their_extra_fields() -> N
         raise ValueError("bad\nvalue")
     except ValueError:
         record = logging.LogRecord(
-            "wow_temporal.delivery", logging.WARNING, "x", 1, "sent %s\nagain", ("t#1",),
+            "wow_temporal.delivery",
+            logging.WARNING,
+            "x",
+            1,
+            "sent %s\nagain",
+            ("t#1",),
             sys.exc_info(),
         )
     record.timer = "wow-timer:a.b:t:1:k"
@@ -419,3 +424,48 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
     assert lines and all(_RECORD.fullmatch(line) for line in lines), lines
     retried = [line for line in lines if "retried" in line]
     assert retried[0].split(": ", 1)[0].endswith(" WARNING temporalio.core"), retried[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["schedule", "show"],
+            "error: Missing argument 'context'. (see `wow-temporal schedule show --help`)",
+        ),
+        (
+            ["timers", "list", "--bogus"],
+            "error: No such option: --bogus (see `wow-temporal timers list --help`)",
+        ),
+        (["frobnicate"], "error: No such command 'frobnicate'. (see `wow-temporal --help`)"),
+    ],
+)
+def test_a_usage_error_is_one_error_line_and_exit_2(args: list[str], said: str) -> None:
+    done = subprocess.run(
+        [str(WOW_TEMPORAL), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == said
+    assert done.stdout == ""
+
+
+def test_a_closed_stdout_ends_quietly() -> None:
+    """`wow-temporal cron … | head -1`: no traceback, no `error:` line."""
+    command = [str(WOW_TEMPORAL), "cron", "* * * * * *"]
+    with subprocess.Popen(
+        [*command, "--count", "10000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    assert err == b""
+    assert code != 0

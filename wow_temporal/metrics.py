@@ -91,17 +91,20 @@ def otlp_metrics_runtime(endpoint: str) -> Runtime:
     return Runtime(telemetry=telemetry)
 
 
-def exporting_runtime(telemetry: TelemetrySettings, port: int, key: str) -> Runtime | None:
+def exporting_runtime(
+    telemetry: TelemetrySettings, port: int, key: str, host: str = "0.0.0.0"
+) -> Runtime | None:
     """A runtime exporting this process's metrics as `wow.telemetry.metrics` says: served for
-    Prometheus on `port` (none when 0; `key` names the setting), or pushed over OTLP. None:
-    the default runtime, exporting nothing. `OSError` if the port cannot be bound."""
+    Prometheus on `host:port` (none when 0; `key` names the setting; every interface by
+    default, for a scraper in a cluster), or pushed over OTLP. None: the default runtime,
+    exporting nothing. `OSError` if the port cannot be bound."""
     if telemetry.metrics == "otlp" and telemetry.otlp_endpoint is not None:
         log.info("metrics pushed over OTLP to %s", telemetry.otlp_endpoint)
         return otlp_metrics_runtime(telemetry.otlp_endpoint)
     if not port:
         return None
     try:
-        runtime = metrics_runtime(port)
+        runtime = metrics_runtime(port, host)
     except (RuntimeError, ValueError) as failure:  # the SDK raises either
         raise OSError(f"cannot serve metrics on port {port} ({key}): {failure}") from None
     log.info("metrics on port %d: /metrics (Prometheus)", port)

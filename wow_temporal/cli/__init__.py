@@ -61,10 +61,43 @@ def _main(
     """Wow-style scheduled commands and recurring jobs, run durably on Temporal."""
 
 
+def _run_app() -> None:
+    """Run the command line; a usage error is one `error:` line (exit 2) like every other, and
+    a closed stdout (`| head`) ends quietly, as other tools do."""
+    try:  # typer vendors click from 0.24 on; before, it is click's own
+        from typer._click import exceptions as click_errors
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as click_errors  # type: ignore[no-redef]
+
+    try:
+        code = app(standalone_mode=False)
+    except click_errors.UsageError as error:
+        if not error.format_message():  # no arguments: the help was printed
+            raise SystemExit(2) from None
+        where = error.ctx.command_path if error.ctx is not None else "wow-temporal"
+        typer.echo(f"error: {error.format_message()} (see `{where} --help`)", err=True)
+        raise SystemExit(2) from None
+    except click_errors.ClickException as error:
+        typer.echo(f"error: {error.format_message()}", err=True)
+        raise SystemExit(error.exit_code) from None
+    except typer.Abort:
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        _quiet_closed_stdout()
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _quiet_closed_stdout() -> None:
+    """The reader of stdout went away: say nothing more, exit as a SIGPIPE would."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(141)
+
+
 def main() -> None:
     """Entry point of the console script."""
     try:
-        app()
+        _run_app()
     except SystemExit as done:
         if not _common._bridge_used:
             raise

@@ -149,6 +149,8 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
         raise _fail(str(error)) from None
     except RPCError as error:
         raise _fail(f"Temporal: {error}") from None
+    except BrokenPipeError:
+        raise  # stdout closed (`| head`): the entry point ends quietly
     except (ConnectionError, OSError) as error:
         raise _fail(f"cannot connect: {error}") from None
     except KeyboardInterrupt:

@@ -87,8 +87,8 @@ def dev(
             headless=headless,
             services=default_services(settings, apps, host_port),
             interceptors=client_interceptors(settings.telemetry),
-            runtime=lambda: exporting_runtime(
-                settings.telemetry, metrics_port, "WOW_WORKER_METRICS_PORT"
+            runtime=lambda: exporting_runtime(  # loopback, like every other dev port
+                settings.telemetry, metrics_port, "WOW_WORKER_METRICS_PORT", "127.0.0.1"
             ),
             metrics_url=(
                 f"OTLP to {telemetry.otlp_endpoint}" if pushed
