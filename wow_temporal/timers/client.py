@@ -587,16 +587,18 @@ class TimerClient:
         """One timer with its full state (queried if running, its result if closed)."""
         handle = self.client.get_workflow_handle(workflow_id, result_type=TimerState)
         info, description = await self._describe(workflow_id, tenant)
-        state: TimerState | None
-        if description.status == WorkflowExecutionStatus.RUNNING:
-            state = await self._running_state(handle, description)
-        elif description.status == WorkflowExecutionStatus.COMPLETED:
-            run = self.client.get_workflow_handle(
-                workflow_id, run_id=description.run_id, result_type=TimerState
-            )
-            state = await run.result(follow_runs=False, rpc_timeout=self.answer_timeout)
-        else:
-            state = None
+        state: TimerState | None = None
+        try:
+            if description.status == WorkflowExecutionStatus.RUNNING:
+                state = await self._running_state(handle, description)
+            elif description.status == WorkflowExecutionStatus.COMPLETED:
+                run = self.client.get_workflow_handle(
+                    workflow_id, run_id=description.run_id, result_type=TimerState
+                )
+                state = await run.result(follow_runs=False, rpc_timeout=self.answer_timeout)
+        except (ValueError, TypeError) as error:  # a state this version cannot read
+            logger.warning("%s: its state cannot be read: %s", workflow_id, error)
+            state = core.unreadable_input(f"its state cannot be read here: {error}")
         return info.model_copy(update={"state": state})
 
     async def _describe(
