@@ -846,6 +846,18 @@ async def test_what_fuzzing_found_is_refused_as_400_before_temporal_is_asked(api
     await refused(await post(commit(createTime=10**15)), "InvalidCommit", "out of range")
     await refused(await post(commit(aggregateId="x" * 1000)), "InvalidCommit", "bytes")
     await refused(await post(commit(tenantId="t\x00")), "InvalidCommit", "control character")
+    # A rule or a time a timer could not read back (issue #29): numbers where the spec shows
+    # ISO-8601 text, 1,346 years, a createTime in seconds, lax integers. None starts a timer.
+    numeric = json.loads(commit())
+    numeric["body"][0]["body"]["rule"] = {"after": 42469833600}
+    await refused(await post(json.dumps(numeric)), "InvalidCommit", "ISO-8601 duration")
+    numeric["body"][0]["body"]["rule"] = {"at": 1796000000}
+    await refused(await post(json.dumps(numeric)), "InvalidCommit", "ISO-8601 instant")
+    numeric["body"][0]["body"]["rule"] = {"after": "PT876601H"}
+    await refused(await post(json.dumps(numeric)), "InvalidCommit", "at most 100 years")
+    await refused(await post(commit(createTime=1796000000)), "InvalidCommit", "in seconds")
+    for lax in ({"createTime": False}, {"createTime": "1796000000000"}, {"version": "3"}):
+        await refused(await post(commit(**lax)), "InvalidCommit", "valid integer")
     # A malformed timer id is bad input for retry and cancel too (was 409 Conflict).
     for verb in ("retry", "cancel"):
         malformed = await api.http.post(f"/timers/wow-timer:bad/{verb}", headers=auth(OPERATOR))
