@@ -64,7 +64,7 @@ from wow_temporal.jobs.client import JobClient
 from wow_temporal.schedule import Commit
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
-from wow_temporal.worker import job_worker
+from wow_temporal.worker import job_worker, timer_worker
 
 OPERATOR = "fuzz-operator-secret"
 TENANT_A, TENANT_B = "t1", "t2"
@@ -530,3 +530,112 @@ def _blind(message: str, names: Names) -> str:
     for value in (names.timer, names.job, names.aggregate_id):
         message = message.replace(value, "<id>")
     return message
+
+
+# --- what the edge accepts, a live worker can read ---------------------------------------------
+
+
+_EDGE_RULES: list[Any] = [
+    {"after": 42469833600},  # seconds for 1,346 years: the wedge that was found
+    {"after": 1.5},
+    {"after": True},
+    {"after": "PT876600H"},  # 100 years: the longest accepted
+    {"after": "PT876601H"},
+    {"after": "PT11797176H"},
+    {"after": "PT0.000001S"},
+    {"after": "P36525D"},
+    {"after": "-PT1M"},
+    {"at": "9999-12-29T23:59:59Z"},
+    {"at": "9999-12-31T23:59:59+14:00"},
+    {"at": "1970-01-01T00:00:00Z"},
+    {"at": "1969-12-31T23:59:59Z"},
+    {"at": 1796000000},
+    {"cron": "0 0 0 30 2 *"},  # never matches
+    {"cron": "* * * * * *", "misfire": "CATCH_UP"},
+]
+_EDGE_TIMES: list[Any] = [1796000000000, 1796000000, 10**12, 250246368000000, False, "1"]
+
+
+def _edge_commits(aggregate: str) -> list[dict[str, Any]]:
+    """Commits at the edges of what is accepted: every rule with every createTime."""
+    made = []
+    for n, (rule, created) in enumerate(
+        (rule, created) for rule in _EDGE_RULES for created in _EDGE_TIMES
+    ):
+        made.append(
+            {
+                "id": f"edge-{n}",
+                "contextName": "fuzz",
+                "aggregateName": "edge",
+                "tenantId": "t",
+                "aggregateId": f"{aggregate}-{n}",
+                "version": 1,
+                "createTime": created,
+                "body": [
+                    {
+                        "id": "e",
+                        "name": "wow.ScheduleSet",
+                        "body": {
+                            "key": "k",
+                            "rule": rule,
+                            "command": {"type": "fuzz.Edge", "body": {}},
+                        },
+                    }
+                ],
+            }
+        )
+    return made
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_no_commit_the_api_accepts_wedges_a_timer_a_live_worker_runs(
+    dev_client: Client, task_queue: str, recording_host: RecordingHost
+) -> None:
+    """Commits at the edges of what `POST /commits` accepts, while a timer worker runs the
+    timers they start (issue #29): each is accepted or refused with a declared answer, no
+    workflow task of any timer started fails (one that could not read its input failed them
+    all, forever), and each is shown and cancelled with a declared answer."""
+    app = control_api(dev_client, task_queue)
+    operator = {"Authorization": f"Bearer {OPERATOR}"}
+    declared = {
+        code
+        for code in (await _openapi_codes(app, "/commits", "post"))
+        if code.isdigit()
+    }
+    started: list[str] = []
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        CommandSender(recording_host.url) as sender,
+        timer_worker(dev_client, sender, task_queue=task_queue),
+        httpx.AsyncClient(transport=transport, base_url="http://api") as http,
+    ):
+        for commit in _edge_commits(uuid.uuid4().hex[:8]):
+            answer = await http.post("/commits", json=commit, headers=operator)
+            assert str(answer.status_code) in declared, (commit, answer.text)
+            assert answer.status_code in (200, 400), (commit, answer.text)
+            if answer.status_code == 200:
+                started += [a["workflow_id"] for a in answer.json() if a["outcome"] == "started"]
+        assert len(started) >= 10, started
+        await asyncio.sleep(1.0)  # the worker runs the timers' first tasks
+        for workflow_id in started:
+            handle = dev_client.get_workflow_handle(workflow_id)
+            failed = [
+                event
+                async for event in handle.fetch_history_events()
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            ]
+            assert not failed, f"{workflow_id}: {failed[0]}"
+            path = f"/timers/{quote(workflow_id, safe='')}"
+            shown = await http.get(path, headers=operator)
+            assert shown.status_code == 200, shown.text
+            cancelled = await http.post(f"{path}/cancel", headers=operator)
+            assert cancelled.status_code in (200, 409), cancelled.text
+
+
+async def _openapi_codes(app: FastAPI, path: str, method: str) -> set[str]:
+    """The answers the OpenAPI document declares for one operation."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://api"
+    ) as http:
+        spec = (await http.get("/openapi.json")).json()
+    return set(spec["paths"][path][method]["responses"])

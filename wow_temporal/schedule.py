@@ -269,6 +269,8 @@ LATEST_INSTANT = datetime(9999, 12, 30, tzinfo=UTC)
 every zone can still show it)."""
 SECONDS_NOT_MILLIS = 1_000_000_000_000
 """A `createTime` below this (2001-09-09 in milliseconds) is a time in seconds, mistaken."""
+LATEST_CREATE_TIME = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000)
+"""The latest `createTime` (in 9899): the longest delay from it is still a date."""
 
 
 class ScheduleRule(WireModel):
@@ -710,6 +712,7 @@ class Commit(WireModel):
     create_time: int = Field(
         strict=True,
         description="Epoch milliseconds (not seconds); an `after` rule counts from it",
+        json_schema_extra={"minimum": SECONDS_NOT_MILLIS, "maximum": LATEST_CREATE_TIME},
     )
     request_id: str = ""
     command_id: str = ""
@@ -725,7 +728,7 @@ class Commit(WireModel):
     @field_validator("create_time")
     @classmethod
     def _milliseconds(cls, value: int) -> int:
-        latest = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000)
+        latest = LATEST_CREATE_TIME
         if SECONDS_NOT_MILLIS // 1000 <= value < SECONDS_NOT_MILLIS:
             raise InvalidCommitError(
                 f"createTime is epoch milliseconds; {value} reads as a time in seconds "
