@@ -822,6 +822,8 @@ async def test_with_no_worker_running_an_operators_cancel_says_so_and_still_happ
     await timers.apply(rig.commit(1, schedule_set("grace", {"after": "PT2S"})))
     with pytest.raises(TimerError, match=r"no worker answered within 1s .*cancellation requested"):
         await timers.cancel(rig.workflow_id("grace"))
+    shown = await timers.show(rig.workflow_id("grace"))
+    assert shown.waiting == ["cancel requested by an operator"]
     await asyncio.sleep(2)
     async with rig.worker():
         state = await rig.result("grace", within=15)

@@ -144,6 +144,10 @@ class TimerInfo(BaseModel):
     key: str = ""
     due: datetime | None = None
     state: TimerState | None = None
+    waiting: list[str] = []
+    """What was handed to the running timer and waits for a worker to run it (with no worker,
+    or in its start delay, its state does not show it yet): `cancel requested by an
+    operator`, `1 change(s) handed over`."""
 
 
 class TimerFilter(BaseModel):
@@ -599,7 +603,10 @@ class TimerClient:
         except (ValueError, TypeError) as error:  # a state this version cannot read
             logger.warning("%s: its state cannot be read: %s", workflow_id, error)
             state = core.unreadable_input(f"its state cannot be read here: {error}")
-        return info.model_copy(update={"state": state})
+        waiting: list[str] = []
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            waiting = await _waiting(handle)
+        return info.model_copy(update={"state": state, "waiting": waiting})
 
     async def _describe(
         self, workflow_id: str, tenant: str | None
@@ -790,6 +797,29 @@ def _traceparent(span: Span | None, commit: Commit) -> str | None:
         return commit.header.get("traceparent")
     with within_span(span):
         return current_traceparent()
+
+
+async def _waiting(handle: WorkflowHandle[Any, TimerState]) -> list[str]:
+    """The signals and cancel requests a timer's history holds after the last workflow task
+    a worker completed: what it will apply when one runs it."""
+    changes, cancels, requested = 0, 0, False
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_task_completed_event_attributes"):
+            changes, cancels, requested = 0, 0, False
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            name = event.workflow_execution_signaled_event_attributes.signal_name
+            changes += name == "apply"
+            cancels += name == "cancel"
+        elif event.HasField("workflow_execution_cancel_requested_event_attributes"):
+            requested = True
+    waiting = []
+    if cancels:
+        waiting.append("cancel requested by an operator")
+    if requested:
+        waiting.append("a Temporal cancel request")
+    if changes:
+        waiting.append(f"{changes} change(s) handed over")
+    return waiting
 
 
 def _ended_as(status: WorkflowExecutionStatus) -> Status:
