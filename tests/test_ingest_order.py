@@ -11,13 +11,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
 
 from tests.quiescent import quiescent
 from tests.recording_host import recording_host
 from tests.test_timers_e2e import DELETED, Rig, cancelled, request_id, rig, schedule_set
+from wow_temporal.ids import job_workflow_id
+from wow_temporal.jobs.core import JobState
+from wow_temporal.jobs.workflow import JOB_WORKFLOW, JobWorkflow
 from wow_temporal.schedule import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
@@ -438,3 +443,33 @@ async def test_a_timer_that_cannot_read_its_input_parks_and_is_still_shown_and_c
         final = await rig.result("grace", within=10)
     assert final.status is Status.CANCELLED
     assert rig.host.requests == []
+
+
+async def test_a_job_instance_that_cannot_read_its_input_is_disabled_with_a_notice(
+    rig: Rig,
+) -> None:
+    """A job instance's input from another version, or a bug's: the instance does not fail
+    its workflow tasks forever; it is disabled, with a notice saying why (#29)."""
+    workflow_id = job_workflow_id(f"ctx-{rig.aggregate_id[:8]}", "nightly")
+    handle = await rig.client.start_workflow(
+        JOB_WORKFLOW,
+        {"state": {"context": 42}},
+        id=workflow_id,
+        task_queue=rig.task_queue,
+        result_type=JobState,
+    )
+    async with Worker(rig.client, task_queue=rig.task_queue, workflows=[JobWorkflow]):
+        state: JobState | None = None
+        for _ in range(100):
+            try:
+                state = await handle.query("state", result_type=JobState)
+                break
+            except RPCError:
+                await asyncio.sleep(0.1)
+        assert state is not None
+        assert not state.enabled
+        assert state.job == "nightly"
+        assert any("cannot read its input" in notice for notice in state.notices), state.notices
+        events = [event.event_type async for event in handle.fetch_history_events()]
+    await handle.terminate("done")
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events

@@ -43,10 +43,10 @@ from wow_temporal.jobs.workflow import (
     DISABLE,
     ENABLE,
     HOST,
+    JOB_WORKFLOW,
     RESCHEDULE,
     RETRY,
     JobInput,
-    JobWorkflow,
 )
 from wow_temporal.schedule import JobScope, Misfire, validate_key
 from wow_temporal.timers.workflow import DeliverySettings
@@ -592,7 +592,7 @@ class JobClient:
         if earlier is not None:
             state = state.model_copy(update={"next_slot": earlier.next_slot, "own": earlier.own})
         await self.client.start_workflow(
-            JobWorkflow.run,
+            JOB_WORKFLOW,
             JobInput(
                 state=state,
                 delivery=self.delivery,

@@ -15,9 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from wow_temporal.ids import parse_job_workflow_id
     from wow_temporal.jobs import core
     from wow_temporal.jobs.attributes import SA_STATUS
     from wow_temporal.jobs.core import HostRule, JobState, PendingTick, RuleLayer
@@ -61,12 +63,48 @@ class JobInput(BaseModel):
     of this instant (the caller's now, so a slow worker start is a misfire, not a delay)."""
 
 
-@workflow.defn(name="wow.Job")
+JOB_WORKFLOW = "wow.Job"
+"""The job workflow's type, by name: its run takes its input raw (`JobInput` as JSON), so
+that one it cannot read disables it with a notice instead of failing every workflow task."""
+
+
+def _unreadable(why: str) -> JobInput:
+    """The input of an instance that cannot read its own: disabled (it ticks on no rule of
+    its own), with a notice saying why; the worker's settings, an operator's enable and
+    reschedule still reach it."""
+    workflow.logger.warning("job instance cannot read its input: %s", why)
+    context, name, tenant, partition = _identity(workflow.info().workflow_id)
+    state = JobState(
+        context=context,
+        job=name,
+        tenant=tenant or "(0)",
+        partition=partition,
+        code=core.JobRule(expression=NEVER),
+    )
+    return JobInput(state=core.notice(state, f"cannot read its input: {why}"[:500]))
+
+
+def _identity(workflow_id: str) -> tuple[str, str, str | None, int | None]:
+    try:
+        return parse_job_workflow_id(workflow_id)
+    except ValueError:
+        return "?", workflow_id, None, None
+
+
+NEVER = "0 0 0 30 2 *"
+"""A Spring cron rule that never matches (February 30th)."""
+
+
+@workflow.defn(name=JOB_WORKFLOW)
 class JobWorkflow:
     """One job instance: ticks on its rule, applies the misfire policy, parks failing ticks."""
 
     @workflow.init
-    def __init__(self, input: JobInput) -> None:
+    def __init__(self, raw: RawValue) -> None:
+        try:
+            input = workflow.payload_converter().from_payload(raw.payload, JobInput)
+        except Exception as error:  # never fail the task forever on its own input
+            input = _unreadable(f"{type(error).__name__}: {error}".replace("\n", " "))
         self._input = input.model_copy(update={"enabled_at": None})
         self._state = input.state
         if input.enabled_at is not None:
@@ -76,7 +114,7 @@ class JobWorkflow:
         self._shown_status: str | None = workflow.info().typed_search_attributes.get(SA_STATUS)
 
     @workflow.run
-    async def run(self, input: JobInput) -> JobState:
+    async def run(self, raw: RawValue) -> JobState:
         while True:
             self._state, next_step = core.step(self._state, self._now())
             self._show()
