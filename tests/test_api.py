@@ -324,6 +324,7 @@ def matches(schema: Any, value: Any, doc: dict[str, Any]) -> bool:
     unknown = set(schema) - ANNOTATIONS - {
         "$ref", "type", "properties", "required", "additionalProperties", "items", "anyOf",
         "oneOf", "not", "const", "enum", "pattern", "minLength", "maxLength", "minimum",
+        "maximum",
     }  # fmt: skip
     assert not unknown, f"keywords the test cannot check: {unknown}"
     checks: list[bool] = []
@@ -347,8 +348,9 @@ def matches(schema: Any, value: Any, doc: dict[str, Any]) -> bool:
             checks.append(re.search(schema["pattern"], value) is not None)
         checks.append(len(value) >= schema.get("minLength", 0))
         checks.append(len(value) <= schema.get("maxLength", len(value)))
-    if isinstance(value, int | float) and not isinstance(value, bool) and "minimum" in schema:
-        checks.append(value >= schema["minimum"])
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        checks.append(value >= schema.get("minimum", value))
+        checks.append(value <= schema.get("maximum", value))
     if isinstance(value, list) and "items" in schema:
         checks.append(all(matches(schema["items"], item, doc) for item in value))
     if isinstance(value, dict):
