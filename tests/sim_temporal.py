@@ -179,7 +179,7 @@ class SimTemporal:
 
     def _activate(self, run: _Run) -> None:
         state: TimerState = run.state
-        before = state.applied
+        before, came = state.applied, bool(run.inbox)
         for name, arg in run.inbox:
             run.received += 1
             if name == "apply":
@@ -190,10 +190,9 @@ class SimTemporal:
                 run.operator_cancels.append(arg)
                 state = core.cancel(state)
         run.inbox.clear()
-        if run.cancel_requested:
+        if run.cancel_requested:  # the SDK applies it after the signals that came with it
             run.cancel_requested = False
-            if not (state.applied > before and state.spec is not None):
-                state = core.cancel(state, "a Temporal cancel request")
+            state = core.cancel_requested(state, before if came else None)
         while True:
             state, step = core.step(state, self.now)
             if isinstance(step, core.Finish):

@@ -205,49 +205,37 @@ def continued_span(
     activity span), else a child of the active span; no span (None) when there is neither,
     so a worker without tracing invents no trace. Exceptions mark it failed (a cancellation
     does not)."""
-    parent = traceparent_context(traceparent)
-    active = trace.get_current_span().get_span_context()
-    if parent is None and not active.is_valid:
-        yield None
-        return
-    links = [Link(active)] if parent is not None and active.is_valid else None
-    tracer = trace.get_tracer(TRACER_NAME)  # the provider's now (a proxy would keep its first)
-    with tracer.start_as_current_span(
-        name,
-        context=parent,
-        kind=kind,
-        attributes=dict(attributes),
-        links=links,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        try:
+    span = detached_span(name, traceparent, attributes, kind=kind)
+    try:
+        with within_span(span):
             yield span
-        except asyncio.CancelledError:  # not a failure: the work is no longer wanted
-            span.set_attribute("wow.cancelled", True)
-            raise
-        except BaseException as error:
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
-            raise
+    except BaseException as error:
+        mark_failed(span, error)
+        raise
+    finally:
+        if span is not None:
+            span.end()
 
 
 def detached_span(
     name: str,
     traceparent: str | None,
     attributes: Mapping[str, str | int | bool],
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
 ) -> Span | None:
-    """Like `continued_span`, but not made current: its owner makes it current
-    (`within_span`) around each piece of work it covers, and ends it."""
+    """`continued_span`'s span, not made current: its owner makes it current (`within_span`)
+    around each piece of work it covers, and ends it."""
     parent = traceparent_context(traceparent)
     active = trace.get_current_span().get_span_context()
     if parent is None and not active.is_valid:
         return None
     links = [Link(active)] if parent is not None and active.is_valid else None
-    tracer = trace.get_tracer(TRACER_NAME)
+    tracer = trace.get_tracer(TRACER_NAME)  # the provider's now (a proxy would keep its first)
     return tracer.start_span(
         name,
         context=parent,
-        kind=SpanKind.INTERNAL,
+        kind=kind,
         attributes=dict(attributes),
         links=links,
         record_exception=False,

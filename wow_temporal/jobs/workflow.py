@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from wow_temporal.jobs.attributes import SA_STATUS
     from wow_temporal.jobs.core import HostRule, JobState, PendingTick, RuleLayer
     from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
-    from wow_temporal.timers.workflow import DeliverySettings
+    from wow_temporal.timers.workflow import DeliverySettings, read_payload
 
 __all__ = [
     "DISABLE",
@@ -101,10 +101,9 @@ class JobWorkflow:
 
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
-        try:
-            input = workflow.payload_converter().from_payload(raw.payload, JobInput)
-        except Exception as error:  # never fail the task forever on its own input
-            input = _unreadable(f"{type(error).__name__}: {error}".replace("\n", " "))
+        input, why = read_payload(raw, JobInput)
+        if input is None:  # never fail the task forever on its own input
+            input = _unreadable(why)
         self._input = input.model_copy(update={"enabled_at": None})
         self._state = input.state
         if input.enabled_at is not None:

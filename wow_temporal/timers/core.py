@@ -44,6 +44,7 @@ __all__ = [
     "VerdictOutcome",
     "apply",
     "cancel",
+    "cancel_requested",
     "details",
     "initial",
     "on_abandoned",
@@ -301,6 +302,23 @@ def unreadable(state: TimerState, why: str) -> TimerState:
     return state.model_copy(
         update={"unreadable": state.unreadable + 1, "last_unreadable": why[:500]}
     )
+
+
+def cancel_requested(
+    state: TimerState, applied_before: tuple[int, int] | None
+) -> TimerState:
+    """A Temporal cancel request: it cancels what was in force when it was recorded, no later
+    change. A worker finds the request together with the changes handed over beside it and
+    cannot tell their order (`applied_before`: the order in force before those changes, None
+    when none came with it): a newer schedule they set is kept (nothing is lost), and its
+    last change says so; anything else is cancelled."""
+    if applied_before is not None and state.applied > applied_before and state.spec is not None:
+        note = (
+            f"{state.last_change}; a Temporal cancel request came with it and was not "
+            "applied to it (end this schedule with `wow-temporal timers cancel`)"
+        )
+        return state.model_copy(update={"last_change": note})
+    return cancel(state, "a Temporal cancel request")
 
 
 def unreadable_input(why: str) -> TimerState:

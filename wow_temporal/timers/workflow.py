@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
@@ -32,10 +32,12 @@ with workflow.unsafe.imports_passed_through():
     from wow_temporal.timers.attributes import SA_DUE, SA_STATUS
     from wow_temporal.timers.core import Status, TimerChange, TimerState, Verdict
 
-__all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow"]
+__all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow", "read_payload"]
 
 CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 """A long-lived cron timer starts afresh before its history grows past this many events."""
+
+_T = TypeVar("_T")
 
 _CONTINUE_ON_IGNORED = "wow-continue-on-ignored"
 """Patch: ignored changes, and a parked timer, lead to continue-as-new too (runs recorded
@@ -97,10 +99,8 @@ class TimerWorkflow:
 
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
-        try:
-            input = workflow.payload_converter().from_payload(raw.payload, TimerInput)
-        except Exception as error:  # never fail the task forever on its own input
-            why = f"{type(error).__name__}: {error}".replace("\n", " ")
+        input, why = read_payload(raw, TimerInput)
+        if input is None:  # never fail the task forever on its own input
             workflow.logger.warning("timer cannot read its input: %s", why)
             input = TimerInput(state=core.unreadable_input(why))
         self._state = input.state
@@ -125,33 +125,18 @@ class TimerWorkflow:
                 return await self._run()
             except asyncio.CancelledError:
                 # `temporal workflow cancel` or the Web UI's "Request Cancellation".
-                if self._kept_against_cancel_request():
+                length = self._cancel_seen or workflow.info().get_current_history_length()
+                self._cancel_seen = 0
+                came_with = self._applied_before if length == self._activation else None
+                self._state = core.cancel_requested(self._state, came_with)
+                if self._state.spec is not None:  # outrun by a newer schedule: it goes on
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
                     continue
-                self._state = core.cancel(self._state, "a Temporal cancel request")
                 await self._settle()
                 self._show(core.Finish(self._state.status))
                 return self._state
-
-    def _kept_against_cancel_request(self) -> bool:
-        """A cancel request cancels what was in force when it was recorded, no later change.
-        The SDK applies the signals a worker finds together with the request first, and their
-        order against it is not known here: a change that arrived in the same activation and
-        set a newer schedule is kept (nothing is lost), and its last change says so."""
-        length = self._cancel_seen or workflow.info().get_current_history_length()
-        self._cancel_seen = 0
-        if length != self._activation or self._state.applied <= self._applied_before:
-            return False
-        if self._state.spec is None:
-            return False
-        note = (
-            f"{self._state.last_change}; a Temporal cancel request came with it and was "
-            "not applied to it (end this schedule with `wow-temporal timers cancel`)"
-        )
-        self._state = self._state.model_copy(update={"last_change": note})
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        return True
 
     async def _run(self) -> TimerState:
         while True:
@@ -177,12 +162,10 @@ class TimerWorkflow:
         by the server until a worker runs the timer, so ingest never waits for one. What it did
         is noted in the state's `last_change` and the current details; one this version cannot
         read is refused there too (the SDK would drop it with a log line only)."""
-        try:
-            change = workflow.payload_converter().from_payload(raw.payload, TimerChange)
-            if change.kind == "set" and change.spec is None:
-                raise ValueError("a set change carries no spec")
-        except Exception as error:
-            why = f"{type(error).__name__}: {error}".replace("\n", " ")
+        change, why = read_payload(raw, TimerChange)
+        if change is not None and change.kind == "set" and change.spec is None:
+            change, why = None, "a set change carries no spec"
+        if change is None:
             workflow.logger.warning("timer refused a change it cannot read: %s", why)
             self._state = core.unreadable(self._state, why)
             workflow.set_current_details(core.details(self._state))
@@ -403,6 +386,15 @@ class TimerWorkflow:
         if not long or self._flight is not None:
             return False
         return self._state.pending is None or workflow.patched(_CONTINUE_ON_IGNORED)
+
+
+def read_payload(raw: RawValue, kind: type[_T]) -> tuple[_T | None, str]:
+    """`raw` as `kind`, or None and why not: what a workflow reads must never fail its task
+    forever (the SDK fails the task on its input, and drops a signal with a log line)."""
+    try:
+        return workflow.payload_converter().from_payload(raw.payload, kind), ""
+    except Exception as error:
+        return None, f"{type(error).__name__}: {error}".replace("\n", " ")
 
 
 def _detail(outcome: DeliveryOutcome) -> str:
