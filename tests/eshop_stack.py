@@ -4,8 +4,9 @@ optionally an in-process timer worker delivering to it over HTTP.
 
 In front of the host sits `Front`, an ASGI wrapper that records every `POST /wow/command/send`
 (request id, the timer that sent it, how the host answered), can hold chosen requests at the
-door, delay timers' answers, and keeps serving (503, a technical failure) while the runtime
-behind it is swapped: a host crash and restart on the same store file, at the same URL.
+door or timers' answers after the host decided them, and keeps serving (503, a technical
+failure) while the runtime behind it is swapped: a host crash and restart on the same store
+file, at the same URL.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class Seen:
     status: int | None = None
     error_code: str = ""
     answered: bool = False
-    """The answer went out (a timer's answer may be delayed: `Front.answer_delay`)."""
+    """The answer went out (a timer's answer waits while `Front.answers` is clear)."""
 
 
 @dataclass
@@ -142,8 +143,9 @@ class Front:
     def __init__(self) -> None:
         self.app: ASGIApp | None = None
         self.seen: list[Seen] = []
-        self.answer_delay = 0.0
-        """Seconds a timer's delivery waits for its answer after the host decided it."""
+        self.answers = asyncio.Event()
+        """While clear, a timer's answer waits after the host decided it (on its way)."""
+        self.answers.set()
         self._holds: list[Hold] = []
 
     def hold(self, matches: Callable[[Seen], bool]) -> Hold:
@@ -209,8 +211,8 @@ class Front:
                 for name, value in message.get("headers", []):
                     if name.lower() == b"wow-error-code":
                         seen.error_code = value.decode("latin-1")
-                if seen.timer and self.answer_delay:
-                    await asyncio.sleep(self.answer_delay)
+                if seen.timer:
+                    await self.answers.wait()
                 seen.answered = True
             await send(message)
 

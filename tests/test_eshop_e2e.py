@@ -570,9 +570,6 @@ async def test_a_worker_killed_while_grace_periods_fire_cancels_every_order_once
         task_queue=TIMER_TASK_QUEUE,  # the CLI worker's
         worker=False,
     ) as stack:
-        # The host answers each timer's command 0.5 s after deciding it, so some answers are
-        # still on their way when the worker dies.
-        stack.front.answer_delay = 0.5
         worker = WorkerProcess(server, stack.url, tmp_path / "worker.log")
         await worker.start()
         try:
@@ -583,9 +580,17 @@ async def test_a_worker_killed_while_grace_periods_fire_cancels_every_order_once
                 refs.append(await stack.place_order(tenant, f"o-{n}"))
                 await asyncio.sleep(0.04)
             await wait_until(
-                lambda: len(stack.front.from_timers(tenant)) >= count // 6,
+                lambda: sum(s.answered for s in stack.front.from_timers(tenant)) >= count // 6,
                 timeout=30,
                 what="the first grace periods end",
+            )
+            # From now on the host decides each timer's command but holds the answer, so the
+            # worker dies with answers on their way.
+            stack.front.answers.clear()
+            await wait_until(
+                lambda: any(s.status and not s.answered for s in stack.front.from_timers(tenant)),
+                timeout=30,
+                what="a decided command whose answer is held",
             )
             await worker.kill()
             at_kill = list(stack.front.from_timers(tenant))
@@ -593,6 +598,7 @@ async def test_a_worker_killed_while_grace_periods_fire_cancels_every_order_once
             in_flight = [s.request_id for s in at_kill if s.status and not s.answered]
             await asyncio.sleep(1)
             assert len(stack.front.from_timers(tenant)) == len(at_kill), "a killed worker sent"
+            stack.front.answers.set()  # to a connection the killed worker closed
             await worker.start()
             states = await all_timers(client, stack, refs, timeout=60)
         finally:
