@@ -387,6 +387,42 @@ async def test_openapi_is_structurally_openapi_3_1(api: Api) -> None:
     assert resolve(doc, commits["schema"]["$ref"])["anyOf"]
 
 
+async def test_openapi_links_lead_from_what_names_a_timer_or_job_to_what_acts_on_it(
+    api: Api,
+) -> None:
+    doc = await openapi_of(api)
+    linked = set()
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            for name, link in operation["responses"]["200"].get("links", {}).items():
+                linked.add((f"{method.upper()} {path}", name))
+                pointer, verb = link["operationRef"].removeprefix("#/paths/").rsplit("/", 1)
+                target = doc["paths"][pointer.replace("~1", "/").replace("~0", "~")][verb]
+                declared = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
+                assert set(link["parameters"]) == declared, (path, name)
+                for expression in link["parameters"].values():
+                    assert expression.startswith("$response.body#"), expression
+    assert ("POST /commits", "CancelTimer") in linked
+    assert ("GET /timers", "ShowTimer") in linked
+    assert ("GET /schedules", "RescheduleJob") in linked
+    assert ("POST /{context}/schedule/{id}/wow.schedule.enable", "DisableJob") in linked
+
+
+async def test_openapi_reschedule_needs_one_field_and_commit_names_no_control_character(
+    api: Api,
+) -> None:
+    schemas = (await openapi_of(api))["components"]["schemas"]
+    reschedule = schemas["RescheduleRequest"]
+    assert [form["required"] for form in reschedule["anyOf"]] == [
+        ["expression"],
+        ["zone"],
+        ["misfire"],
+    ]
+    commit = schemas["Commit"]["properties"]
+    for name in ("contextName", "aggregateName", "tenantId", "aggregateId"):
+        assert commit[name]["pattern"] == r"^[^\x00-\x1f\x7f]*$", name
+
+
 async def test_openapi_rule_is_one_of_three_forms(api: Api) -> None:
     doc = await openapi_of(api)
     schemas = doc["components"]["schemas"]
@@ -405,12 +441,16 @@ async def test_openapi_rule_is_one_of_three_forms(api: Api) -> None:
     assert set(forms["at"]["properties"]) == {"at"}
     assert forms["at"]["properties"]["at"]["format"] == "date-time"
     assert set(forms["after"]["properties"]) == {"after"}
-    assert forms["after"]["properties"]["after"]["format"] == "duration"
+    # Not RFC 3339's `duration` format: it has no fractions of a second, which Java writes.
+    assert "format" not in forms["after"]["properties"]["after"]
+    assert "PT0.5S" in forms["after"]["properties"]["after"]["examples"]
+    assert ScheduleRule.model_validate({"after": "PT0.5S"}).after_delay == timedelta(seconds=0.5)
     assert "PT30M" in forms["after"]["properties"]["after"]["examples"]
     cron = forms["cron"]["properties"]
     assert set(cron) == {"cron", "zone", "misfire"}
     assert "six fields" in cron["cron"]["description"]
     assert cron["zone"]["default"] == "UTC"
+    assert (cron["cron"]["format"], cron["zone"]["format"]) == ("spring-cron", "iana-time-zone")
     assert "localtime" in cron["zone"]["description"]
     assert cron["misfire"]["default"] == "COALESCE"
     assert resolve(doc, cron["misfire"]["$ref"])["enum"] == ["COALESCE", "CATCH_UP"]

@@ -25,11 +25,13 @@ import json
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import quote
 
 import httpx
@@ -37,12 +39,16 @@ import pytest
 import pytest_asyncio
 import schemathesis
 from fastapi import FastAPI
+from google.protobuf.duration_pb2 import Duration
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+from hypothesis.stateful import Bundle, initialize
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import Failure, FailureGroup
 from schemathesis.core.result import Ok
+from schemathesis.generation.stateful.state_machine import StepInput, StepOutput
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     ignored_auth,
@@ -52,16 +58,20 @@ from schemathesis.specs.openapi.checks import (
 )
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 
 from tests.recording_host import RecordingHost
 from workers.eshop import apps as eshop_apps
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app
 from wow_temporal.delivery import CommandSender
+from wow_temporal.embedded import EmbeddedTemporal, register_search_attributes
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient
-from wow_temporal.schedule import Commit
+from wow_temporal.schedule import CRON_FORMAT, ZONE_FORMAT, Commit
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.worker import job_worker, timer_worker
@@ -90,6 +100,18 @@ CHECKS = [
     negative_data_rejection,
     ignored_auth,
 ]
+
+schemathesis.openapi.format(
+    CRON_FORMAT,
+    st.sampled_from(
+        ["0 0 6 * * *", "* * * * * *", "0 */15 9-17 * * MON-FRI", "@daily", "0 0 0 30 2 *"]
+    ),
+)
+schemathesis.openapi.format(
+    ZONE_FORMAT, st.sampled_from(["UTC", "Europe/Amsterdam", "Asia/Kathmandu", "Pacific/Apia"])
+)
+"""Valid values of the document's own formats: the bare string a format names would be refused
+almost always, and a valid commit never generated (invalid ones are the negative mode's)."""
 
 CONFIG = schemathesis.Config.from_dict({"generation": {"with-security-parameters": False}})
 """Schemathesis' settings (none read from a `schemathesis.toml`): the bearer token is the
@@ -214,9 +236,7 @@ def test_the_control_api_answers_hostile_input_as_its_openapi_says(
 class _NoTimers:
     """The relay's timers: never reached (the followers are not started)."""
 
-    async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None
-    ) -> None:
+    async def apply_many(self, commits: Sequence[Commit], *, later: Horizon | None = None) -> None:
         raise AssertionError("the relay is not started in this test")
 
 
@@ -597,11 +617,7 @@ async def test_no_commit_the_api_accepts_wedges_a_timer_a_live_worker_runs(
     all, forever), and each is shown and cancelled with a declared answer."""
     app = control_api(dev_client, task_queue)
     operator = {"Authorization": f"Bearer {OPERATOR}"}
-    declared = {
-        code
-        for code in (await _openapi_codes(app, "/commits", "post"))
-        if code.isdigit()
-    }
+    declared = {code for code in (await _openapi_codes(app, "/commits", "post")) if code.isdigit()}
     started: list[str] = []
     transport = httpx.ASGITransport(app=app)
     async with (
@@ -639,3 +655,217 @@ async def _openapi_codes(app: FastAPI, path: str, method: str) -> set[str]:
     ) as http:
         spec = (await http.get("/openapi.json")).json()
     return set(spec["paths"][path][method]["responses"])
+
+
+# --- the stateful phase: chains of calls, a live worker behind them ----------------------------
+
+STATEFUL_SCENARIOS = int(os.environ.get("WOW_FUZZ_SCENARIOS", "40"))
+STATEFUL_STEPS = 6
+STATEFUL_CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+STATEFUL_ROOTS = {"POST /commits", "GET /timers", "GET /schedules"}
+"""Where a scenario starts: what makes or lists timers and job instances. (Schemathesis' own
+guess reads a commit's `tenantId` and `aggregateId` as ids of resources nothing makes.)"""
+
+
+STATEFUL_CONFIG = schemathesis.Config.from_dict(
+    {
+        "generation": {"with-security-parameters": False},
+        "phases": {"stateful": {"generation": {"mode": "positive"}}},
+    }
+)
+"""Valid input only: what chains of calls reach is the state behind them; invalid input to
+each operation is the stateless passes' work."""
+
+
+class StatefulJobs:
+    """A SYSTEM job for the stateful phase to enable, reschedule, show and disable."""
+
+    @on_schedule(name="sweep", cron=NEVER)
+    def sweep(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Any]]:
+        return []
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def own_namespace(dev_server: EmbeddedTemporal) -> Client:
+    """A client on a namespace of its own on the session dev server, with the search
+    attributes: the stateful phase follows listings to whatever they show, and must reach no
+    other test's timers or job instances."""
+    namespace = f"fuzz-{uuid.uuid4().hex[:8]}"
+    client = await dev_server.connect()
+    await client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
+        )
+    )
+    deadline = time.monotonic() + 30
+    while True:  # served once the server's namespace cache has it
+        try:
+            await register_search_attributes(client, namespace)
+            own = await Client.connect(
+                dev_server.address, namespace=namespace, data_converter=pydantic_data_converter
+            )
+            await own.count_workflows()
+            return own
+        except RPCError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def stateful_machine(app: FastAPI, token: str, seen: set[str], steps: Counter[str]) -> type[Any]:
+    """Schemathesis' state machine over the control API's OpenAPI links; every workflow id an
+    answer names is added to `seen`, and each operation's answers counted in `steps`."""
+    from schemathesis.specs.openapi import stateful as openapi_stateful
+
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=STATEFUL_CONFIG)
+    guess = openapi_stateful.is_likely_root_transition
+    with mock.patch.object(
+        openapi_stateful,
+        "is_likely_root_transition",
+        lambda operation, node, produced: (
+            operation.label in STATEFUL_ROOTS or guess(operation, node, produced)
+        ),
+    ):
+        base = schema.as_state_machine()
+    headers = {"Authorization": f"Bearer {token}"}
+    handing_over = schema["/commits"]["POST"]
+
+    class Machine(base):  # type: ignore[misc, valid-type]
+        @initialize(target=Bundle("POST /commits -> 200"), rule=st.sampled_from(_KNOWN_RULES))
+        def a_known_commit(self, rule: dict[str, Any]) -> StepOutput:
+            """Each scenario starts from one timer a valid commit starts (generated commits
+            are mostly refused, or start none), then goes where the links and chance lead."""
+            step = StepInput.initial(handing_over.Case(body=_known_commit(rule)))
+            self.recorder.record_case(case=step.case)  # as Schemathesis' own rules do
+            self.control.record_step(step, self.recorder)
+            return self._step(step)
+
+        def before_call(self, case: Case[Any]) -> None:
+            super().before_call(case)
+            case.body = _as_integers(case.body)
+
+        def get_call_kwargs(self, case: Case[Any]) -> dict[str, Any]:
+            return {"headers": headers}
+
+        def after_call(self, response: Any, case: Case[Any]) -> None:
+            super().after_call(response, case)
+            steps[f"{case.operation.label} {response.status_code}"] += 1
+            with contextlib.suppress(ValueError):
+                body = json.loads(response.content)
+                for item in body if isinstance(body, list) else [body]:
+                    if isinstance(item, dict) and isinstance(item.get("workflow_id"), str):
+                        seen.add(item["workflow_id"])
+
+        def validate_response(self, response: Any, case: Case[Any], **kwargs: Any) -> None:
+            case.validate_response(response, checks=STATEFUL_CHECKS, headers=headers)
+
+    assert {rule.removeprefix("RANDOM__") for rule in Machine.root_rules} >= {
+        "POST_commits",
+        "GET_timers",
+        "GET_schedules",
+    }, Machine.root_rules
+    return Machine
+
+
+_KNOWN_RULES: list[dict[str, Any]] = [
+    {"after": "PT0.2S"},
+    {"after": "PT1H"},
+    {"cron": "* * * * * *", "misfire": "CATCH_UP"},
+    {"cron": "0 0 6 * * *", "zone": "Europe/Amsterdam"},
+    {"at": "2099-01-01T00:00:00Z"},
+]
+
+
+def _known_commit(rule: dict[str, Any]) -> dict[str, Any]:
+    """A commit of a new aggregate setting one timer by `rule`."""
+    return {
+        "id": f"st-{uuid.uuid4().hex[:8]}",
+        "contextName": "fuzz-st",
+        "aggregateName": "order",
+        "tenantId": "t1",
+        "aggregateId": uuid.uuid4().hex[:10],
+        "version": 1,
+        "createTime": int(time.time() * 1000),
+        "body": [
+            {
+                "id": "e",
+                "name": "wow.ScheduleSet",
+                "body": {
+                    "key": "grace",
+                    "rule": rule,
+                    "command": {"type": "fuzz.st.Remind", "body": {}},
+                },
+            }
+        ],
+    }
+
+
+def _as_integers(value: Any) -> Any:
+    """`value` with each whole float written as an integer: Schemathesis writes a JSON Schema
+    integer as `61.0` (the same value there), which the API refuses on purpose (issue #29)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_as_integers(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_integers(item) for key, item in value.items()}
+    return value
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.asyncio(loop_scope="session")
+async def test_chains_of_calls_through_the_openapi_links_answer_as_documented_with_a_live_worker(
+    own_namespace: Client, recording_host: RecordingHost
+) -> None:
+    """Schemathesis' stateful phase (issue #29): scenarios that hand over commits, then show,
+    retry and cancel the timers they name, and list, enable, reschedule and disable job
+    instances, following the document's links, against timer and job workers that run what
+    they start. No answer is a 5xx or undeclared, and no workflow they started fails a task."""
+    client = own_namespace
+    context = f"fuzz-st-{uuid.uuid4().hex[:8]}"
+    task_queue = f"fuzz-st-{uuid.uuid4().hex[:8]}"
+    app = App(context, sagas=[StatefulJobs()])
+    jobs = JobClient(client, app, answer_timeout=timedelta(seconds=5))
+    api = control_api(client, task_queue, jobs)
+    seen: set[str] = set()
+    steps: Counter[str] = Counter()
+    machine = stateful_machine(api, OPERATOR, seen, steps)
+    transport = httpx.ASGITransport(app=api)
+    async with (
+        CommandSender(recording_host.url) as sender,
+        timer_worker(client, sender, task_queue=task_queue),
+        job_worker(client, app, sender),
+        httpx.AsyncClient(transport=transport, base_url="http://api") as http,
+    ):
+        enabled = await http.post(
+            f"/{context}/schedule/sweep/wow.schedule.enable", headers=auth(OPERATOR)
+        )
+        assert enabled.status_code == 200, enabled.text
+        assert await until_listed(http, "/schedules", {"context": context})
+        await asyncio.to_thread(
+            machine.run,
+            settings=settings(
+                _SETTINGS,
+                max_examples=STATEFUL_SCENARIOS,
+                stateful_step_count=STATEFUL_STEPS,
+            ),
+        )
+        print("\nstateful phase:", ", ".join(f"{n} x {step}" for step, n in sorted(steps.items())))
+        assert steps["POST /commits 200"] >= STATEFUL_SCENARIOS, steps
+        for workflow_id in sorted(seen):
+            handle = client.get_workflow_handle(workflow_id)
+            try:
+                failed = [
+                    event
+                    async for event in handle.fetch_history_events()
+                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+                ]
+            except RPCError as error:  # named by an answer, never started (`ignored`)
+                assert error.status == RPCStatusCode.NOT_FOUND, error
+                continue
+            assert not failed, f"{workflow_id}: {failed[0]}"

@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
@@ -149,8 +150,13 @@ _KEY_SCHEMA: JsonSchemaValue = {
     "description": "1 to 64 letters, digits, '_' and '-'",
     "examples": ["payment-grace-period"],
 }
+ZONE_FORMAT = "iana-time-zone"
+CRON_FORMAT = "spring-cron"
+"""The OpenAPI `format`s naming these strings, for clients and fuzzers that know them."""
+
 _ZONE_SCHEMA: JsonSchemaValue = {
     "type": "string",
+    "format": ZONE_FORMAT,
     "description": "An IANA time zone name from the tzdata list, such as Europe/Amsterdam or "
     "UTC (not localtime, Factory, posixrules or a posix/ or right/ name: they depend on the "
     "machine)",
@@ -158,6 +164,7 @@ _ZONE_SCHEMA: JsonSchemaValue = {
 }
 _CRON_SCHEMA: JsonSchemaValue = {
     "type": "string",
+    "format": CRON_FORMAT,
     "description": "A Spring cron expression of six fields: second, minute, hour, day of month, "
     "month, day of week (`*`, lists, ranges, steps, names such as MON-FRI, `?`, `L`, `W`, `#`; "
     "or a macro such as @daily)",
@@ -267,6 +274,22 @@ EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9999, 12, 30, tzinfo=UTC)
 """The range of `at` instants and commit times (a day short of the calendar's end, so that
 every zone can still show it)."""
+NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+"""Text without C0 control characters or DEL: what an id or name on the wire may hold
+(Temporal's visibility cannot search for a NUL; the domain host refuses them in ids too)."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def has_control(text: str) -> bool:
+    """Whether `text` holds a character `NO_CONTROL` refuses."""
+    return _CONTROL.search(text) is not None
+
+
+_NAME_SCHEMA: JsonDict = {"pattern": NO_CONTROL}
+"""Documented for a commit's names: the control API refuses a control character in them."""
+
+
 SECONDS_NOT_MILLIS = 1_000_000_000_000
 """A `createTime` below this (2001-09-09 in milliseconds) is a time in seconds, mistaken."""
 LATEST_CREATE_TIME = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000)
@@ -342,7 +365,8 @@ class ScheduleRule(WireModel):
             )
         if value is not None and not EARLIEST_INSTANT <= value <= LATEST_INSTANT:
             raise InvalidScheduleError(
-                f"ScheduleRule.at is between 1970 and 9999, got {value.isoformat()}"
+                f"ScheduleRule.at is between 1970-01-01T00:00Z and 9999-12-30T00:00Z, got "
+                f"{value.isoformat()}"
             )
         return value
 
@@ -395,7 +419,8 @@ class ScheduleRule(WireModel):
                     "at": {
                         "type": "string",
                         "format": "date-time",
-                        "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`)",
+                        "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`), "
+                        "from 1970-01-01T00:00Z to 9999-12-30T00:00Z",
                         "examples": ["2026-12-01T10:30:00Z"],
                     }
                 },
@@ -410,9 +435,10 @@ class ScheduleRule(WireModel):
                 "properties": {
                     "after": {
                         "type": "string",
-                        "format": "duration",
                         "description": "A positive ISO-8601 duration, as Java's "
-                        "`Duration.toString()` writes it",
+                        "`Duration.toString()` writes it (fractions of a second too, which "
+                        "RFC 3339's `duration` format has not), of at most 100 years (36525 "
+                        "days)",
                         "examples": ["PT30M", "PT36H", "PT0.5S"],
                     }
                 },
@@ -697,10 +723,10 @@ class Commit(WireModel):
         description="The commit's id; with an event's id, it makes the request id of each "
         "command delivered",
     )
-    context_name: str = Field(min_length=1)
-    aggregate_name: str = Field(min_length=1)
-    tenant_id: str
-    aggregate_id: str = Field(min_length=1)
+    context_name: str = Field(min_length=1, json_schema_extra=_NAME_SCHEMA)
+    aggregate_name: str = Field(min_length=1, json_schema_extra=_NAME_SCHEMA)
+    tenant_id: str = Field(json_schema_extra=_NAME_SCHEMA)
+    aggregate_id: str = Field(min_length=1, json_schema_extra=_NAME_SCHEMA)
     owner_id: str = ""
     space_id: str = ""
     version: int = Field(

@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from wow_temporal.api.auth import Caller, CallerDep
 from wow_temporal.api.errors import ApiError, responses
@@ -41,6 +43,24 @@ class RescheduleRequest(BaseModel):
         if self.expression is None and self.zone is None and self.misfire is None:
             raise ValueError("give at least one of 'expression', 'zone' or 'misfire'")
         return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """Pydantic's schema, saying also that at least one field is given, not null."""
+        schema = handler.resolve_ref_schema(handler(core))
+        fields: dict[str, JsonSchemaValue] = schema["properties"]
+        schema["anyOf"] = [
+            {
+                "required": [name],
+                "properties": {
+                    name: next(form for form in field["anyOf"] if form != {"type": "null"})
+                },
+            }
+            for name, field in fields.items()
+        ]
+        return schema
 
     def layer(self) -> RuleLayer:
         return RuleLayer(expression=self.expression, zone=self.zone, misfire=self.misfire)

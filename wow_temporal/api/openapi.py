@@ -71,6 +71,69 @@ def _commit_schemas(existing: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _operation(path: str, method: str) -> str:
+    """An OpenAPI `operationRef` to the operation at `path` and `method` of this document."""
+    return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method
+
+
+def _timer_links(pointer: str) -> dict[str, Any]:
+    """Links from an answer naming a timer at `pointer` to showing, retrying and cancelling it."""
+    return {
+        name: {
+            "operationRef": _operation(path, method),
+            "parameters": {"workflow_id": f"$response.body#{pointer}/workflow_id"},
+        }
+        for name, path, method in (
+            ("ShowTimer", "/timers/{workflow_id}", "get"),
+            ("RetryTimer", "/timers/{workflow_id}/retry", "post"),
+            ("CancelTimer", "/timers/{workflow_id}/cancel", "post"),
+        )
+    }
+
+
+_JOB_OPERATIONS = (
+    ("ShowJob", "", "get"),
+    ("EnableJob", "/wow.schedule.enable", "post"),
+    ("DisableJob", "/wow.schedule.disable", "post"),
+    ("RescheduleJob", "/wow.schedule.reschedule", "post"),
+    ("RetryJob", "/retry", "post"),
+)
+"""What can be done to a SYSTEM job instance, by the suffix of `/{context}/schedule/{id}`."""
+
+
+def _job_links(pointer: str) -> dict[str, Any]:
+    """Links from an answer naming a SYSTEM job instance at `pointer` to what can be done to it."""
+    return {
+        name: {
+            "operationRef": _operation(f"/{{context}}/schedule/{{id}}{suffix}", method),
+            "parameters": {
+                "context": f"$response.body#{pointer}/context",
+                "id": f"$response.body#{pointer}/name",
+            },
+        }
+        for name, suffix, method in _JOB_OPERATIONS
+    }
+
+
+_LINKS: dict[tuple[str, str], dict[str, Any]] = {
+    ("/commits", "post"): _timer_links("/0"),
+    ("/timers", "get"): _timer_links("/0"),
+    ("/timers/{workflow_id}", "get"): _timer_links(""),
+    ("/schedules", "get"): _job_links("/0"),
+    **{
+        (f"/{{context}}/schedule/{{id}}{suffix}", method): _job_links("")
+        for _, suffix, method in _JOB_OPERATIONS
+    },
+}
+"""OpenAPI links: which answer names a timer or a job instance that other operations take,
+for clients that follow them and for Schemathesis' stateful phase."""
+
+
+def _add_links(paths: dict[str, Any]) -> None:
+    for (path, method), links in _LINKS.items():
+        paths[path][method]["responses"]["200"]["links"] = links
+
+
 def install_openapi(app: FastAPI) -> None:
     """Serve this document (built once, on first request) as the app's OpenAPI."""
 
@@ -96,6 +159,7 @@ def install_openapi(app: FastAPI) -> None:
                         answers.setdefault(code, {**text, "content": _ERROR_CONTENT})
             components.pop("HTTPValidationError", None)
             components.pop("ValidationError", None)
+            _add_links(schema.get("paths", {}))
             app.openapi_schema = schema
         return app.openapi_schema
 

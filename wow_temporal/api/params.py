@@ -5,23 +5,15 @@ for a NUL, and no id the timers make holds one).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Query, Request
 
 from wow_temporal.api.errors import ApiError
+from wow_temporal.schedule import NO_CONTROL, has_control
 
-NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
-"""Text without C0 control characters or DEL (the domain host refuses them in ids too)."""
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def has_control(text: str) -> bool:
-    """Whether `text` holds a character `NO_CONTROL` refuses."""
-    return _CONTROL.search(text) is not None
+__all__ = ["NO_CONTROL", "declared_query_only", "filter_query", "has_control"]
 
 
 def filter_query(description: str, alias: str | None = None) -> Any:
