@@ -21,7 +21,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -167,6 +168,7 @@ class ScheduleSpec:
         states = []
         for workflow_id in sorted(self.started):
             handle = self.client.get_workflow_handle(workflow_id)
+            await _between_tasks(handle)
             for attempt in range(3):  # the test server can miss a query on a busy machine
                 try:
                     states.append(
@@ -221,6 +223,36 @@ class ScheduleSpec:
                     f"the ticks due by {due} were not handled in {_SETTLE_TIMEOUT_S:g}s (real time)"
                 )
             await asyncio.sleep(0.02)
+
+
+_TASK_OUTSTANDING = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+}
+_TASK_EVENTS = _TASK_OUTSTANDING | {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+}
+
+
+async def _between_tasks(handle: WorkflowHandle[Any, Any], within_s: float = 5.0) -> None:
+    """Wait (real time, at most `within_s`) until the latest run has no workflow task
+    outstanding.
+
+    A query is a workflow task too; on the time-skipping server, one that meets a run's
+    continue-as-new leaks that run's time-skipping lock and stalls the clock for tens of
+    seconds (see `skip_time`): ask once the run's own task is done.
+    """
+    deadline = asyncio.get_running_loop().time() + within_s
+    while asyncio.get_running_loop().time() < deadline:
+        last = None
+        async for event in handle.fetch_history_events():
+            if event.event_type in _TASK_EVENTS:
+                last = event.event_type
+        if last not in _TASK_OUTSTANDING:
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _virtual_now(env: WorkflowEnvironment, offset_ms: int) -> datetime:
