@@ -1,6 +1,8 @@
 """Whatever the edge accepts, the workflow can always read (issue #29): a commit the wire model
 accepts becomes timer inputs and changes that round-trip through the project's data converter
-(the pydantic one Temporal uses) unchanged, whatever hostile values it was built from."""
+(the pydantic one Temporal uses) unchanged, whatever hostile values it was built from; so does
+a reschedule body the control API accepts, as the job workflow's update argument and as the
+state it carries across continue-as-new."""
 
 from __future__ import annotations
 
@@ -10,8 +12,13 @@ from typing import Any
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter as DATA_CONVERTER
 
+from wow_temporal.api.jobs import RescheduleRequest
+from wow_temporal.jobs import core as job_core
+from wow_temporal.jobs.core import JobRule, RuleLayer
+from wow_temporal.jobs.workflow import JobInput
 from wow_temporal.schedule import (
     LATEST_INSTANT,
     LONGEST_DELAY,
@@ -27,6 +34,7 @@ from wow_temporal.timers.workflow import TimerInput
 
 DAY_MS = 86_400_000
 ZONES = [UTC, timezone(timedelta(hours=14)), timezone(-timedelta(hours=12))]
+
 
 def mostly(valid: st.SearchStrategy[Any], *junk: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     """`valid` four times in five, else one of `junk`: most commits are accepted, so what is
@@ -159,3 +167,48 @@ def test_the_longest_delay_from_the_latest_commit_still_has_a_due_time() -> None
     commit = Commit.parse(commit_of({"after": "PT876600H"}, latest_ms, 1))
     (first, *_) = changes_of(commit)
     assert first.change.spec is not None and first.change.spec.first_due is not None
+
+
+reschedule_bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "expression": mostly(
+            st.sampled_from(["0 0 6 * * *", "*/5 * * * * *", "@daily", "0 0 0 29 2 *"]),
+            st.text(max_size=40),
+            st.integers(),
+            st.none(),
+        ),
+        "zone": mostly(
+            st.sampled_from(["UTC", "Europe/Amsterdam", "Pacific/Kiritimati"]),
+            st.text(max_size=40),
+            st.sampled_from(["localtime", "posix/UTC", "Factory"]),
+            st.none(),
+        ),
+        "misfire": mostly(
+            st.sampled_from(["COALESCE", "CATCH_UP"]), st.text(max_size=10), st.booleans()
+        ),
+    },
+).flatmap(lambda body: mostly(st.just(body), st.just({**body, "zon": "UTC"})))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    reschedule_bodies, st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2200, 1, 1))
+)
+def test_whatever_a_reschedule_accepts_round_trips_into_the_job_workflow(
+    body: dict[str, Any], now: datetime
+) -> None:
+    try:
+        request = RescheduleRequest.model_validate(body)
+    except ValidationError:
+        event("refused")
+        return  # a 400 at the edge: nothing reaches a workflow
+    event("accepted")
+    layer = request.layer()
+    assert round_trip(layer, RuleLayer) == layer  # the reschedule update's argument
+    assert job_core.reschedule_error(layer) is None  # the workflow's validator takes it
+    state = job_core.initial("ctx", "nightly", JobRule(expression="0 0 3 * * *"))
+    state = job_core.enable(state, now.replace(tzinfo=UTC))
+    state = job_core.reschedule(state, layer, now.replace(tzinfo=UTC))
+    carried = JobInput(state=state)
+    assert round_trip(carried, JobInput) == carried  # what continue-as-new carries
