@@ -15,13 +15,13 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.dev import DevContext, DevService
 from wow_temporal.domain.app import App
 from wow_temporal.embedded import PortInUseError, free_port, port_is_free
+from wow_temporal.engine import short_instant
 from wow_temporal.host.echo import create_echo_host, echo_fallback
 from wow_temporal.host.relay import Timers
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
-from wow_temporal.timers.core import short_instant
 from wow_temporal.worker import (
     count_parked,
     delivery_settings,

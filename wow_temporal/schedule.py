@@ -36,7 +36,7 @@ from pydantic.config import JsonDict
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from wow_temporal.cron import CronExpression
+from wow_temporal.engine import parsed_cron
 
 __all__ = [
     "MAX_COMMAND_BODY_BYTES",
@@ -138,7 +138,7 @@ def _why_unknown(value: object) -> str:
 
 def validate_cron(text: str) -> str:
     """A six-field Spring cron expression; raises `CronSyntaxError` naming the field and why."""
-    _parsed_cron(text)
+    parsed_cron(text)
     return text
 
 
@@ -490,7 +490,7 @@ class ScheduleRule(WireModel):
         """The next cron slot strictly after `after`, in UTC, or None if it never matches."""
         assert self.cron_expression is not None
         local = after.astimezone(zone_info(self.zone))
-        found = _parsed_cron(self.cron_expression).next(local)
+        found = parsed_cron(self.cron_expression).next(local)
         return None if found is None else found.astimezone(UTC)
 
     def describe(self) -> str:
@@ -500,12 +500,6 @@ class ScheduleRule(WireModel):
         if self.after_delay is not None:
             return f"after {_iso_duration(self.after_delay)}"
         return f"cron {self.cron_expression} ({self.zone}, {self.misfire.value})"
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed_cron(expression: str) -> CronExpression:
-    """Parsed once per expression: a cron timer asks for its next slot again and again."""
-    return CronExpression.parse(expression)
 
 
 def _iso_duration(delay: timedelta) -> str:

@@ -18,9 +18,9 @@ from functools import lru_cache
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from wow_temporal.cron import CronExpression
+from wow_temporal.engine import Frozen, parsed_cron, short_instant
 from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_zone, zone_info
 
 __all__ = [
@@ -73,10 +73,6 @@ RECENT_TICKS = 10
 _NOTICES = 5
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
 class JobStatus(StrEnum):
     """What `WowStatus` says of a job instance."""
 
@@ -88,7 +84,7 @@ class JobStatus(StrEnum):
 RuleSource = Literal["code", "host", "tenant", "operator"]
 
 
-class JobRule(_Frozen):
+class JobRule(Frozen):
     """A complete rule: a six-field Spring cron expression, its zone and misfire policy."""
 
     expression: str
@@ -97,14 +93,14 @@ class JobRule(_Frozen):
 
     def next_after(self, instant: datetime) -> datetime | None:
         """The first due time strictly after `instant`, in UTC; None if it never matches."""
-        found = _cron(self.expression).next(instant.astimezone(_zone(self.zone)))
+        found = parsed_cron(self.expression).next(instant.astimezone(_zone(self.zone)))
         return None if found is None else found.astimezone(UTC)
 
     def describe(self) -> str:
         return f"{self.expression} {self.zone}"
 
 
-class RuleLayer(_Frozen):
+class RuleLayer(Frozen):
     """One layer of overrides (host's or the instance's own); None keeps the layer below.
     An unknown key is refused (a misspelt `zon` must not be dropped silently)."""
 
@@ -127,7 +123,7 @@ class RuleLayer(_Frozen):
         return self.expression is None and self.zone is None and self.misfire is None
 
 
-class HostRule(_Frozen):
+class HostRule(Frozen):
     """What a worker's settings say of a job (`wow.schedules.<name>.*`)."""
 
     layer: RuleLayer = RuleLayer()
@@ -137,7 +133,7 @@ class HostRule(_Frozen):
     """How many instances a sharded job has (for the worker; an instance ignores it)."""
 
 
-class PendingTick(_Frozen):
+class PendingTick(Frozen):
     """The tick being handled, or parked after its handling kept failing."""
 
     slot: int = Field(ge=1)
@@ -153,7 +149,7 @@ class PendingTick(_Frozen):
 TickOutcome = Literal["handled", "parked", "interrupted"]
 
 
-class TickRecord(_Frozen):
+class TickRecord(Frozen):
     """A finished tick, for the current details and `show`."""
 
     slot: int
@@ -167,7 +163,7 @@ class TickRecord(_Frozen):
     at: datetime
 
 
-class JobState(_Frozen):
+class JobState(Frozen):
     """Everything a job instance knows, carried across continue-as-new."""
 
     context: str
@@ -226,28 +222,23 @@ class JobState(_Frozen):
         return f"{self.job} {self.tenant}{where}"
 
 
-class Sleep(_Frozen):
+class Sleep(Frozen):
     """Wait until `until` (None: until something changes)."""
 
     until: datetime | None
 
 
-class Handle(_Frozen):
+class Handle(Frozen):
     """Hand this tick to the handler."""
 
     tick: PendingTick
 
 
-class AwaitOperator(_Frozen):
+class AwaitOperator(Frozen):
     """The pending tick is parked: wait for an operator's retry (or a disable)."""
 
 
 Step = Sleep | Handle | AwaitOperator
-
-
-@lru_cache(maxsize=256)
-def _cron(expression: str) -> CronExpression:
-    return CronExpression.parse(expression)
 
 
 @lru_cache(maxsize=256)
@@ -489,11 +480,11 @@ def summary(state: JobState, now: datetime) -> str:
     if pending is not None and pending.parked:
         return f"{state.label} parked at slot {pending.slot}, {rule}"
     if pending is not None:
-        return f"{state.label} → slot {pending.slot} due {_short(pending.due)}, {rule}"
+        return f"{state.label} → slot {pending.slot} due {short_instant(pending.due)}, {rule}"
     if not state.enabled:
         return f"{state.label} disabled, {rule}"
     following = upcoming(state, now, 1)
-    when = f"next {_short(following[0])}" if following else "never due"
+    when = f"next {short_instant(following[0])}" if following else "never due"
     return f"{state.label} → {when}, {rule}"
 
 
@@ -516,25 +507,17 @@ def details(state: JobState, now: datetime) -> str:
         )
     nexts = upcoming(state, now)
     if nexts:
-        lines.append("next: " + ", ".join(_short(t) for t in nexts))
+        lines.append("next: " + ", ".join(short_instant(t) for t in nexts))
     if state.recent:
         rows = ["| slot | due | skipped | outcome | commands |", "|---|---|---|---|---|"]
         for record in reversed(state.recent):
             outcome = record.outcome + (f": {record.detail}" if record.detail else "")
             counts = f"{record.commands} ({record.delivered} ok, {record.rejected} rejected)"
             rows.append(
-                f"| {record.slot} | {_short(record.due)} | {record.skipped} | {outcome} | "
+                f"| {record.slot} | {short_instant(record.due)} | {record.skipped} | {outcome} | "
                 f"{counts} |"
             )
         lines.append("\n".join(rows))
     for text in state.notices:
         lines.append(f"notice: {text}")
     return "\n\n".join(lines)
-
-
-def _short(instant: datetime) -> str:
-    instant = instant.astimezone(UTC)
-    text = instant.strftime("%Y-%m-%dT%H:%M")
-    if instant.second:
-        text += instant.strftime(":%S")
-    return text + "Z"

@@ -11,12 +11,12 @@ from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
     from wow_temporal.ids import job_workflow_id
     from wow_temporal.jobs.core import HostRule
 
 __all__ = ["CONTINUE_AS_NEW_AFTER_EVENTS", "TenantDirectory", "TenantsWorkflow", "directory_id"]
 
-CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 
 
 class TenantDirectory(BaseModel):

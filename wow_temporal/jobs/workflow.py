@@ -19,6 +19,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
     from wow_temporal.ids import parse_job_workflow_id
     from wow_temporal.jobs import core
     from wow_temporal.jobs.attributes import SA_STATUS
@@ -44,8 +45,6 @@ RETRY = "wow.schedule.retry"
 HOST = "wow.schedule.host"
 """The worker's host override (`wow.schedules.<name>.*`), brought to the instance at start."""
 
-CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
-"""A job instance starts afresh (its state carried over) before its history grows past this."""
 
 
 class JobInput(BaseModel):

@@ -12,11 +12,10 @@ longer pending), so the state always says how many commands the host decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from wow_temporal.engine import Frozen, short_instant
 from wow_temporal.schedule import (
     AggregateRef,
     Misfire,
@@ -52,7 +51,6 @@ __all__ = [
     "on_outcome",
     "receive",
     "retry",
-    "short_instant",
     "stale_reason",
     "static_details",
     "static_summary",
@@ -72,11 +70,7 @@ Outcome = Literal["delivered", "rejected", "cancelled"]
 """How the host (or the deletion check before sending) decided one delivery."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class TimerSpec(_Frozen):
+class TimerSpec(Frozen):
     """One schedule as a `wow.ScheduleSet` committed it, with what delivery needs."""
 
     timer: str
@@ -100,7 +94,7 @@ class TimerSpec(_Frozen):
         return self.rule.kind == "cron"
 
 
-class TimerChange(_Frozen):
+class TimerChange(Frozen):
     """A schedule event of a commit, as it applies to one timer, ordered by `order`."""
 
     kind: Literal["set", "cancel", "delete"]
@@ -115,7 +109,7 @@ class TimerChange(_Frozen):
         return (self.version, self.index)
 
 
-class Delivery(_Frozen):
+class Delivery(Frozen):
     """One slot of one schedule to deliver: the request id is `timer#slot`."""
 
     timer: str
@@ -128,7 +122,7 @@ class Delivery(_Frozen):
         return f"{self.timer}#{self.slot}"
 
 
-class TimerState(_Frozen):
+class TimerState(Frozen):
     """Everything a timer knows; carried across continue-as-new and shown by the state query."""
 
     applied: tuple[int, int] = (0, -1)
@@ -159,7 +153,7 @@ VerdictOutcome = Literal["started", "replaced", "cancelled", "ignored", "handed-
 it when a worker next runs it (its `last_change` then says what it did)."""
 
 
-class Verdict(_Frozen):
+class Verdict(Frozen):
     """What applying one schedule event did to one timer, and why."""
 
     outcome: VerdictOutcome
@@ -564,14 +558,3 @@ def summary(spec: TimerSpec, due: datetime | None) -> str:
     """A line a person reads: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
     when = "never due" if due is None else "due " + short_instant(due)
     return f"{spec.command.simple_name} → {spec.target}, {when}"
-
-
-def short_instant(instant: datetime) -> str:
-    """An instant in UTC as a person reads it: `2026-12-01T10:30Z`, seconds only if any."""
-    instant = instant.astimezone(UTC)
-    text = instant.strftime("%Y-%m-%dT%H:%M")
-    if instant.second or instant.microsecond:
-        text += instant.strftime(":%S")
-        if instant.microsecond:
-            text += f".{instant.microsecond // 1000:03d}"
-    return text + "Z"

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         DeliveryRequest,
         ScheduleDetails,
     )
+    from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
     from wow_temporal.metrics import record_change_received
     from wow_temporal.timers import core
     from wow_temporal.timers.attributes import SA_DUE, SA_STATUS
@@ -34,8 +35,6 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow", "read_payload"]
 
-CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
-"""A long-lived cron timer starts afresh before its history grows past this many events."""
 
 _T = TypeVar("_T")
 
