@@ -898,6 +898,24 @@ async def test_what_fuzzing_found_is_refused_as_400_before_temporal_is_asked(api
     numeric["body"][0]["body"]["rule"] = {"after": "PT876601H"}
     await refused(await post(json.dumps(numeric)), "InvalidCommit", "at most 100 years")
     await refused(await post(commit(createTime=1796000000)), "InvalidCommit", "in seconds")
+    await refused(await post(commit(createTime=999999999999)), "InvalidCommit", "in seconds")
+    # Text that is no ISO-8601 instant or delay, which a lax parser read as something else:
+    # `2026` as 33 minutes past 1970, `30:00` as 30 hours, `P1M` as 30 days.
+    for lax_rule in ({"at": "2026"}, {"at": "1796000000"}, {"after": "30:00"},
+                     {"after": "1 day"}, {"after": "P1M"}):
+        numeric["body"][0]["body"]["rule"] = lax_rule
+        await refused(await post(json.dumps(numeric)), "InvalidCommit", "ISO-8601")
+    # A command body the data converter could not read back: nested too deep, or NaN.
+    numeric["body"][0]["body"]["rule"] = {"after": "PT1H"}
+    deep: dict[str, Any] = {}
+    for _ in range(300):
+        deep = {"a": deep}
+    numeric["body"][0]["body"]["command"]["body"] = deep
+    await refused(await post(json.dumps(numeric)), "InvalidCommit", "levels deep")
+    numeric["body"][0]["body"]["command"]["body"] = {"x": 1}
+    await refused(
+        await post(json.dumps(numeric).replace('{"x": 1}', '{"x": NaN}')), "InvalidJson", "NaN"
+    )
     for lax in ({"createTime": False}, {"createTime": "1796000000000"}, {"version": "3"}):
         await refused(await post(commit(**lax)), "InvalidCommit", "valid integer")
     # A malformed timer id is bad input for retry and cancel too (was 409 Conflict).

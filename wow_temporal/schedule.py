@@ -11,7 +11,6 @@ import functools
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from importlib import resources
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -67,6 +66,9 @@ __all__ = [
 
 MAX_COMMAND_BODY_BYTES = 256 * 1024
 """A scheduled command's JSON body may not be larger than this (it travels in workflow history)."""
+MAX_COMMAND_BODY_DEPTH = 64
+"""How deep a command body's arrays and objects may nest: the data converter cannot read a
+payload nested a few hundred levels deep, and no command needs more than a few."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -274,6 +276,17 @@ EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9999, 12, 30, tzinfo=UTC)
 """The range of `at` instants and commit times (a day short of the calendar's end, so that
 every zone can still show it)."""
+_ISO_INSTANT = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})?"
+)
+"""An instant as ISO-8601 text (one without an offset is refused next, saying so); `2026` or
+`1796000000` is no instant."""
+_ISO_DURATION = re.compile(
+    r"[+-]?P(?=\d|T\d)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d{1,9})?S)?)?",
+    re.IGNORECASE,
+)
+"""A delay as Java's `Duration` writes and parses it (weeks and days, hours, minutes, seconds);
+not `30:00` or `1 day`, and no months or years (a month has no fixed length)."""
 NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 """Text without C0 control characters or DEL: what an id or name on the wire may hold
 (Temporal's visibility cannot search for a NUL; the domain host refuses them in ids too)."""
@@ -349,12 +362,15 @@ class ScheduleRule(WireModel):
     def _iso_text(cls, value: object, info: ValidationInfo) -> object:
         """On the wire an instant or a delay is the ISO-8601 text the spec shows: a number
         (seconds? milliseconds?) is the kind of mistake that schedules for centuries."""
-        if isinstance(value, bool | int | float | Decimal):
-            at = info.field_name == "at_instant"
-            what = "instant such as 2026-12-01T10:30:00Z" if at else "duration such as PT30M"
-            name = "at" if at else "after"
-            raise InvalidScheduleError(f"ScheduleRule.{name} is an ISO-8601 {what}, got {value!r}")
-        return value
+        at = info.field_name == "at_instant"
+        shape = _ISO_INSTANT if at else _ISO_DURATION
+        if isinstance(value, datetime | timedelta) or (
+            isinstance(value, str) and shape.fullmatch(value)
+        ):
+            return value
+        what = "instant such as 2026-12-01T10:30:00Z" if at else "duration such as PT30M"
+        name = "at" if at else "after"
+        raise InvalidScheduleError(f"ScheduleRule.{name} is an ISO-8601 {what}, got {value!r}")
 
     @field_validator("at_instant")
     @classmethod
@@ -374,7 +390,10 @@ class ScheduleRule(WireModel):
     @classmethod
     def _positive(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and value <= timedelta(0):
-            raise InvalidScheduleError(f"ScheduleRule.after needs a positive duration, got {value}")
+            raise InvalidScheduleError(
+                f"ScheduleRule.after needs a positive duration such as PT30M, got "
+                f"{'-' if value < timedelta(0) else ''}{_iso_duration(abs(value))}"
+            )
         if value is not None and value > LONGEST_DELAY:
             raise InvalidScheduleError(
                 f"ScheduleRule.after is at most 100 years (PT876600H), got {_iso_duration(value)}"
@@ -544,10 +563,19 @@ class ScheduledCommand(WireModel):
             raise InvalidScheduleError(
                 f"a command body must be a JSON object, got {type(value).__name__}"
             )
+        depth = _depth(value)
+        if depth > MAX_COMMAND_BODY_DEPTH:
+            raise InvalidScheduleError(
+                f"a command body nests {depth} levels deep, more than the "
+                f"{MAX_COMMAND_BODY_DEPTH} allowed"
+            )
         try:
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as error:
-            raise InvalidScheduleError(f"a command body must be JSON: {error}") from None
+            raise InvalidScheduleError(
+                f"a command body must be JSON (no NaN or Infinity): {error}"
+            ) from None
+        size = len(text.encode())
         if size > MAX_COMMAND_BODY_BYTES:
             raise InvalidScheduleError(
                 f"a command body is {size} bytes as JSON, more than the "
@@ -559,6 +587,20 @@ class ScheduledCommand(WireModel):
     def simple_name(self) -> str:
         """The type's last segment, `CancelOrder` for `eshop.order.CancelOrder`."""
         return self.type.rsplit(".", 1)[-1]
+
+
+def _depth(value: Any) -> int:
+    """How deep JSON arrays and objects nest in `value` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        for child in children if isinstance(item, dict | list) else ():
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+    return deepest
 
 
 class ScheduleSet(WireModel):
@@ -750,10 +792,15 @@ class Commit(WireModel):
     def _milliseconds(cls, value: int) -> int:
         latest = LATEST_CREATE_TIME
         if SECONDS_NOT_MILLIS // 1000 <= value < SECONDS_NOT_MILLIS:
+            as_seconds = (
+                f" for {datetime.fromtimestamp(value, UTC):%Y-%m-%dT%H:%M:%SZ}"
+                if value * 1000 <= LATEST_CREATE_TIME
+                else ""
+            )
             raise InvalidCommitError(
                 f"createTime is epoch milliseconds; {value} reads as a time in seconds "
                 f"(in milliseconds it is {datetime.fromtimestamp(value / 1000, UTC):%Y-%m-%d}): "
-                f"send {value * 1000} for {datetime.fromtimestamp(value, UTC):%Y-%m-%dT%H:%M:%SZ}"
+                f"send {value * 1000}{as_seconds}"
             )
         if not SECONDS_NOT_MILLIS <= value <= latest:
             raise InvalidCommitError(

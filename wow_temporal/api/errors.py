@@ -151,9 +151,11 @@ _TEXTS = {
 GUARD_RESPONSES: dict[str, dict[str, str]] = {
     "401": {"description": "Missing or invalid bearer token"},
     "413": {"description": "Body too large"},
+    "400": {"description": "Invalid request (an undeclared or repeated query parameter, …)"},
 }
-"""What the guard answers before any route is reached (401 only where a token is needed): the
-OpenAPI document declares them on every operation it guards."""
+"""What the guard answers before any route is reached (401 only where a token is needed; 400
+for a query parameter the route does not declare): the OpenAPI document declares them on
+every operation it guards, where the route does not already."""
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import ValidationError
@@ -173,7 +173,7 @@ def timer_routes(timers: TimerClient) -> APIRouter:
 def _commits_of(raw: bytes) -> list[Commit]:
     """The commits of a `POST /commits` body: one commit object or a list of them."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_not_json)
     except (ValueError, RecursionError) as error:
         raise ApiError(400, "InvalidJson", f"the body is not JSON: {error}") from None
     items = data if isinstance(data, list) else [data]
@@ -206,6 +206,11 @@ def _commits_of(raw: bytes) -> list[Commit]:
             raise ApiError(400, "InvalidCommit", f"{where}commit {commit.id!r}: {problem}")
         commits.append(commit)
     return commits
+
+
+def _not_json(constant: str) -> Any:
+    """Python's JSON reader takes NaN and Infinity; JSON has no such numbers."""
+    raise ValueError(f"{constant} is not a JSON number")
 
 
 def _check_tenant(caller: Caller, commit: Commit) -> None:
@@ -299,4 +304,11 @@ async def _operate(
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise ApiError(409, "Conflict", f"timer {workflow_id!r} has ended") from None
+        if error.status == RPCStatusCode.FAILED_PRECONDITION:  # its workflow task is failing
+            raise ApiError(
+                409,
+                "Conflict",
+                f"cannot {verb} timer {workflow_id!r} now: {error.message} (its history in the "
+                "Web UI says why; `temporal workflow terminate` ends it)",
+            ) from None
         raise

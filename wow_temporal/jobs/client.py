@@ -240,6 +240,8 @@ class JobClient:
             )
         except WorkflowQueryFailedError as error:
             raise JobError(f"the instance could not answer: {error}") from None
+        except ValueError as error:  # another version's state, which this client cannot read
+            raise JobError(f"the instance's state cannot be read here: {error}") from None
         except RPCError as error:
             if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
                 raw = description.typed_search_attributes.get(SA_STATUS) or "Unknown"

@@ -24,6 +24,7 @@ from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -650,9 +651,12 @@ class TimerClient:
         return initial
 
     async def _query(self, handle: WorkflowHandle[Any, TimerState]) -> TimerState | None:
-        """The running timer's state, or None when no worker answers in time."""
+        """The running timer's state, or None when no worker answers in time (or the workflow
+        cannot answer: its task is failing)."""
         try:
             return await handle.query(TimerWorkflow.state, rpc_timeout=self.answer_timeout)
+        except WorkflowQueryFailedError:
+            return None
         except RPCError as error:
             if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
                 return None
