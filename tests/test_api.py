@@ -899,6 +899,8 @@ async def test_what_fuzzing_found_is_refused_as_400_before_temporal_is_asked(api
     await refused(await post(json.dumps(numeric)), "InvalidCommit", "at most 100 years")
     await refused(await post(commit(createTime=1796000000)), "InvalidCommit", "in seconds")
     await refused(await post(commit(createTime=999999999999)), "InvalidCommit", "in seconds")
+    await refused(await post(commit(id="c" * 257)), "InvalidCommit", "at most 256")
+    await refused(await post(commit(version=2**63)), "InvalidCommit", "less than or equal")
     # Text that is no ISO-8601 instant or delay, which a lax parser read as something else:
     # `2026` as 33 minutes past 1970, `30:00` as 30 hours, `P1M` as 30 days.
     for lax_rule in ({"at": "2026"}, {"at": "1796000000"}, {"after": "30:00"},

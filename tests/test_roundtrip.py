@@ -83,11 +83,39 @@ create_times = mostly(
     st.text(max_size=14),
 )
 versions = mostly(st.integers(1, 10**12), st.integers(), st.text(max_size=3), st.floats())
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
 
 
-def commit_of(rule: dict[str, Any], created: Any, version: Any) -> dict[str, Any]:
+def _nested(depth: int) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for _ in range(depth):
+        body = {"a": [body]}
+    return body
+
+
+command_bodies = mostly(
+    st.dictionaries(st.text(max_size=5), json_values, max_size=4),
+    st.integers(20, 400).map(_nested),  # deep enough that the converter cannot read it back
+    st.just({"x": float("nan")}),
+)
+ids = mostly(st.text(min_size=1, max_size=30), st.text(max_size=3000))
+
+
+def commit_of(
+    rule: dict[str, Any],
+    created: Any,
+    version: Any,
+    body: Any = None,
+    commit_id: str = "c-1",
+) -> dict[str, Any]:
     return {
-        "id": "c-1",
+        "id": commit_id,
         "contextName": "eshop-order",
         "aggregateName": "order",
         "tenantId": "t1",
@@ -101,7 +129,10 @@ def commit_of(rule: dict[str, Any], created: Any, version: Any) -> dict[str, Any
                 "body": {
                     "key": "grace",
                     "rule": rule,
-                    "command": {"type": "eshop.order.CancelOrder", "body": {"n": 1}},
+                    "command": {
+                        "type": "eshop.order.CancelOrder",
+                        "body": {"n": 1} if body is None else body,
+                    },
                 },
             },
             {"id": "e-2", "name": "wow.ScheduleCancelled", "body": {"key": "other"}},
@@ -120,12 +151,12 @@ def round_trip(value: Any, kind: type[Any]) -> Any:
 
 
 @settings(max_examples=300, deadline=None)
-@given(rules, create_times, versions)
+@given(rules, create_times, versions, command_bodies, ids)
 def test_whatever_a_commit_accepts_round_trips_into_the_workflow(
-    rule: dict[str, Any], created: Any, version: Any
+    rule: dict[str, Any], created: Any, version: Any, body: Any, commit_id: str
 ) -> None:
     try:
-        commit = Commit.parse(commit_of(rule, created, version))
+        commit = Commit.parse(commit_of(rule, created, version, body, commit_id))
     except InvalidCommitError:
         event("refused")
         return  # refused at the edge, with a message: nothing reaches a workflow

@@ -66,6 +66,9 @@ __all__ = [
 
 MAX_COMMAND_BODY_BYTES = 256 * 1024
 """A scheduled command's JSON body may not be larger than this (it travels in workflow history)."""
+MAX_ID_LENGTH = 256
+"""The longest commit, event, request or command id taken: a commit's and an event's id make
+the request id each delivery sends as a header (Wow's ids are some 24 characters)."""
 MAX_COMMAND_BODY_DEPTH = 64
 """How deep a command body's arrays and objects may nest: the data converter cannot read a
 payload nested a few hundred levels deep, and no command needs more than a few."""
@@ -652,7 +655,7 @@ class CommitEvent(WireModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: str
+    id: str = Field(max_length=MAX_ID_LENGTH)
     name: str = Field(min_length=1)
     body: dict[str, Any] = Field(default_factory=dict)
 
@@ -756,6 +759,7 @@ class Commit(WireModel):
 
     id: str = Field(
         min_length=1,
+        max_length=MAX_ID_LENGTH,
         description="The commit's id; with an event's id, it makes the request id of each "
         "command delivered",
     )
@@ -763,10 +767,11 @@ class Commit(WireModel):
     aggregate_name: str = Field(min_length=1, json_schema_extra=_NAME_SCHEMA)
     tenant_id: str = Field(json_schema_extra=_NAME_SCHEMA)
     aggregate_id: str = Field(min_length=1, json_schema_extra=_NAME_SCHEMA)
-    owner_id: str = ""
-    space_id: str = ""
+    owner_id: str = Field(default="", max_length=MAX_ID_LENGTH)
+    space_id: str = Field(default="", max_length=MAX_ID_LENGTH)
     version: int = Field(
         ge=1,
+        le=2**63 - 1,  # Wow's version is a Java long
         strict=True,
         description="The aggregate's version after this commit: it orders a key's schedule "
         "events (an event from a version not newer than one a timer applied changes nothing)",
@@ -776,8 +781,8 @@ class Commit(WireModel):
         description="Epoch milliseconds (not seconds); an `after` rule counts from it",
         json_schema_extra={"minimum": SECONDS_NOT_MILLIS, "maximum": LATEST_CREATE_TIME},
     )
-    request_id: str = ""
-    command_id: str = ""
+    request_id: str = Field(default="", max_length=MAX_ID_LENGTH)
+    command_id: str = Field(default="", max_length=MAX_ID_LENGTH)
     header: dict[str, str] = Field(
         default_factory=dict, description="Message headers, such as trace_id, passed on"
     )
