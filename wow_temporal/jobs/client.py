@@ -21,8 +21,6 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -50,6 +48,7 @@ from wow_temporal.jobs.workflow import (
 )
 from wow_temporal.schedule import JobScope, Misfire, validate_key
 from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_or_signal
 
 __all__ = [
     "JobClient",
@@ -495,42 +494,39 @@ class JobClient:
         signal of the same name instead (kept by the server, applied before anything else when
         a worker runs the instance); once accepted, wait for the answer however long it takes
         (a disable answers when the tick in flight has stopped), up to `RESULT_TIMEOUT`."""
+        if update == ENABLE:  # as a signal: enabled as of now, not of when a worker comes
+            at = await self._instant()
+            payloads: builtins.list[Any] = [{"at": int(at.timestamp() * 1000)}]
+        else:
+            payloads = [a.model_dump(mode="json") for a in args]
         try:
-            accepted = await handle.start_update(
+            state = await update_or_signal(
+                handle,
                 update,
-                args=args,
-                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                args,
                 result_type=JobState,
-                rpc_timeout=self.answer_timeout,
+                accept_within=self.answer_timeout,
+                answer_within=RESULT_TIMEOUT,
+                signal=payloads if update in (ENABLE, DISABLE, RESCHEDULE, HOST) else None,
             )
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            if update not in (ENABLE, DISABLE, RESCHEDULE, HOST):
-                raise JobError(
-                    f"no worker answered within {self.answer_timeout.total_seconds():g}s: "
-                    "start one (wow-temporal worker --app …) and try again"
-                ) from None
-            if update == ENABLE:  # enabled as of now, not of when a worker comes
-                at = await self._instant()
-                payloads: builtins.list[Any] = [{"at": int(at.timestamp() * 1000)}]
-            else:
-                payloads = [a.model_dump(mode="json") for a in args]
-            await handle.signal(update, *payloads)
-            return (
-                f"no worker answered within {self.answer_timeout.total_seconds():g}s: sent "
-                f"as the {update} signal, applied before anything else when a worker runs it"
-            )
-        except WorkflowUpdateFailedError as error:
-            raise JobError(_cause(error)) from None
-        try:
-            state: JobState = await accepted.result(rpc_timeout=RESULT_TIMEOUT)
-        except WorkflowUpdateFailedError as error:
-            raise JobError(_cause(error)) from None
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
+        except NotAccepted:
+            raise JobError(
+                f"no worker answered within {self.answer_timeout.total_seconds():g}s: "
+                "start one (wow-temporal worker --app …) and try again"
+            ) from None
+        except NotAnswered:
             raise JobError(
                 f"{update} was accepted but not answered within "
                 f"{RESULT_TIMEOUT.total_seconds():g}s (a tick in flight is still stopping): "
                 "show the instance to see when it is in force"
             ) from None
+        except WorkflowUpdateFailedError as error:
+            raise JobError(_cause(error)) from None
+        if isinstance(state, SentAsSignal):
+            return (
+                f"no worker answered within {self.answer_timeout.total_seconds():g}s: sent "
+                f"as the {update} signal, applied before anything else when a worker runs it"
+            )
         return state
 
     async def _closed_run(self, workflow_id: str) -> JobState | None:

@@ -26,7 +26,6 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -64,6 +63,7 @@ from wow_temporal.tracing import (
     mark_failed,
     within_span,
 )
+from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_or_signal
 
 __all__ = [
     "TIMER_ID_PREFIX",
@@ -684,24 +684,35 @@ class TimerClient:
         handle = self.client.get_workflow_handle(workflow_id)
         request = str(uuid.uuid4())
         args = [request] if update == "cancel" else []
+        waited = f"no worker answered within {self.answer_timeout.total_seconds():g}s (is "
+        waited += f"`wow-temporal worker` running on task queue {self.task_queue}?)"
         try:
-            state: TimerState = await handle.execute_update(
-                update, args=args, result_type=TimerState, rpc_timeout=self.answer_timeout
+            # A cancel signal is kept in the timer's history in order with the changes handed
+            # over: it cancels what is in force now, and no set handed over after it.
+            state = await update_or_signal(
+                handle,
+                update,
+                args,
+                result_type=TimerState,
+                accept_within=self.answer_timeout,
+                answer_within=self.answer_timeout,
+                signal=args if update == "cancel" else None,
             )
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            waited = f"no worker answered within {self.answer_timeout.total_seconds():g}s (is "
-            waited += f"`wow-temporal worker` running on task queue {self.task_queue}?)"
-            if update == "cancel":
-                # A signal is kept in the timer's history in order with the changes handed
-                # over: it cancels what is in force now, and no set handed over after it.
-                await handle.signal("cancel", request)
-                raise TimerNotAnsweredError(
-                    f"{waited}; cancellation requested: the timer ends Cancelled when a "
-                    "worker runs it"
-                ) from None
+        except NotAccepted:
             raise TimerNotAnsweredError(
                 f"{waited}; the retry is applied if one takes it soon"
             ) from None
+        except NotAnswered:  # a delivery in flight ends first
+            raise TimerNotAnsweredError(
+                f"the {update} was accepted by a worker but not answered within "
+                f"{self.answer_timeout.total_seconds():g}s (a delivery in flight ends first): "
+                "it applies then; show the timer to see it"
+            ) from None
+        if isinstance(state, SentAsSignal):
+            raise TimerNotAnsweredError(
+                f"{waited}; cancellation requested: the timer ends Cancelled when a worker "
+                "runs it"
+            )
         return state
 
     async def _running(self, workflow_id: str, tenant: str | None) -> TimerInfo:
