@@ -237,6 +237,16 @@ def _deletion_id(timer_id: str) -> str:
     return f"wow-deleted:{owner}"
 
 
+@dataclass
+class _Accepted:
+    """An update a worker accepted; its answer."""
+
+    state: Any
+
+    async def result(self, **options: Any) -> Any:
+        return self.state
+
+
 class _Handle:
     def __init__(self, sim: SimTemporal, workflow_id: str, run_id: str | None) -> None:
         self.sim = sim
@@ -267,7 +277,9 @@ class _Handle:
         assert run.status == WorkflowExecutionStatus.COMPLETED, "read only once completed"
         return run.state
 
-    async def signal(self, name: str, arg: Any) -> None:
+    async def signal(self, name: str, arg: Any = None, *, args: list[Any] | None = None) -> None:
+        if args is not None:
+            (arg,) = args
         await self.sim._rpc()
         run = self._run()
         if run.status != RUNNING:
@@ -289,6 +301,11 @@ class _Handle:
         run.status = WorkflowExecutionStatus.TERMINATED
 
     async def execute_update(self, name: str, *, args: list[Any], **options: Any) -> Any:
+        return await (await self.start_update(name, args=args)).result()
+
+    async def start_update(self, name: str, *, args: list[Any], **options: Any) -> _Accepted:
+        """Accepted and applied at once by a worker that is up (the simulated worker never has
+        a delivery in flight); with none, the RPC times out as the real one does."""
         await self.sim._rpc()
         run = self._run()
         if not self.sim.worker_up:
@@ -296,7 +313,7 @@ class _Handle:
         assert name == "cancel"
         self.sim._take(run, "cancel", args[0])
         self.sim._activate(run)
-        return run.state
+        return _Accepted(run.state)
 
     async def fetch_history_events(self) -> AsyncIterator[HistoryEvent]:
         run = self._run()
