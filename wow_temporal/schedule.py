@@ -597,12 +597,14 @@ def _depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        for child in children if isinstance(item, dict | list) else ():
-            if isinstance(child, dict | list):
-                stack.append((child, level + 1))
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
     return deepest
 
 
