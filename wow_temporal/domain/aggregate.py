@@ -280,6 +280,40 @@ class AggregateModel:
         A bug in a function (any exception but `CommandRejected` and `ValueError`) is raised,
         not answered: it is a technical failure, and the sender retries.
         """
+        admitted = self._admit(current, ref, command_type, body, expected_version)
+        if isinstance(admitted, Rejection):
+            return admitted
+        function, parsed = admitted
+        if function is None:
+            return _system(command_type, parsed)
+        if isinstance(parsed, CommandBody):
+            parsed.sent_by(schedule)
+        scope = DecideScope(ref, function.name, frozenset(function.schedules))
+        arguments = [scope if s is DecideScope else s for s in services.get(command_type, ())]
+        instance = self.cls(current.state)
+        try:
+            decision = getattr(instance, function.attribute)(parsed, *arguments)
+        except CommandRejected as refused:
+            return refused.rejection
+        except (ValidationError, InvalidScheduleError):
+            raise  # the function built a bad event or schedule: a bug, not the command's fault
+        except ValueError as error:
+            return Rejection("IllegalArgument", str(error) or type(error).__name__)
+        events = _events_of(function, decision, scope)
+        if current.version == 0 and not events:
+            raise TypeError(f"{function.name} creates {self.named} but decided no event")
+        return Decided(tuple(events), function.name)
+
+    def _admit(
+        self,
+        current: Current,
+        ref: AggregateRef,
+        command_type: str,
+        body: Mapping[str, Any],
+        expected_version: int | None,
+    ) -> tuple[CommandFunction | None, BaseModel] | Rejection:
+        """The function a command goes to (None for a system command) and its parsed body, or
+        why the aggregate refuses it before any function runs."""
         if current.deleted:
             return _deleted(ref, current.version)
         if expected_version is not None and expected_version != current.version:
@@ -306,40 +340,30 @@ class AggregateModel:
                 "DuplicateAggregateId",
                 f"{ref} (tenant {ref.tenant_id}) already exists (version {current.version})",
             )
-        if system is not None:
-            return _system(command_type, parsed)
-        assert function is not None
-        if isinstance(parsed, CommandBody):
-            parsed.sent_by(schedule)
-        scope = DecideScope(ref, function.name, frozenset(function.schedules))
-        arguments = [scope if s is DecideScope else s for s in services.get(command_type, ())]
-        instance = self.cls(current.state)
-        try:
-            decision = getattr(instance, function.attribute)(parsed, *arguments)
-        except CommandRejected as refused:
-            return refused.rejection
-        except (ValidationError, InvalidScheduleError):
-            raise  # the function built a bad event or schedule: a bug, not the command's fault
-        except ValueError as error:
-            return Rejection("IllegalArgument", str(error) or type(error).__name__)
-        if not isinstance(decision, Decision):
-            raise TypeError(
-                f"{function.name} returned {type(decision).__name__}: return "
-                "Decision.events(...) or Decision.NoOp"
+        return (None if system is not None else function), parsed
+
+
+def _events_of(
+    function: CommandFunction, decision: object, scope: DecideScope
+) -> list[tuple[str, dict[str, Any]]]:
+    """The (name, body) events a function's decision commits: its declared events, then the
+    schedule changes it made through its scope. A wrong return or an undeclared event is a bug."""
+    if not isinstance(decision, Decision):
+        raise TypeError(
+            f"{function.name} returned {type(decision).__name__}: return "
+            "Decision.events(...) or Decision.NoOp"
+        )
+    events: list[tuple[str, dict[str, Any]]] = []
+    for event in decision.produced:
+        name = event_name(event)
+        if function.produces and name not in function.produces:
+            raise UndeclaredError(
+                f"{function.name} decided {name}, which it does not declare: add it to "
+                f"@on_command(produces=[...]) (declared: {', '.join(function.produces)})"
             )
-        events: list[tuple[str, dict[str, Any]]] = []
-        for event in decision.produced:
-            name = event_name(event)
-            if function.produces and name not in function.produces:
-                raise UndeclaredError(
-                    f"{function.name} decided {name}, which it does not declare: add it to "
-                    f"@on_command(produces=[...]) (declared: {', '.join(function.produces)})"
-                )
-            events.append((name, event.model_dump(mode="json", by_alias=True)))
-        events.extend((change.NAME, change.model_dump(mode="json")) for change in scope.changes)
-        if current.version == 0 and not events:
-            raise TypeError(f"{function.name} creates {self.named} but decided no event")
-        return Decided(tuple(events), function.name)
+        events.append((name, event.model_dump(mode="json", by_alias=True)))
+    events.extend((change.NAME, change.model_dump(mode="json")) for change in scope.changes)
+    return events
 
 
 def _provides(service: object, annotation: Any, function: CommandFunction) -> bool:

@@ -260,18 +260,9 @@ class DomainHost:
         key: str,
     ) -> CommandResult:
         ref = message.ref
-        if message.request_id:
-            earlier = await self.run(lambda: self.store.request(ref, message.request_id))
-            if earlier is not None and earlier.refused is not None:
-                return result.refused(
-                    Rejection(
-                        earlier.refused,
-                        f"{earlier.message} (request {message.request_id}, decided before)",
-                    ),
-                    earlier.version,
-                )
-            if earlier is not None:
-                return result.duplicate(earlier.version)
+        earlier = await self._decided_before(message, result)
+        if earlier is not None:
+            return earlier
         found = await self.current(ref, remember=True)  # under the aggregate's lock
         if isinstance(found, Rejection):
             return result.refused(found)
@@ -298,25 +289,7 @@ class DomainHost:
                 noop = RequestRecord(message.request_id, "", current.version)
                 await self.run(lambda: self.store.decided(ref, noop))
             return result.done(current.version)
-        commit_id = uuid.uuid4().hex
-        commit = Commit(
-            id=commit_id,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            tenant_id=ref.tenant_id,
-            aggregate_id=ref.aggregate_id,
-            owner_id=message.owner_id,
-            space_id=message.space_id,
-            version=current.version + 1,
-            create_time=int(time.time() * 1000),
-            request_id=message.request_id,
-            command_id=result.command_id,
-            header={k: v for k, v in message.headers.items() if k in _KEPT_HEADERS},
-            body=[
-                CommitEvent(id=f"{commit_id}-{index}", name=name, body=body)
-                for index, (name, body) in enumerate(decided.events)
-            ],
-        )
+        commit = _commit_of(message, result.command_id, current.version + 1, decided.events)
         try:
             await self.run(lambda: self.store.append(commit))
         except DuplicateRequestError as duplicate:
@@ -329,6 +302,54 @@ class DomainHost:
             waker.set()
         return result.done(commit.version)
 
+    async def _decided_before(
+        self, message: CommandMessage, result: _Answer
+    ) -> CommandResult | None:
+        """The answer given before to this request id, or None when it is new (or has none)."""
+        if not message.request_id:
+            return None
+        ref = message.ref
+        earlier = await self.run(lambda: self.store.request(ref, message.request_id))
+        if earlier is None:
+            return None
+        if earlier.refused is not None:
+            return result.refused(
+                Rejection(
+                    earlier.refused,
+                    f"{earlier.message} (request {message.request_id}, decided before)",
+                ),
+                earlier.version,
+            )
+        return result.duplicate(earlier.version)
+
+
+def _commit_of(
+    message: CommandMessage,
+    command_id: str,
+    version: int,
+    events: Iterable[tuple[str, Mapping[str, Any]]],
+) -> Commit:
+    """The commit that records a command's decided events at the aggregate's next version."""
+    ref = message.ref
+    commit_id = uuid.uuid4().hex
+    return Commit(
+        id=commit_id,
+        context_name=ref.context_name,
+        aggregate_name=ref.aggregate_name,
+        tenant_id=ref.tenant_id,
+        aggregate_id=ref.aggregate_id,
+        owner_id=message.owner_id,
+        space_id=message.space_id,
+        version=version,
+        create_time=int(time.time() * 1000),
+        request_id=message.request_id,
+        command_id=command_id,
+        header={k: v for k, v in message.headers.items() if k in _KEPT_HEADERS},
+        body=[
+            CommitEvent(id=f"{commit_id}-{index}", name=name, body=body)
+            for index, (name, body) in enumerate(events)
+        ],
+    )
 
 def _log(message: CommandMessage, result: CommandResult) -> None:
     """One line per command: what it was, for which aggregate, and how it was answered."""
