@@ -563,17 +563,7 @@ class JobClient:
         none is ever missed). The state it starts with (as of now) is returned."""
         definition = job.definition
         if tenant is not None:
-            await self.client.start_workflow(
-                TenantsWorkflow.run,
-                TenantDirectory(),
-                id=directory_id(context, job.name),
-                task_queue=self.task_queue or job_task_queue(context),
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                start_signal="add",
-                start_signal_args=[tenant],
-                search_attributes=TypedSearchAttributes([SearchAttributePair(SA_JOB, job.name)]),
-                static_summary=f"tenants of job {job.name} of {context}",
-            )
+            await self._enter_tenant(context, job.name, tenant)
         host = self.host_rules.get(job.name, HostRule())
         state = core.initial(
             context,
@@ -610,14 +600,33 @@ class JobClient:
                 else core.JobStatus.DISABLED.value,
             ),
             static_summary=static_summary(state),
-            static_details=(
-                f"Recurring job **{job.name}** of {context}, handled by {job.processor}. The "
-                "rule in force, the next due times and the last ticks are in **Current "
-                f"Details**. Send the signals {ENABLE}, {DISABLE} or {RESCHEDULE} "
-                '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
-            ),
+            static_details=_static_details(context, job),
         )
         return core.enable(state, now) if enable else state
+
+    async def _enter_tenant(self, context: str, job_name: str, tenant: str) -> None:
+        """Enter `tenant` in the job's tenant directory (started if it is the first)."""
+        await self.client.start_workflow(
+            TenantsWorkflow.run,
+            TenantDirectory(),
+            id=directory_id(context, job_name),
+            task_queue=self.task_queue or job_task_queue(context),
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal="add",
+            start_signal_args=[tenant],
+            search_attributes=TypedSearchAttributes([SearchAttributePair(SA_JOB, job_name)]),
+            static_summary=f"tenants of job {job_name} of {context}",
+        )
+
+
+def _static_details(context: str, job: Job) -> str:
+    """The instance's fixed description in the Web UI: what it is and how to operate it."""
+    return (
+        f"Recurring job **{job.name}** of {context}, handled by {job.processor}. The "
+        "rule in force, the next due times and the last ticks are in **Current "
+        f"Details**. Send the signals {ENABLE}, {DISABLE} or {RESCHEDULE} "
+        '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
+    )
 
 
 async def _last_state(client: Client, workflow_id: str) -> JobState | None:
