@@ -217,6 +217,8 @@ async def test_a_traceparent_on_post_commits_reaches_the_delivered_command(rig: 
     assert deliver.attributes["wow.outcome"] == "delivered"
     assert deliver.attributes["wow.slot"] == 1
     assert deliver.attributes["wow.key"] == "payment-grace-period"
+    applied = await rig.span("wow.apply commit", trace_id(sent))
+    assert (applied.attributes or {}).get("wow.changes") == 1, "the commit's answers count on it"
     # One trace: the request (FastAPI's server span), the commit applied, Temporal's spans,
     # the delivery.
     posted = await rig.span("POST /commits", trace_id(sent))

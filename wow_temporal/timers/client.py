@@ -272,9 +272,13 @@ class TimerClient:
             self._prepare(positions, [commits[p] for p in positions], later)
             for positions in streams.values()
         ]
+        answers: list[list[Applied]] = [[] for _ in commits]
         try:
             await _each(prepared, self._stop_phase, concurrency)
             await _each(prepared, self._set_phase, concurrency)
+            for stream in prepared:  # before the spans end: each answer counts on its span
+                for position, applied in zip(stream.positions, stream.answers(), strict=True):
+                    answers[position] = applied
         except BaseException as error:
             for stream in prepared:
                 for span in stream.spans:
@@ -285,10 +289,6 @@ class TimerClient:
                 for span in stream.spans:
                     if span is not None:
                         span.end()
-        answers: list[list[Applied]] = [[] for _ in commits]
-        for stream in prepared:
-            for position, applied in zip(stream.positions, stream.answers(), strict=True):
-                answers[position] = applied
         return answers
 
     def _prepare(
