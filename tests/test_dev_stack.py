@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_dev import _alive, _descendants
-from wow_temporal.dev import READY_LINE
-from wow_temporal.embedded import free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.stack import READY_LINE
 
 
 def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float) -> None:

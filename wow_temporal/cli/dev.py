@@ -54,13 +54,13 @@ def dev(
     (--host-port, 8089), until Ctrl-C.
 
     A port in use is refused, never swapped; so is a data directory another dev runs on."""
-    from wow_temporal.dev import dev_main
-    from wow_temporal.dev_services import default_services
-    from wow_temporal.embedded import (
+    from wow_temporal.dev.errors import (
         EmbeddedTemporalError,
         TemporalBinaryNotFoundError,
         TemporalServerExitedError,
     )
+    from wow_temporal.dev.services import default_services
+    from wow_temporal.dev.stack import dev_main
     from wow_temporal.metrics import exporting_runtime
     from wow_temporal.tracing import client_interceptors
 
@@ -115,7 +115,7 @@ def demo(
 ) -> None:
     """Walk through the spec's e-shop on a running `./run dev` in about a minute: an order that
     cancels itself when not paid in time, one paid in time, and the morning job."""
-    from wow_temporal.demo import DemoError, run_demo
+    from wow_temporal.dev.demo import DemoError, run_demo
 
     settings = _settings()
     api = api_url or f"http://127.0.0.1:{settings.api_port}"

@@ -19,11 +19,8 @@ from typing import Protocol, TextIO, runtime_checkable
 from temporalio.client import Client, Interceptor
 from temporalio.runtime import Runtime
 
-from wow_temporal.embedded import (
-    DEFAULT_DATA_DIR,
-    EmbeddedTemporal,
-    TemporalServerExitedError,
-)
+from wow_temporal.dev.errors import TemporalServerExitedError
+from wow_temporal.dev.server import DEFAULT_DATA_DIR, EmbeddedTemporal
 
 __all__ = ["READY_LINE", "DevContext", "DevService", "dev_main", "run_dev"]
 
