@@ -74,7 +74,8 @@ from workers.eshop.order import (
 from workers.eshop.stock import STOCK, ReceiveStock, Stock
 from wow_temporal import App
 from wow_temporal.delivery import COMMAND_SEND_PATH
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage

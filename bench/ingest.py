@@ -54,7 +54,8 @@ from temporalio import workflow
 from temporalio.client import Client
 
 from bench.soak import WorkerProcess
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.schedule import Commit
 from wow_temporal.timers.client import TimerClient

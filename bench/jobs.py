@@ -87,7 +87,8 @@ from wow_temporal.delivery import (
     DeliveryRequest,
     ScheduleDetails,
 )
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import HostRule, RuleLayer

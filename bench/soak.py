@@ -64,7 +64,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from wow_temporal.delivery import COMMAND_SEND_PATH
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime

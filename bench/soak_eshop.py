@@ -65,7 +65,8 @@ from workers.eshop.inventory import PRODUCTS, SupplierFeed
 from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from workers.eshop.stock import STOCK
 from wow_temporal.delivery import COMMAND_SEND_PATH
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.store import EventStore
 from wow_temporal.ids import job_workflow_id, timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime

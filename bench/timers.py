@@ -70,7 +70,8 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import core_logging
 from wow_temporal.metrics import metrics_runtime
 from wow_temporal.settings import TelemetrySettings

@@ -23,7 +23,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests import processes
 from wow_temporal import tracing
-from wow_temporal.embedded import EmbeddedTemporal, skip_time, start_time_skipping
+from wow_temporal.dev.server import EmbeddedTemporal
+from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
 from wow_temporal.worker import probe
 
 T = TypeVar("T")

@@ -41,7 +41,7 @@ from wow_temporal import (
     on_schedule,
 )
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, start_time_skipping
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import deletion_record_id, job_workflow_id
 from wow_temporal.jobs import core as job_core
 from wow_temporal.jobs.core import HostRule, JobRule, RuleLayer
@@ -49,6 +49,7 @@ from wow_temporal.jobs.directory import TenantDirectory, directory_id
 from wow_temporal.jobs.workflow import DISABLE, ENABLE, RESCHEDULE, JobInput, JobWorkflow
 from wow_temporal.schedule import Commit
 from wow_temporal.testing import ScheduleSpec, schedule_spec
+from wow_temporal.testing.time_skipping import start_time_skipping
 from wow_temporal.timers import core as timer_core
 from wow_temporal.timers.changes import KeyChange, changes_of
 from wow_temporal.timers.client import TimerClient

@@ -3,6 +3,8 @@ the refusals every aggregate gives, and the assertions' own failure messages."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -451,3 +453,24 @@ def test_expect_schedules_refuses_what_is_not_a_schedule() -> None:
     result = spec.given(CREATED).when(ConfirmOrderStock(product_id="mug"))
     with pytest.raises(TypeError, match="expect_schedules takes"):
         result.expect_schedules("payment-grace-period")  # type: ignore[arg-type]
+
+
+def test_aggregate_spec_loads_no_temporal_test_server_and_schedule_spec_still_imports() -> None:
+    probe = (
+        "import sys\n"
+        "from wow_temporal.testing import aggregate_spec\n"
+        "heavy = ('temporalio.testing', 'wow_temporal.testing.schedule',"
+        " 'wow_temporal.testing.time_skipping')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+        "from wow_temporal.testing import ScheduleSpec, schedule_spec, skip_time\n"
+        "print(schedule_spec.__module__, ScheduleSpec.__module__, skip_time.__module__,"
+        " 'temporalio.testing' in sys.modules)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert ran.stdout.splitlines() == [
+        "[]",
+        "wow_temporal.testing.schedule wow_temporal.testing.schedule "
+        "wow_temporal.testing.time_skipping True",
+    ], ran.stdout + ran.stderr

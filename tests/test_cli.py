@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from tests.recording_host import RecordingHost
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
 from wow_temporal.worker import timer_worker
 
@@ -260,8 +261,8 @@ def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
     def fake_dev_main(data_dir: Path, **kwargs: Any) -> None:
         seen.update(kwargs, data_dir=data_dir)
 
-    monkeypatch.setattr("wow_temporal.dev.dev_main", fake_dev_main)
-    monkeypatch.setattr("wow_temporal.embedded.port_is_free", lambda *a, **k: False)
+    monkeypatch.setattr("wow_temporal.dev.stack.dev_main", fake_dev_main)
+    monkeypatch.setattr("wow_temporal.dev.ports.port_is_free", lambda *a, **k: False)
     # In process: leave the pytest process's default Temporal runtime as it is.
     monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
     result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})

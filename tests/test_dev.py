@@ -18,9 +18,10 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 
 from tests.test_embedded import _time_wait_port
-from wow_temporal.dev import READY_LINE, DevContext, run_dev
-from wow_temporal.dev_services import ApiService
-from wow_temporal.embedded import PortInUseError, TemporalServerExitedError, free_port
+from wow_temporal.dev.errors import PortInUseError, TemporalServerExitedError
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.services import ApiService
+from wow_temporal.dev.stack import READY_LINE, DevContext, run_dev
 from wow_temporal.settings import load_settings
 
 # A dev run with one trivial service: a TCP server that answers with the namespace.
@@ -30,7 +31,7 @@ _DEV_SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    from wow_temporal.dev import DevContext, dev_main
+    from wow_temporal.dev.stack import DevContext, dev_main
 
 
     class EchoService:

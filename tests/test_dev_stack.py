@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -20,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_dev import _alive, _descendants
-from wow_temporal.dev import READY_LINE
-from wow_temporal.embedded import free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.stack import READY_LINE
+from wow_temporal.ids import job_workflow_id
 
 
 def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float) -> None:
@@ -105,6 +107,7 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
             "delivered",
         ):
             assert seen in demo.stdout, demo.stdout
+        _the_closing_hint_works(demo.stdout, printed, env)
 
         created = int(datetime.now(UTC).timestamp() * 1000)
         commit = {
@@ -178,6 +181,26 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _the_closing_hint_works(demo_output: str, printed: str, env: dict[str, str]) -> None:
+    """The `schedule show` the demo suggests at its end runs on that stack (Missing argument
+    'name' once)."""
+    hint = demo_output.strip().splitlines()[-1]
+    suggested = [c for c in hint.split("`")[1::2] if c.startswith("wow-temporal schedule show")]
+    assert len(suggested) == 1, hint
+    address = printed.split("Temporal gRPC:", 1)[1].split()[0]
+    shown = subprocess.run(
+        [str(Path(sys.executable).parent / "wow-temporal"), *shlex.split(suggested[0])[1:]],
+        capture_output=True,
+        text=True,
+        env={**env, "TEMPORAL_ADDRESS": address},
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    job = job_workflow_id("eshop-inventory", "receive-deliveries")
+    assert shown.stdout.startswith(f"{job}: Enabled\n"), shown.stdout
+    assert "rule      0 0 6 * * *" in shown.stdout, shown.stdout
 
 
 def _dev(

@@ -15,7 +15,7 @@ import uvicorn
 
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender, DeliveryFailure, DeliveryRequest
 from wow_temporal.delivery import ScheduleDetails as Details
-from wow_temporal.embedded import free_port
+from wow_temporal.dev.ports import free_port
 from wow_temporal.host.echo import create_echo_host
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
 

@@ -28,23 +28,17 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from wow_temporal.embedded import (
-    DEV_DYNAMIC_CONFIG,
-    SEARCH_ATTRIBUTES,
+from wow_temporal.dev.binaries import find_temporal_cli, find_test_server
+from wow_temporal.dev.errors import (
     DataDirInUseError,
-    EmbeddedTemporal,
     EmbeddedTemporalError,
     PortInUseError,
     TemporalBinaryNotFoundError,
-    _alive,
-    find_temporal_cli,
-    find_test_server,
-    free_port,
-    port_is_free,
-    register_search_attributes,
-    skip_time,
-    start_time_skipping,
 )
+from wow_temporal.dev.ports import free_port, port_is_free
+from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
+from wow_temporal.dev.server import DEV_DYNAMIC_CONFIG, EmbeddedTemporal, _alive
+from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
 
 
 class Greeting(BaseModel):
@@ -316,7 +310,7 @@ async def test_dev_server_runs_with_the_timer_precision_config(
 
 _ORPHAN_SCRIPT = """
 import asyncio, os, signal, sys
-from wow_temporal.embedded import EmbeddedTemporal
+from wow_temporal.dev.server import EmbeddedTemporal
 
 server = EmbeddedTemporal(sys.argv[1], headless=True)
 asyncio.run(server.start())

@@ -43,8 +43,8 @@ from workers.eshop.order import (
     OrderCreated,
 )
 from wow_temporal import App, Command, Rejected, SagaContext, ScheduleRule, on_event, on_rejected
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.system import SetSchedule
-from wow_temporal.embedded import EmbeddedTemporal
 from wow_temporal.host.relay import RELAY
 from wow_temporal.host.store import EventStore
 from wow_temporal.schedule import AggregateRef

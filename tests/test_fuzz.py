@@ -68,7 +68,8 @@ from workers.eshop import apps as eshop_apps
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, register_search_attributes
+from wow_temporal.dev.search_attributes import register_search_attributes
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.schedule import CRON_FORMAT, ZONE_FORMAT, Commit

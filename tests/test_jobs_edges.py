@@ -28,8 +28,8 @@ from wow_temporal import (
     on_schedule,
 )
 from wow_temporal.cli import app as cli
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.commands import command_type
-from wow_temporal.embedded import EmbeddedTemporal
 
 runner = CliRunner()
 REF = NamedAggregate("ctx", "thing").ref("t1", "1")

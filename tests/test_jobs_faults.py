@@ -29,8 +29,9 @@ from tests import jobs_app
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.worker_process import WorkerProcess
 from wow_temporal.delivery import CommandSender
+from wow_temporal.dev.binaries import find_temporal_cli
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.app import App
-from wow_temporal.embedded import EmbeddedTemporal, find_temporal_cli
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.attributes import SA_STATUS
 from wow_temporal.jobs.client import JobClient

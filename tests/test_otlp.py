@@ -24,7 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tests.recording_host import RecordingHost
 from tests.test_worker_prod import commit, on_the_session_loop
 from tests.worker_process import WorkerProcess
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.settings import SettingsError, TelemetrySettings
 from wow_temporal.timers.client import TimerClient
 

@@ -23,7 +23,7 @@ from temporalio.client import Client
 from tests.recording_host import RecordingHost, recording_host
 from tests.worker_process import WorkerProcess
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.workflow import DeliverySettings

@@ -30,7 +30,8 @@ from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal import App, Command, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import serve
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.settings import Settings, load_settings
 from wow_temporal.timers.client import TimerClient

@@ -20,7 +20,8 @@ from tests.recording_host import RecordingHost
 from tests.test_worker_prod import commit, on_the_session_loop
 from tests.worker_process import WorkerProcess
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import PARKED_QUERIES, timer_worker

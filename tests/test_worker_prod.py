@@ -32,7 +32,8 @@ from tests.recording_host import RecordingHost, recording_host
 from tests.worker_process import REPO, WorkerProcess
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.embedded import EmbeddedTemporal, free_port
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.health import HealthServer, Readiness
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
@@ -416,7 +417,7 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
     from google.protobuf.duration_pb2 import Duration
     from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 
-    from wow_temporal.embedded import SEARCH_ATTRIBUTES
+    from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES
 
     client = await dev_server.connect()
     namespace = f"setup-{uuid.uuid4().hex[:8]}"

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from wow_temporal.embedded import EmbeddedTemporal
+from wow_temporal.dev.server import EmbeddedTemporal
 
 __all__ = ["REPO", "WorkerProcess"]
 

@@ -225,7 +225,8 @@ def _configure_logging(
 def _check_metrics_port(settings: Settings, port: int, variable: str) -> None:
     """Refuse (exit 1) a metrics port in use, before anything starts (none is bound when the
     metrics are pushed over OTLP)."""
-    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.dev.errors import PortInUseError
+    from wow_temporal.dev.ports import port_is_free
 
     if settings.telemetry.metrics == "otlp":
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,8 +18,22 @@ from wow_temporal.cli._common import (
     _settings,
 )
 
+if TYPE_CHECKING:
+    from wow_temporal.domain.app import App as DomainApp
+    from wow_temporal.settings import Settings
+
 _EXAMPLE_APP = "workers.eshop:apps"
 """The spec's e-shop (order and inventory), which `dev` runs when started in the repository."""
+
+_AppOption = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        help="module:attr of an App (or a list of them) to host and whose jobs to run "
+        f"(default: the spec's e-shop, {_EXAMPLE_APP}, when run from the repository; "
+        "'none' for the echo host alone).",
+    ),
+]
 
 
 def dev(
@@ -39,46 +53,28 @@ def dev(
         int,
         typer.Option(min=0, max=65535, help="Domain host port, used or refused; 0: any free."),
     ] = 8089,
-    app_ref: Annotated[
-        str | None,
-        typer.Option(
-            "--app",
-            help="module:attr of an App (or a list of them) to host and whose jobs to run "
-            f"(default: the spec's e-shop, {_EXAMPLE_APP}, when run from the repository; "
-            "'none' for the echo host alone).",
-        ),
-    ] = None,
+    app_ref: _AppOption = None,
 ) -> None:
     """Run everything on the embedded default: Temporal dev server and Web UI, the timer
     worker, the job worker, the control API (WOW_API_PORT, 8088) and the domain host
     (--host-port, 8089), until Ctrl-C.
 
     A port in use is refused, never swapped; so is a data directory another dev runs on."""
-    from wow_temporal.dev import dev_main
-    from wow_temporal.dev_services import default_services
-    from wow_temporal.embedded import (
+    from wow_temporal.dev.errors import (
         EmbeddedTemporalError,
         TemporalBinaryNotFoundError,
         TemporalServerExitedError,
     )
+    from wow_temporal.dev.services import default_services
+    from wow_temporal.dev.stack import dev_main
     from wow_temporal.metrics import exporting_runtime
     from wow_temporal.tracing import client_interceptors
 
-    if app_ref is None and Path("workers/eshop/__init__.py").is_file():
-        app_ref = _EXAMPLE_APP
-    reference = None if app_ref in (None, "none") else app_ref
-    apps = _load_apps(reference)
-    settings = _settings(_jobs_app(apps, reference))
-    metrics_port = settings.worker.metrics_port
+    apps, settings = _apps_and_settings(app_ref)
     _configure_logging(settings)
     _configure_tracing(settings, "wow-temporal-dev")
-    telemetry = settings.telemetry
-    pushed = telemetry.metrics == "otlp"
-    traces = (
-        "off (wow.telemetry.tracing)" if not telemetry.tracing
-        else f"OTLP to {telemetry.otlp_endpoint}" if telemetry.otlp_endpoint
-        else "on, not exported (WOW_TELEMETRY_OTLP_ENDPOINT to send them to a collector)"
-    )
+    metrics_port = settings.worker.metrics_port
+    metrics_url, traces = _telemetry_shown(settings)
     try:
         dev_main(
             data_dir,
@@ -90,10 +86,7 @@ def dev(
             runtime=lambda: exporting_runtime(  # loopback, like every other dev port
                 settings.telemetry, metrics_port, "WOW_WORKER_METRICS_PORT", "127.0.0.1"
             ),
-            metrics_url=(
-                f"OTLP to {telemetry.otlp_endpoint}" if pushed
-                else f"http://127.0.0.1:{metrics_port}/metrics"
-            ),
+            metrics_url=metrics_url,
             traces=traces,
         )
     except TemporalServerExitedError:
@@ -102,6 +95,31 @@ def dev(
         raise _fail(str(error), 1) from None
     except OSError as error:  # a service lost its port to another program since the check
         raise _fail(str(error), 1) from None
+
+
+def _apps_and_settings(app_ref: str | None) -> tuple[list[DomainApp], Settings]:
+    """The apps `--app` names (the e-shop by default in the repository, none for `none`) and
+    the settings, checked against the jobs of the app whose jobs run."""
+    if app_ref is None and Path("workers/eshop/__init__.py").is_file():
+        app_ref = _EXAMPLE_APP
+    reference = None if app_ref in (None, "none") else app_ref
+    apps = _load_apps(reference)
+    return apps, _settings(_jobs_app(apps, reference))
+
+
+def _telemetry_shown(settings: Settings) -> tuple[str, str]:
+    """Where the metrics and the traces go, as the dev stack prints them."""
+    telemetry = settings.telemetry
+    metrics_url = (
+        f"OTLP to {telemetry.otlp_endpoint}" if telemetry.metrics == "otlp"
+        else f"http://127.0.0.1:{settings.worker.metrics_port}/metrics"
+    )
+    traces = (
+        "off (wow.telemetry.tracing)" if not telemetry.tracing
+        else f"OTLP to {telemetry.otlp_endpoint}" if telemetry.otlp_endpoint
+        else "on, not exported (WOW_TELEMETRY_OTLP_ENDPOINT to send them to a collector)"
+    )
+    return metrics_url, traces
 
 
 def demo(
@@ -115,7 +133,7 @@ def demo(
 ) -> None:
     """Walk through the spec's e-shop on a running `./run dev` in about a minute: an order that
     cancels itself when not paid in time, one paid in time, and the morning job."""
-    from wow_temporal.demo import DemoError, run_demo
+    from wow_temporal.dev.demo import DemoError, run_demo
 
     settings = _settings()
     api = api_url or f"http://127.0.0.1:{settings.api_port}"

@@ -59,7 +59,8 @@ def domain_host(
     import uvicorn
     from eventsourcing.persistence import PersistenceError
 
-    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.dev.errors import PortInUseError
+    from wow_temporal.dev.ports import port_is_free
     from wow_temporal.host.runtime import HostRuntime, StoreInUseError
     from wow_temporal.timers.client import TimerClient
     from wow_temporal.worker import connect, connect_reason, timer_client

@@ -48,7 +48,8 @@ def worker(
     unready, and keeps trying."""
     import signal
 
-    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.dev.errors import PortInUseError
+    from wow_temporal.dev.ports import port_is_free
     from wow_temporal.worker import WorkerFailedError, run_worker
 
     fmt = _log_format(log_format)
@@ -108,7 +109,8 @@ def api(
 ) -> None:
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
-    from wow_temporal.embedded import PortInUseError, port_is_free
+    from wow_temporal.dev.errors import PortInUseError
+    from wow_temporal.dev.ports import port_is_free
     from wow_temporal.worker import timer_client
 
     fmt = _log_format(log_format)
@@ -134,11 +136,8 @@ def api(
 def setup(address: _Address = None, namespace: _Namespace = None) -> None:
     """Register the search attributes on TEMPORAL_NAMESPACE (idempotent) and say which were
     added and which were already there."""
-    from wow_temporal.embedded import (
-        SEARCH_ATTRIBUTES,
-        EmbeddedTemporalError,
-        register_search_attributes,
-    )
+    from wow_temporal.dev.errors import EmbeddedTemporalError
+    from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
 
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)

@@ -12,9 +12,10 @@ import uvicorn
 from temporalio.worker import Worker
 
 from wow_temporal.delivery import CommandSender
-from wow_temporal.dev import DevContext, DevService
+from wow_temporal.dev.errors import PortInUseError
+from wow_temporal.dev.ports import free_port, port_is_free
+from wow_temporal.dev.stack import DevContext, DevService
 from wow_temporal.domain.app import App
-from wow_temporal.embedded import PortInUseError, free_port, port_is_free
 from wow_temporal.engine import short_instant
 from wow_temporal.host.echo import create_echo_host, echo_fallback
 from wow_temporal.host.relay import Timers

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO, runtime_checkable
@@ -19,11 +19,8 @@ from typing import Protocol, TextIO, runtime_checkable
 from temporalio.client import Client, Interceptor
 from temporalio.runtime import Runtime
 
-from wow_temporal.embedded import (
-    DEFAULT_DATA_DIR,
-    EmbeddedTemporal,
-    TemporalServerExitedError,
-)
+from wow_temporal.dev.errors import TemporalServerExitedError
+from wow_temporal.dev.server import DEFAULT_DATA_DIR, EmbeddedTemporal
 
 __all__ = ["READY_LINE", "DevContext", "DevService", "dev_main", "run_dev"]
 
@@ -98,6 +95,35 @@ async def run_dev(
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
+    server = EmbeddedTemporal(
+        data_dir, port=port, ui_port=ui_port, headless=headless, namespace=namespace
+    )
+    started: list[DevService] = []
+    with _signals_set(stop):
+        try:
+            await _claim(server, services)
+            await server.start()
+            made = runtime() if runtime is not None else None
+            _print_where(out, server, metrics_url if made is not None else None, traces)
+            ctx = DevContext(
+                client=await server.connect(interceptors=interceptors, runtime=made),
+                address=server.address,
+                namespace=server.namespace,
+                data_dir=server.data_dir,
+                ui_url=server.ui_url,
+            )
+            await _start_services(services, ctx, stop, started, out)
+            _print(out, READY_LINE)
+            await _until_stop_or_exit(stop, server, out)
+            _print(out, "wow-temporal dev: stopping")
+        finally:
+            await _stop_all(started, server, out)
+    _print(out, "wow-temporal dev: stopped")
+
+
+@contextlib.contextmanager
+def _signals_set(stop: asyncio.Event) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM set `stop` instead of interrupting."""
     loop = asyncio.get_running_loop()
     handled: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -105,57 +131,65 @@ async def run_dev(
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
             handled.append(sig)
-
-    server = EmbeddedTemporal(
-        data_dir, port=port, ui_port=ui_port, headless=headless, namespace=namespace
-    )
-    started: list[DevService] = []
     try:
-        await server.claim()
-        for service in services:
-            check: Callable[[], None] | None = getattr(service, "check", None)
-            if check is not None:
-                check()
-        await server.start()
-        made = runtime() if runtime is not None else None
-        _print(out, "wow-temporal dev")
-        _print(out, f"  Temporal gRPC:   {server.address}")
-        _print(out, f"  Temporal Web UI: {server.ui_url or '(headless)'}")
-        _print(out, f"  Namespace:       {server.namespace}")
-        _print(out, f"  Database:        {server.db_path}")
-        _print(out, f"  Server log:      {server.log_path}")
-        if made is not None and metrics_url is not None:
-            _print(out, f"  Metrics:         {metrics_url}")
-        if traces is not None:
-            _print(out, f"  Traces:          {traces}")
-        ctx = DevContext(
-            client=await server.connect(interceptors=interceptors, runtime=made),
-            address=server.address,
-            namespace=server.namespace,
-            data_dir=server.data_dir,
-            ui_url=server.ui_url,
-        )
-        for service in services:
-            if stop.is_set():
-                break
-            description = await service.start(ctx)
-            started.append(service)
-            _print(out, f"  {service.name + ':':<16} {description}")
-        _print(out, READY_LINE)
-        await _until_stop_or_exit(stop, server, out)
-        _print(out, "wow-temporal dev: stopping")
+        yield
     finally:
-        try:
-            for service in reversed(started):
-                try:
-                    await service.stop()
-                except Exception as err:  # keep stopping the others and the server
-                    _print(out, f"  {service.name}: error while stopping: {err!r}")
-        finally:
-            await server.stop()
-            for sig in handled:
-                loop.remove_signal_handler(sig)
-    _print(out, "wow-temporal dev: stopped")
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+async def _claim(server: EmbeddedTemporal, services: Sequence[DevService]) -> None:
+    """Take the data directory and run every service's `check`: refusals before any start."""
+    await server.claim()
+    for service in services:
+        check: Callable[[], None] | None = getattr(service, "check", None)
+        if check is not None:
+            check()
+
+
+def _print_where(
+    out: TextIO, server: EmbeddedTemporal, metrics_url: str | None, traces: str | None
+) -> None:
+    """Print where the server is, its files, and where metrics and traces go."""
+    _print(out, "wow-temporal dev")
+    _print(out, f"  Temporal gRPC:   {server.address}")
+    _print(out, f"  Temporal Web UI: {server.ui_url or '(headless)'}")
+    _print(out, f"  Namespace:       {server.namespace}")
+    _print(out, f"  Database:        {server.db_path}")
+    _print(out, f"  Server log:      {server.log_path}")
+    if metrics_url is not None:
+        _print(out, f"  Metrics:         {metrics_url}")
+    if traces is not None:
+        _print(out, f"  Traces:          {traces}")
+
+
+async def _start_services(
+    services: Sequence[DevService],
+    ctx: DevContext,
+    stop: asyncio.Event,
+    started: list[DevService],
+    out: TextIO,
+) -> None:
+    """Start `services` in order (until `stop` is set), adding each to `started` and printing
+    where it is."""
+    for service in services:
+        if stop.is_set():
+            break
+        description = await service.start(ctx)
+        started.append(service)
+        _print(out, f"  {service.name + ':':<16} {description}")
+
+
+async def _stop_all(started: list[DevService], server: EmbeddedTemporal, out: TextIO) -> None:
+    """Stop the started services in reverse order, then the server, whichever fails."""
+    try:
+        for service in reversed(started):
+            try:
+                await service.stop()
+            except Exception as err:  # keep stopping the others and the server
+                _print(out, f"  {service.name}: error while stopping: {err!r}")
+    finally:
+        await server.stop()
 
 
 async def _until_stop_or_exit(stop: asyncio.Event, server: EmbeddedTemporal, out: TextIO) -> None:

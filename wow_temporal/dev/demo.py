@@ -10,6 +10,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -23,6 +24,7 @@ __all__ = ["DemoError", "run_demo"]
 ORDER = NamedAggregate("eshop-order", "order")
 STOCK = NamedAggregate("eshop-inventory", "stock")
 JOB = "receive-deliveries"
+JOB_CONTEXT = STOCK.context_name
 SYSTEM_TENANT = "(0)"
 
 
@@ -110,7 +112,7 @@ class _Walk:
         return None if order is None else str(order["state"]["status"])
 
     async def job(self, suffix: str = "", body: dict[str, Any] | None = None) -> dict[str, Any]:
-        path = f"/eshop-inventory/schedule/{JOB}{suffix}"
+        path = f"/{JOB_CONTEXT}/schedule/{JOB}{suffix}"
         response = await (self.api.post(path, json=body) if suffix else self.api.get(path))
         if response.status_code != 200:
             raise DemoError(f"the control API answered {response.status_code}: {response.text}")
@@ -144,13 +146,39 @@ async def run_demo(
 
 
 async def _walk(walk: _Walk) -> None:
-    say = walk.say
-    say(f"The spec's e-shop, tenant {walk.tenant}. Web UI: {walk.ui_url}")
+    """The walk, step by step; each step prints what happened and where to look."""
+    walk.say(f"The spec's e-shop, tenant {walk.tenant}. Web UI: {walk.ui_url}")
+    await _receive_stock(walk)
+    order_a = await _place_order_a(walk)
+    await _pay_order_b_in_time(walk, order_a.key)
+    await _let_order_a_cancel_itself(walk, order_a)
+    await _run_the_morning_job(walk)
+    walk.say("")
+    walk.say(
+        f"Done. Try `wow-temporal timers list`, `wow-temporal schedule show {JOB_CONTEXT} "
+        f"{JOB}`, and the README's commit by hand."
+    )
 
+
+@dataclass(frozen=True)
+class _OrderA:
+    """Order A and the timer its confirmation scheduled, as later steps need them."""
+
+    order_id: str
+    key: str
+    timer_id: str
+    timer: dict[str, Any]
+    """The timer as the control API first showed it."""
+
+
+async def _receive_stock(walk: _Walk) -> None:
     walk.heading("The inventory receives stock: 10 mugs, 5 caps.")
     await walk.send("eshop.inventory.ReceiveStock", STOCK, "mug", {"quantity": 10})
     await walk.send("eshop.inventory.ReceiveStock", STOCK, "cap", {"quantity": 5})
 
+
+async def _place_order_a(walk: _Walk) -> _OrderA:
+    """Order A is confirmed, its schedule committed with the confirmation and its timer started."""
     walk.heading(
         "Place order A (2 mugs, 1 cap). The inventory's saga reserves each product "
         "and confirms it to the order."
@@ -163,23 +191,34 @@ async def _walk(walk: _Walk) -> None:
         lambda: _is(walk, order_a, "AWAITING_PAYMENT"),
         15,
     )
-    order = await walk.read(ORDER, order_a)
-    assert order is not None
-    last = order["commits"][-1]
-    scheduled = next(e for e in last["body"] if e["name"] == "wow.ScheduleSet")["body"]
-    say(f"   The last confirmation committed {', '.join(e['name'] for e in last['body'])}")
-    say(
-        f"   in one commit (version {last['version']}): {scheduled['command']['type']} "
-        f"{scheduled['rule']} under {scheduled['key']}."
-    )
-    timer_a = timer_workflow_id(ORDER.ref(walk.tenant, order_a), scheduled["key"])
+    key = await _show_the_scheduling_commit(walk, order_a)
+    timer_a = timer_workflow_id(ORDER.ref(walk.tenant, order_a), key)
     shown = await walk.until(
         "the relay to start order A's timer", lambda: _timer_started(walk, timer_a), 15
     )
-    say(f"   The relay handed it to Temporal: timer {shown['status']}, due {shown['due']}.")
-    say(f"   Look at it in the Web UI: {walk.ui(timer_a)}")
-    say("   (its Summary names the timer; Current Details show the command, due time and rule)")
+    walk.say(f"   The relay handed it to Temporal: timer {shown['status']}, due {shown['due']}.")
+    walk.say(f"   Look at it in the Web UI: {walk.ui(timer_a)}")
+    walk.say(
+        "   (its Summary names the timer; Current Details show the command, due time and rule)"
+    )
+    return _OrderA(order_a, key, timer_a, shown)
 
+
+async def _show_the_scheduling_commit(walk: _Walk, order_id: str) -> str:
+    """Print the order's last commit, the one that set its schedule; the schedule's key."""
+    order = await walk.read(ORDER, order_id)
+    assert order is not None
+    last = order["commits"][-1]
+    scheduled = next(e for e in last["body"] if e["name"] == "wow.ScheduleSet")["body"]
+    walk.say(f"   The last confirmation committed {', '.join(e['name'] for e in last['body'])}")
+    walk.say(
+        f"   in one commit (version {last['version']}): {scheduled['command']['type']} "
+        f"{scheduled['rule']} under {scheduled['key']}."
+    )
+    return str(scheduled["key"])
+
+
+async def _pay_order_b_in_time(walk: _Walk, key: str) -> None:
     walk.heading("Place order B and pay it in time: paying cancels its payment-grace-period.")
     order_b = f"B-{uuid.uuid4().hex[:6]}"
     await walk.send(
@@ -187,67 +226,70 @@ async def _walk(walk: _Walk) -> None:
     )
     await walk.until("order B's stock", lambda: _is(walk, order_b, "AWAITING_PAYMENT"), 15)
     await walk.send("eshop.order.PayOrder", ORDER, order_b, {})
-    timer_b = timer_workflow_id(ORDER.ref(walk.tenant, order_b), scheduled["key"])
+    timer_b = timer_workflow_id(ORDER.ref(walk.tenant, order_b), key)
     ended = await walk.until(
         "order B's timer to end", lambda: _timer_in(walk, timer_b, {"Cancelled"}), 20
     )
-    say(f"   Order B is PAID; its timer is {ended['status']}: {walk.ui(timer_b)}")
+    walk.say(f"   Order B is PAID; its timer is {ended['status']}: {walk.ui(timer_b)}")
 
+
+async def _let_order_a_cancel_itself(walk: _Walk, order_a: _OrderA) -> None:
     walk.heading(
         "Wait for order A's grace period to end: its timer sends CancelOrder("
         "PAYMENT_TIMEOUT), and the saga releases its stock."
     )
-    due = shown.get("due") or ""
-    say(f"   due {due}; waiting …")
-    await walk.until("order A to cancel itself", lambda: _is(walk, order_a, "CANCELLED"), 180)
-    order = await walk.read(ORDER, order_a)
+    due = order_a.timer.get("due") or ""
+    walk.say(f"   due {due}; waiting …")
+    order_id = order_a.order_id
+    await walk.until("order A to cancel itself", lambda: _is(walk, order_id, "CANCELLED"), 180)
+    order = await walk.read(ORDER, order_id)
     assert order is not None
     cancelled = next(
         e for c in order["commits"] for e in c["body"] if e["name"].endswith("OrderCancelled")
     )["body"]
-    say(f"   Order A is CANCELLED ({cancelled['reason']}), sent by its {scheduled['key']} timer")
-    say(f"   (request id {cancelled['timer']}#1: the schedule and its slot).")
+    walk.say(f"   Order A is CANCELLED ({cancelled['reason']}), sent by its {order_a.key} timer")
+    walk.say(f"   (request id {cancelled['timer']}#1: the schedule and its slot).")
     done = await walk.until(
-        "order A's timer to be Delivered", lambda: _timer_in(walk, timer_a, {"Delivered"}), 20
+        "order A's timer to be Delivered",
+        lambda: _timer_in(walk, order_a.timer_id, {"Delivered"}),
+        20,
     )
-    say(
+    walk.say(
         f"   Its timer is {done['status']}. A second delivery would be a DuplicateRequestId: "
         "decided once."
     )
-    await walk.send("eshop.order.PayOrder", ORDER, order_a, {})
-    say("   (paying now is refused: the order decides on its state then)")
+    await walk.send("eshop.order.PayOrder", ORDER, order_id, {})
+    walk.say("   (paying now is refused: the order decides on its state then)")
     mug = await walk.read(STOCK, "mug")
     if mug is not None:
-        say(f"   mug stock: {mug['state']['on_hand']} on hand, reserved {mug['state']['reserved']}")
+        walk.say(
+            f"   mug stock: {mug['state']['on_hand']} on hand, reserved {mug['state']['reserved']}"
+        )
 
+
+async def _run_the_morning_job(walk: _Walk) -> None:
+    """Enable the job, tick it every 5 seconds until it ticks once, then put its rule back."""
     walk.heading(f"The morning job {JOB}: enable it and reschedule it to run every 5 seconds.")
-    job_id = job_workflow_id("eshop-inventory", JOB)
     await walk.job("/wow.schedule.enable")
     info = await walk.job("/wow.schedule.reschedule", {"expression": "*/5 * * * * *"})
-    say(f"   {JOB} is {info['status']}, next {', '.join(info['next_due'][:2])}")
-    say(f"   Watch its ticks in the Web UI: {walk.ui(job_id)}")
+    walk.say(f"   {JOB} is {info['status']}, next {', '.join(info['next_due'][:2])}")
+    walk.say(f"   Watch its ticks in the Web UI: {walk.ui(job_workflow_id(JOB_CONTEXT, JOB))}")
     recent = info.get("recent") or []
     before = recent[-1]["slot"] if recent else 0
     ticked = await walk.until("a tick of the job", lambda: _ticked(walk, before), 30)
     tick = ticked["recent"][-1]
-    say(
+    walk.say(
         f"   tick: slot {tick['slot']}, {tick['outcome']}: {tick['commands']} ReceiveStock "
         f"commands, {tick['delivered']} delivered"
     )
     stock = await walk.read(STOCK, "mug", SYSTEM_TENANT)
     if stock is not None:
-        say(
+        walk.say(
             f"   the suppliers' deliveries reached tenant {SYSTEM_TENANT}'s stock: mug "
             f"{stock['state']['on_hand']} on hand"
         )
     restored = await walk.job("/wow.schedule.reschedule", {"expression": "0 0 6 * * *"})
-    say(f"   rescheduled back to 0 0 6 * * *: next {', '.join(restored['next_due'][:1])}")
-
-    say("")
-    say(
-        "Done. Try `wow-temporal timers list`, `wow-temporal schedule show receive-deliveries`, "
-        "and the README's commit by hand."
-    )
+    walk.say(f"   rescheduled back to 0 0 6 * * *: next {', '.join(restored['next_due'][:1])}")
 
 
 async def _is(walk: _Walk, order_id: str, status: str) -> bool:

