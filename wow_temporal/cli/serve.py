@@ -109,7 +109,7 @@ def api(
     """Serve the HTTP control API (bearer token: WOW_API_TOKEN)."""
     from wow_temporal.api import serve
     from wow_temporal.embedded import PortInUseError, port_is_free
-    from wow_temporal.worker import timer_client
+    from wow_temporal.timers.client import TimerClient
 
     fmt = _log_format(log_format)
     domain = _load_app(app_ref)
@@ -125,7 +125,7 @@ def api(
     async def work() -> None:
         runtime = _metrics(settings, settings.api.metrics_port, "wow.api.metrics-port")
         client = await _connect(settings, runtime)
-        timers = timer_client(client, settings)
+        timers = TimerClient.from_settings(client, settings)
         await serve(settings, timers, host=host, port=listen, jobs=_jobs(client, settings, domain))
 
     _run(work)
