@@ -118,14 +118,17 @@ def timer_worker(
     graceful_shutdown_timeout: timedelta = timedelta(0),
     workflow_pollers: PollerBehavior | None = None,
     activity_pollers: PollerBehavior | None = None,
+    late_after: timedelta | None = None,
 ) -> Worker:
     """A worker for the timer workflows, the deletion records and the delivery activity
     (which checks the deletion records before it sends; replaceable in tests).
     `max_concurrent_workflow_tasks` None is the SDK's default (100); pollers autoscale unless
-    given."""
+    given; a delivery whose first attempt starts more than `late_after` after its due time is
+    counted in `wow_deliveries_late` (`wow.timers.poll-interval`; None: not counted)."""
     if activities is None:
         deletions = DeletionRecords(client, task_queue=task_queue)
-        activities = [DeliveryActivities(sender, deletions=deletions).deliver]
+        delivery = DeliveryActivities(sender, deletions=deletions, late_after=late_after)
+        activities = [delivery.deliver]
     return Worker(
         client,
         task_queue=task_queue,
@@ -361,7 +364,8 @@ async def _run_workers(
     rules = host_rules(settings, app) if app is not None else {}
     queue = settings.timers.task_queue
     limits = _limits(settings.worker)
-    workers = [timer_worker(client, sender, task_queue=queue, **limits)]
+    bound = settings.timers.poll_interval
+    workers = [timer_worker(client, sender, task_queue=queue, late_after=bound, **limits)]
     if app is not None:
         workers.append(job_worker(client, app, sender, host=rules, **limits))
     runs = [asyncio.create_task(worker.run()) for worker in workers]
