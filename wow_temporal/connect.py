@@ -62,7 +62,7 @@ def connect_reason(text: str) -> str:
 async def probe(client: Client, within: timedelta = PROBE_TIMEOUT) -> str | None:
     """None when Temporal answers a cheap call (its system info) within `within`; else why
     not, in one line."""
-    where = f"Temporal at {client.service_client.config.target_host}"
+    where = f"Temporal at {client.service_client.config.target_host} (namespace {client.namespace})"
     try:
         await asyncio.wait_for(
             client.workflow_service.get_system_info(
@@ -74,5 +74,5 @@ async def probe(client: Client, within: timedelta = PROBE_TIMEOUT) -> str | None
         return f"{where} did not answer within {within.total_seconds():g}s"
     except Exception as error:  # any failure (RuntimeError: a lazy client cannot connect)
         detail = " ".join(str(getattr(error, "message", "") or error).split())
-        return f"{where} does not answer: {detail[:200] or type(error).__name__}"
+        return f"{where} is unavailable: {detail[:200] or type(error).__name__}"
     return None

@@ -50,8 +50,7 @@ def health_routes(client: Client) -> APIRouter:
         """Readiness: Temporal answers a cheap call (its system info) within two seconds."""
         reason = await probe(client, READY_TIMEOUT)
         if reason is not None:
-            message = f"{reason} (namespace {client.namespace})"
-            raise ApiError(503, "TemporalUnavailable", message)
+            raise ApiError(503, "TemporalUnavailable", reason)
         return Ready(temporal=client.service_client.config.target_host, namespace=client.namespace)
 
     return router
