@@ -320,6 +320,7 @@ async def run_worker(
     """
     if settings.host_url is None:
         raise SettingsError("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
+    rules = host_rules(settings, app) if app is not None else {}  # a bad override fails first
     stop = stop if stop is not None else asyncio.Event()
     readiness = readiness if readiness is not None else Readiness("connecting to Temporal")
     async with contextlib.AsyncExitStack() as stack:
@@ -336,7 +337,7 @@ async def run_worker(
                 log.info("stopped before Temporal could be reached")
                 return
         sender = await stack.enter_async_context(CommandSender(settings.host_url))
-        await _run_workers(settings, client, sender, app, readiness, stop)
+        await _run_workers(settings, client, sender, readiness, stop, app=app, rules=rules)
         log.info("stopped")
 
 
@@ -355,13 +356,15 @@ async def _run_workers(
     settings: Settings,
     client: Client,
     sender: CommandSender,
-    app: App | None,
     readiness: Readiness,
     stop: asyncio.Event,
+    *,
+    app: App | None,
+    rules: dict[str, HostRule],
 ) -> None:
-    """Run the timer worker (and `app`'s job worker) until `stop` is set or one fails, then
-    shut them down, letting what is in flight finish (`wow.worker.shutdown-timeout`)."""
-    rules = host_rules(settings, app) if app is not None else {}
+    """Run the timer worker (and `app`'s job worker, with the host's `rules`) until `stop` is
+    set or one fails, then shut them down, letting what is in flight finish
+    (`wow.worker.shutdown-timeout`)."""
     queue = settings.timers.task_queue
     limits = _limits(settings.worker)
     bound = settings.timers.poll_interval
