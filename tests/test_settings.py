@@ -15,6 +15,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from wow_temporal.schedule import Misfire
 from wow_temporal.settings import (
     ApiSettings,
+    DeliverySettings,
     JobOverride,
     Settings,
     SettingsError,
@@ -972,3 +973,21 @@ def test_task_queue_and_pollers_from_a_file_and_the_environment(tmp_path: Path) 
     defaults = load_settings(environ={})
     assert defaults.timers.task_queue == "wow-timers"
     assert (defaults.worker.workflow_pollers, defaults.worker.activity_pollers) == ("auto", "auto")
+
+
+def test_the_delivery_policy_is_derived_from_the_timer_settings() -> None:
+    assert TimerSettings().delivery == DeliverySettings()  # one set of defaults
+    settings = load_settings(
+        environ={
+            "WOW_TIMERS_MAX_ATTEMPTS": "3",
+            "WOW_TIMERS_RETRY_INITIAL_INTERVAL": "200ms",
+            "WOW_TIMERS_RETRY_MAX_INTERVAL": "5s",
+            "WOW_TIMERS_RETRY_BACKOFF": "1.5",
+        }
+    )
+    assert settings.timers.delivery == DeliverySettings(
+        max_attempts=3,
+        initial_interval=timedelta(milliseconds=200),
+        max_interval=timedelta(seconds=5),
+        backoff=1.5,
+    )

@@ -1,25 +1,32 @@
 """The worker's Prometheus endpoint (`wow.worker.metrics-port`): the SDK's metrics and
-wow-temporal's (deliveries by outcome, lateness) from a real CLI worker on the dev server."""
+wow-temporal's (deliveries by outcome, lateness) from a real CLI worker on the dev server; and
+`wow_deliveries_late`, the deliveries later than `wow.timers.poll-interval`, counted by the
+delivery activity against a real HTTP host."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import signal
 import subprocess
 import sys
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import pytest
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+from temporalio.testing import ActivityEnvironment
 
 from tests.recording_host import RecordingHost
+from tests.test_delivery import make_request
 from tests.test_worker_prod import commit, on_the_session_loop
 from tests.worker_process import WorkerProcess
-from wow_temporal.delivery import CommandSender
+from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
@@ -66,7 +73,8 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
     port = free_port()
     worker = WorkerProcess(
         dev_server, recording_host.url, tmp_path / "worker.log",
-        env={"WOW_WORKER_METRICS_PORT": str(port)},
+        # A bound no real delivery meets: the first attempt is counted late.
+        env={"WOW_WORKER_METRICS_PORT": str(port), "WOW_TIMERS_POLL_INTERVAL": "1ms"},
     )
     client = await dev_server.connect()
     data = commit(after=0.2)
@@ -86,6 +94,7 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
     assert series(text, "wow_deliveries_total", outcome="delivered") == 1, text[-2000:]
     assert series(text, "wow_deliveries_total", outcome="failed") == 1
     assert series(text, "wow_delivery_lateness_count") == 1
+    assert series(text, "wow_deliveries_late_total") == 1  # the first attempt, not the retry
     assert 'activity_type="wow.deliver"' in text or "activity_type=" in text
     assert "temporal_" in text  # the SDK's own metrics beside ours
 
@@ -181,3 +190,36 @@ async def test_the_control_api_serves_the_commits_it_ingests(
     assert series(text, "wow_commits_ingested_total") == 1, text[-2000:]
     assert series(text, "wow_timer_changes_total", kind="set", outcome="started") == 1
     assert f"metrics on port {metrics_port}" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("attempt", "started_after_due", "bound", "late"),
+    [
+        (1, timedelta(seconds=1.5), timedelta(seconds=1), 1),  # later than the bound
+        (1, timedelta(seconds=0.5), timedelta(seconds=1), 0),  # within it
+        (1, timedelta(seconds=1.5), timedelta(seconds=2), 0),  # the bound is the setting's
+        (2, timedelta(seconds=30), timedelta(seconds=1), 0),  # a retry: the first attempt counts
+        (1, timedelta(seconds=30), None, 0),  # no bound given: nothing counted
+    ],
+)
+@on_the_session_loop
+async def test_a_delivery_whose_first_attempt_starts_later_than_the_bound_is_counted_late(
+    recording_host: RecordingHost,
+    attempt: int,
+    started_after_due: timedelta,
+    bound: timedelta | None,
+    late: int,
+) -> None:
+    buffer = MetricBuffer(1000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
+    request = make_request()
+    due = datetime.fromtimestamp(request.schedule.due / 1000, UTC)
+    env = ActivityEnvironment()
+    env.metric_meter = runtime.metric_meter
+    env.info = dataclasses.replace(env.info, attempt=attempt, started_time=due + started_after_due)
+    async with CommandSender(recording_host.url) as sender:
+        outcome = await env.run(DeliveryActivities(sender, late_after=bound).deliver, request)
+    assert outcome.status == "delivered"
+    updates = buffer.retrieve_updates()
+    assert sum(u.value for u in updates if u.metric.name == "wow_deliveries") == 1  # read
+    assert sum(u.value for u in updates if u.metric.name == "wow_deliveries_late") == late

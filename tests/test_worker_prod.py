@@ -30,11 +30,13 @@ from typer.testing import CliRunner
 
 from tests.recording_host import RecordingHost, recording_host
 from tests.worker_process import REPO, WorkerProcess
+from wow_temporal import connect_timers
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.health import HealthServer, Readiness
+from wow_temporal.settings import load_settings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.worker import timer_worker
@@ -445,15 +447,16 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
 
 
 @on_the_session_loop
-async def test_the_task_queue_and_pollers_are_settings(
+async def test_the_task_queue_and_pollers_are_settings_and_connect_timers_starts_on_that_queue(
     dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
 ) -> None:
     queue = f"shop-timers-{uuid.uuid4().hex[:8]}"
+    timer_settings = {"WOW_TIMERS_TASK_QUEUE": queue, "WOW_TIMERS_MAX_ATTEMPTS": "3"}
     worker = WorkerProcess(
         dev_server, recording_host.url, tmp_path / "worker.log",
         ready=f"timer worker on task queue {queue}".encode(),
         env={
-            "WOW_TIMERS_TASK_QUEUE": queue,
+            **timer_settings,
             "WOW_WORKER_WORKFLOW_POLLERS": "2",
             "WOW_WORKER_ACTIVITY_POLLERS": "3",
         },
@@ -461,15 +464,24 @@ async def test_the_task_queue_and_pollers_are_settings(
     await worker.start()
     try:
         data = commit(after=0.2)
-        client = await dev_server.connect()
-        await TimerClient(client, task_queue=queue).apply(data)
+        # The README's client: the same settings as the worker, so the same task queue.
+        environ = {"TEMPORAL_ADDRESS": str(dev_server.address), **timer_settings}
+        timers = await connect_timers(load_settings(environ=environ))
+        assert (timers.task_queue, timers.delivery.max_attempts) == (queue, 3)
+        await timers.apply(data)
         await recording_host.wait_for(
             lambda host: any(r.aggregate_id == data["aggregateId"] for r in host.requests),
             timeout=30,
         )
         timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
-        described = await client.get_workflow_handle(timer).describe()
+        handle = timers.client.get_workflow_handle(timer)
+        described = await handle.describe()
         assert described.task_queue == queue
+        events = [event async for event in handle.fetch_history_events()]
+        attributes = events[0].workflow_execution_started_event_attributes
+        assert attributes.task_queue.name == queue
+        [payload] = attributes.input.payloads
+        assert json.loads(payload.data)["delivery"]["max_attempts"] == 3
     finally:
         await worker.stop()
 

@@ -3,6 +3,7 @@
 The public API is re-exported here; see the README for a tour.
 """
 
+from wow_temporal.connect import connect, connect_timers
 from wow_temporal.cron import CronExpression, CronSyntaxError
 from wow_temporal.domain import (
     App,
@@ -45,7 +46,7 @@ from wow_temporal.timers.client import (
     TimerInfo,
     TimerNotFoundError,
 )
-from wow_temporal.worker import connect, run_worker
+from wow_temporal.worker import run_worker
 
 __all__ = [
     "AggregateDeleted",
@@ -82,6 +83,7 @@ __all__ = [
     "TimerNotFoundError",
     "aggregate",
     "connect",
+    "connect_timers",
     "load_settings",
     "on_command",
     "on_event",

@@ -45,7 +45,7 @@ from pydantic import Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from wow_temporal.metrics import record_delivery
+from wow_temporal.metrics import record_delivery, record_lateness_bound
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
 from wow_temporal.tracing import continued_span, traceparent_context
 
@@ -396,12 +396,14 @@ class DeliveryActivities:
         *,
         clock: Callable[[], float] = time.time,
         deletions: DeletionCheck | None = None,
+        late_after: timedelta | None = None,
     ) -> None:
         """`clock` gives epoch seconds for the never-early check (`activity_clock` in tests);
         `deletions` is checked before each send (None: no check, for tests of one module)."""
         self.sender = sender
         self.clock = clock
         self.deletions = deletions
+        self.late_after = late_after  # wow.timers.poll-interval: later first attempts count
 
     @activity.defn(name="wow.deliver")
     async def deliver(self, request: DeliveryRequest) -> DeliveryOutcome:
@@ -419,6 +421,7 @@ class DeliveryActivities:
                 category=ApplicationErrorCategory.BENIGN,
             )
         schedule = request.schedule
+        record_lateness_bound(schedule.due, self.late_after)
         attributes: dict[str, str | int | bool] = {
             "wow.command.type": request.command.type,
             "wow.request_id": request.request_id,

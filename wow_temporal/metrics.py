@@ -7,6 +7,8 @@ slots) and wow-temporal's beside them, recorded through the runtime's meter (the
 - `wow_deliveries{outcome}`: delivery attempts by outcome (delivered, rejected, failed,
   parked, cancelled);
 - `wow_delivery_lateness`: milliseconds from a slot's due time to its delivery (histogram);
+- `wow_deliveries_late`: deliveries whose first attempt started later after the due time than
+  `wow.timers.poll-interval`, Wow's bound on lateness (a handover, a backlog, too few workers);
 - `wow_ticks{outcome}` and `wow_ticks_skipped`: job ticks handled, and the slots a COALESCE
   tick stood for;
 - `wow_parked{kind}`: timers (`kind="timer"`) and job instances (`kind="job"`) parked for an
@@ -52,6 +54,7 @@ __all__ = [
     "metrics_runtime",
     "otlp_metrics_runtime",
     "record_delivery",
+    "record_lateness_bound",
     "record_parked",
     "record_tick",
 ]
@@ -173,6 +176,23 @@ def record_delivery(outcome: str, lateness_ms: int | None = None) -> None:
         meter.create_histogram(
             "wow_delivery_lateness", "From a slot's due time to its delivery", "ms"
         ).record(max(0, lateness_ms))
+
+
+def record_lateness_bound(due_ms: int, bound: timedelta | None) -> None:
+    """Count the delivery in `wow_deliveries_late` when its first attempt started more than
+    `bound` after its due time (inside the delivery activity; a no-op outside one, on later
+    attempts, and with no bound). Temporal's start time of the attempt is used, so it holds
+    under the time-skipping test server too."""
+    if bound is None or not activity.in_activity():
+        return
+    info = activity.info()
+    if info.attempt != 1:
+        return
+    lateness = info.started_time.timestamp() * 1000 - due_ms
+    if lateness > bound.total_seconds() * 1000:
+        activity.metric_meter().create_counter(
+            "wow_deliveries_late", "Deliveries whose first attempt started later than the bound"
+        ).add(1)
 
 
 def record_tick(outcome: str, skipped: int) -> None:

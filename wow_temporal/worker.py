@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
-from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import (
@@ -27,6 +25,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from wow_temporal.connect import PROBE_TIMEOUT, connect, connect_reason, probe
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.domain.app import App
 from wow_temporal.health import HealthServer, Readiness
@@ -42,11 +41,15 @@ from wow_temporal.metrics import (
     exporting_runtime,
     record_parked,
 )
-from wow_temporal.settings import Settings, SettingsError, TimerSettings
-from wow_temporal.timers.client import TIMER_TASK_QUEUE, TimerClient
+from wow_temporal.settings import (
+    DeliverySettings,
+    Settings,
+    SettingsError,
+    WorkerSettings,
+)
+from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.deletion import DeletionRecords, DeletionWorkflow
-from wow_temporal.timers.workflow import DeliverySettings, TimerWorkflow
-from wow_temporal.tracing import client_interceptors
+from wow_temporal.timers.workflow import TimerWorkflow
 
 __all__ = [
     "CONNECT_RETRY",
@@ -57,11 +60,10 @@ __all__ = [
     "connect",
     "connect_reason",
     "count_parked",
-    "delivery_settings",
     "job_worker",
     "pollers",
+    "probe",
     "run_worker",
-    "timer_client",
     "timer_worker",
 ]
 
@@ -72,9 +74,6 @@ CONNECT_RETRY = 3.0
 
 PROBE_INTERVAL = 3.0
 """Seconds between the readiness probes of Temporal while the worker runs."""
-
-PROBE_TIMEOUT = timedelta(seconds=2)
-"""How long a readiness probe waits for Temporal's answer before the worker is unready."""
 
 STICKY_TIMEOUT = timedelta(seconds=3)
 """How long a workflow task waits for the worker that ran its workflow before others take it."""
@@ -95,23 +94,6 @@ def pollers(setting: Literal["auto"] | int) -> PollerBehavior:
     return PollerBehaviorSimpleMaximum(maximum=setting)
 
 
-def timer_client(client: Client, settings: Settings) -> TimerClient:
-    """The timers as the settings configure them: their task queue and delivery retries."""
-    return TimerClient(
-        client, task_queue=settings.timers.task_queue, delivery=delivery_settings(settings.timers)
-    )
-
-
-def delivery_settings(timers: TimerSettings) -> DeliverySettings:
-    """The delivery retry policy of `wow.timers.*`."""
-    return DeliverySettings(
-        max_attempts=timers.max_attempts,
-        initial_interval=timers.retry_initial_interval,
-        max_interval=timers.retry_max_interval,
-        backoff=timers.retry_backoff,
-    )
-
-
 def timer_worker(
     client: Client,
     sender: CommandSender,
@@ -123,14 +105,17 @@ def timer_worker(
     graceful_shutdown_timeout: timedelta = timedelta(0),
     workflow_pollers: PollerBehavior | None = None,
     activity_pollers: PollerBehavior | None = None,
+    late_after: timedelta | None = None,
 ) -> Worker:
     """A worker for the timer workflows, the deletion records and the delivery activity
     (which checks the deletion records before it sends; replaceable in tests).
     `max_concurrent_workflow_tasks` None is the SDK's default (100); pollers autoscale unless
-    given."""
+    given; a delivery whose first attempt starts more than `late_after` after its due time is
+    counted in `wow_deliveries_late` (`wow.timers.poll-interval`; None: not counted)."""
     if activities is None:
         deletions = DeletionRecords(client, task_queue=task_queue)
-        activities = [DeliveryActivities(sender, deletions=deletions).deliver]
+        delivery = DeliveryActivities(sender, deletions=deletions, late_after=late_after)
+        activities = [delivery.deliver]
     return Worker(
         client,
         task_queue=task_queue,
@@ -190,34 +175,6 @@ class WorkerFailedError(RuntimeError):
     non-zero so that it is restarted."""
 
 
-async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
-    """A client on the Temporal namespace the settings name (pydantic data converter, tracing
-    interceptor unless `wow.telemetry.tracing` is off), on `runtime` (the worker's, exporting
-    metrics) or the process's default one."""
-    config = settings.temporal_connect_config()
-    config["interceptors"] = client_interceptors(settings.telemetry)
-    if runtime is not None:
-        config["runtime"] = runtime
-    return await Client.connect(**config)
-
-
-_REASONS = (
-    re.compile(r'message: "([^"]+)" \}'),  # an OS error: Connection refused, ...
-    re.compile(r'error: "([^"]+)"'),  # a custom one: failed to lookup address information ...
-    re.compile(r'Status \{ code: (\w+), message: "([^"]*)"'),  # the server answered, oddly
-)
-
-
-def connect_reason(text: str) -> str:
-    """The readable part of the SDK's `Failed client connect: <Rust debug output>`."""
-    for pattern in _REASONS:
-        found = pattern.search(text)
-        if found:
-            return ": ".join(part for part in found.groups() if part)
-    rest = " ".join(text.removeprefix("Failed client connect:").split())
-    return rest if len(rest) <= 200 else rest[:199] + "…"
-
-
 def _where(settings: Settings) -> str:
     config = settings.temporal_connect_config()
     return f"{config['target_host']} (namespace {config['namespace']})"
@@ -258,25 +215,6 @@ async def connect_until_up(
         readiness.set_unready(reason)
         log.warning("%s; retrying in %gs (attempt %d)", reason, CONNECT_RETRY, attempt)
         await _wait(stop, CONNECT_RETRY)
-    return None
-
-
-async def probe(client: Client) -> str | None:
-    """None when Temporal answers a cheap call (its system info) within `PROBE_TIMEOUT`; else
-    why not, in one line."""
-    where = f"Temporal at {client.service_client.config.target_host}"
-    try:
-        await asyncio.wait_for(
-            client.workflow_service.get_system_info(
-                GetSystemInfoRequest(), retry=False, timeout=PROBE_TIMEOUT
-            ),
-            PROBE_TIMEOUT.total_seconds() + 1,
-        )
-    except TimeoutError:
-        return f"{where} did not answer within {PROBE_TIMEOUT.total_seconds():g}s"
-    except Exception as error:  # any failure of the probe: unready
-        detail = " ".join(str(getattr(error, "message", "") or error).split())
-        return f"{where} does not answer: {detail[:200] or type(error).__name__}"
     return None
 
 
@@ -369,79 +307,112 @@ async def run_worker(
     """
     if settings.host_url is None:
         raise SettingsError("WOW_HOST_URL (wow.host-url): the worker needs the domain host's URL")
-    rules = host_rules(settings, app) if app is not None else {}
+    rules = host_rules(settings, app) if app is not None else {}  # a bad override fails first
     stop = stop if stop is not None else asyncio.Event()
     readiness = readiness if readiness is not None else Readiness("connecting to Temporal")
-    options = settings.worker
     async with contextlib.AsyncExitStack() as stack:
-        if options.health_port:
-            health = await stack.enter_async_context(HealthServer(readiness, options.health_port))
+        if settings.worker.health_port:
+            health = HealthServer(readiness, settings.worker.health_port)
+            await stack.enter_async_context(health)
             log.info("health on port %d: /livez, /readyz", health.port)
-        runtime = None
         if client is None:
             runtime = exporting_runtime(
-                settings.telemetry, options.metrics_port, "wow.worker.metrics-port"
+                settings.telemetry, settings.worker.metrics_port, "wow.worker.metrics-port"
             )
-        if client is None:
             client = await connect_until_up(settings, readiness, stop, runtime)
             if client is None:
                 log.info("stopped before Temporal could be reached")
                 return
-        limits: dict[str, Any] = {
-            "max_concurrent_activities": options.max_concurrent_activities,
-            "max_concurrent_workflow_tasks": options.max_concurrent_workflow_tasks,
-            "graceful_shutdown_timeout": options.shutdown_timeout,
-            "workflow_pollers": pollers(options.workflow_pollers),
-            "activity_pollers": pollers(options.activity_pollers),
-        }
         sender = await stack.enter_async_context(CommandSender(settings.host_url))
-        queue = settings.timers.task_queue
-        workers = [timer_worker(client, sender, task_queue=queue, **limits)]
-        if app is not None:
-            workers.append(job_worker(client, app, sender, host=rules, **limits))
-        runs = [asyncio.create_task(worker.run()) for worker in workers]
-        try:
-            log.info(
-                "timer worker on task queue %s, namespace %s, delivering to %s",
-                queue,
-                client.namespace,
-                settings.host_url,
-            )
-            if app is not None:
-                jobs = JobClient(
-                    client, app, host_rules=rules, delivery=delivery_settings(settings.timers)
-                )
-                for info in await jobs.bring_to_settings(app):
-                    log.info(
-                        "job %s: %s, %s %s", info.workflow_id, info.status, info.expression,
-                        info.zone,
-                    )
-                log.info(
-                    "job worker for %s on task queue %s: %s",
-                    app.context,
-                    job_task_queue(app.context),
-                    ", ".join(sorted(app.jobs)) or "no jobs",
-                )
-            watch = asyncio.create_task(_watch(client, workers, readiness, stop))
-            parked = asyncio.create_task(count_parked(client, stop))
-            stopping = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait([stopping, *runs], return_when=asyncio.FIRST_COMPLETED)
-            stop.set()  # ends the watch and the counts, whichever came first
-            await watch
-            await parked
-            failed = [run for run in runs if run in done]
-            if failed:
-                error = failed[0].exception()
-                readiness.set_unready(f"the worker stopped: {error}")
-                raise WorkerFailedError(f"the worker stopped: {error}") from error
-            readiness.set_unready("shutting down")
-            log.info(
-                "stopping: polling stopped, waiting up to %gs for the deliveries and ticks in "
-                "flight",
-                options.shutdown_timeout.total_seconds(),
-            )
-        finally:
-            stop.set()
-            await asyncio.gather(*(worker.shutdown() for worker in workers), return_exceptions=True)
-            await asyncio.gather(*runs, return_exceptions=True)
+        await _run_workers(settings, client, sender, readiness, stop, app=app, rules=rules)
         log.info("stopped")
+
+
+def _limits(options: WorkerSettings) -> dict[str, Any]:
+    """The keyword arguments of `timer_worker` and `job_worker` that `wow.worker.*` sets."""
+    return {
+        "max_concurrent_activities": options.max_concurrent_activities,
+        "max_concurrent_workflow_tasks": options.max_concurrent_workflow_tasks,
+        "graceful_shutdown_timeout": options.shutdown_timeout,
+        "workflow_pollers": pollers(options.workflow_pollers),
+        "activity_pollers": pollers(options.activity_pollers),
+    }
+
+
+async def _run_workers(
+    settings: Settings,
+    client: Client,
+    sender: CommandSender,
+    readiness: Readiness,
+    stop: asyncio.Event,
+    *,
+    app: App | None,
+    rules: dict[str, HostRule],
+) -> None:
+    """Run the timer worker (and `app`'s job worker, with the host's `rules`) until `stop` is
+    set or one fails, then shut them down, letting what is in flight finish
+    (`wow.worker.shutdown-timeout`)."""
+    queue = settings.timers.task_queue
+    limits = _limits(settings.worker)
+    bound = settings.timers.poll_interval
+    workers = [timer_worker(client, sender, task_queue=queue, late_after=bound, **limits)]
+    if app is not None:
+        workers.append(job_worker(client, app, sender, host=rules, **limits))
+    runs = [asyncio.create_task(worker.run()) for worker in workers]
+    try:
+        log.info(
+            "timer worker on task queue %s, namespace %s, delivering to %s",
+            queue,
+            client.namespace,
+            settings.host_url,
+        )
+        if app is not None:
+            await _start_jobs(client, app, rules, settings.timers.delivery)
+        await _until_stopped(client, workers, runs, readiness, stop)
+        log.info(
+            "stopping: polling stopped, waiting up to %gs for the deliveries and ticks in flight",
+            settings.worker.shutdown_timeout.total_seconds(),
+        )
+    finally:
+        stop.set()
+        await asyncio.gather(*(worker.shutdown() for worker in workers), return_exceptions=True)
+        await asyncio.gather(*runs, return_exceptions=True)
+
+
+async def _start_jobs(
+    client: Client, app: App, rules: dict[str, HostRule], delivery: DeliverySettings
+) -> None:
+    """Bring `app`'s SYSTEM job instances to the host's override (and enabled or not)."""
+    jobs = JobClient(client, app, host_rules=rules, delivery=delivery)
+    for info in await jobs.bring_to_settings(app):
+        log.info("job %s: %s, %s %s", info.workflow_id, info.status, info.expression, info.zone)
+    log.info(
+        "job worker for %s on task queue %s: %s",
+        app.context,
+        job_task_queue(app.context),
+        ", ".join(sorted(app.jobs)) or "no jobs",
+    )
+
+
+async def _until_stopped(
+    client: Client,
+    workers: Sequence[Worker],
+    runs: Sequence[asyncio.Task[None]],
+    readiness: Readiness,
+    stop: asyncio.Event,
+) -> None:
+    """Keep readiness and the parked gauge up to date until `stop` is set or a worker stops
+    by itself (`WorkerFailedError`); the worker is then unready."""
+    watch = asyncio.create_task(_watch(client, workers, readiness, stop))
+    parked = asyncio.create_task(count_parked(client, stop))
+    stopping = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopping, *runs], return_when=asyncio.FIRST_COMPLETED)
+    stop.set()  # ends the watch and the counts, whichever came first
+    await watch
+    await parked
+    failed = [run for run in runs if run in done]
+    if failed:
+        error = failed[0].exception()
+        readiness.set_unready(f"the worker stopped: {error}")
+        raise WorkerFailedError(f"the worker stopped: {error}") from error
+    readiness.set_unready("shutting down")

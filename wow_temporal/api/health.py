@@ -4,17 +4,15 @@ Temporal); `/ready` answers 200 only while Temporal answers a cheap call, 503 ot
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel
-from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
-from temporalio.service import RPCError
 
 from wow_temporal.api.errors import ApiError, ErrorBody
+from wow_temporal.connect import probe
 
 READY_TIMEOUT = timedelta(seconds=2)
 """How long `/ready` waits for Temporal before answering 503."""
@@ -50,22 +48,9 @@ def health_routes(client: Client) -> APIRouter:
     )
     async def ready() -> Ready:
         """Readiness: Temporal answers a cheap call (its system info) within two seconds."""
-        address = client.service_client.config.target_host
-        where = f"Temporal at {address} (namespace {client.namespace})"
-        try:
-            await asyncio.wait_for(
-                client.workflow_service.get_system_info(
-                    GetSystemInfoRequest(), retry=False, timeout=READY_TIMEOUT
-                ),
-                timeout=READY_TIMEOUT.total_seconds() + 1,
-            )
-        except TimeoutError:
-            message = f"{where} did not answer in {READY_TIMEOUT.total_seconds():g} s"
-            raise ApiError(503, "TemporalUnavailable", message) from None
-        except (RPCError, RuntimeError) as error:  # RuntimeError: a lazy client cannot connect
-            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            message = f"{where} is unavailable: {reason}"
-            raise ApiError(503, "TemporalUnavailable", message) from None
-        return Ready(temporal=address, namespace=client.namespace)
+        reason = await probe(client, READY_TIMEOUT)
+        if reason is not None:
+            raise ApiError(503, "TemporalUnavailable", reason)
+        return Ready(temporal=client.service_client.config.target_host, namespace=client.namespace)
 
     return router

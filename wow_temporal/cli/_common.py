@@ -71,11 +71,11 @@ class _CommandError(Exception):
 
 
 async def _connect(settings: Settings, runtime: Runtime | None = None) -> Client:
-    """Connect as `worker.connect` does (on `runtime`, exporting metrics, if given), Temporal's
+    """Connect as `connect.connect` does (on `runtime`, exporting metrics, if given), Temporal's
     core logging through Python's; a `_CommandError` (exit 1) naming the address when
     Temporal does not answer."""
+    from wow_temporal.connect import connect, connect_reason
     from wow_temporal.logs import configure_temporal_runtime
-    from wow_temporal.worker import connect, connect_reason
 
     if runtime is None:
         configure_temporal_runtime()
@@ -195,11 +195,9 @@ def _load_app(reference: str | None) -> DomainApp | None:
 def _jobs(client: Client, settings: Settings, domain: DomainApp | None) -> JobClient:
     from wow_temporal.jobs.client import JobClient
     from wow_temporal.jobs.overrides import host_rules
-    from wow_temporal.worker import delivery_settings
-
     rules = host_rules(settings, domain) if domain is not None else {}
     apps = [domain] if domain is not None else []
-    return JobClient(client, apps, host_rules=rules, delivery=delivery_settings(settings.timers))
+    return JobClient(client, apps, host_rules=rules, delivery=settings.timers.delivery)
 
 
 def _log_format(value: str | None) -> str | None:

@@ -59,11 +59,11 @@ def domain_host(
     import uvicorn
     from eventsourcing.persistence import PersistenceError
 
+    from wow_temporal.connect import connect, connect_reason
     from wow_temporal.dev.errors import PortInUseError
     from wow_temporal.dev.ports import port_is_free
     from wow_temporal.host.runtime import HostRuntime, StoreInUseError
     from wow_temporal.timers.client import TimerClient
-    from wow_temporal.worker import connect, connect_reason, timer_client
 
     fmt = _log_format(log_format)
     apps = _load_apps(app_ref)
@@ -86,7 +86,7 @@ def domain_host(
                 f"{config['namespace']}): {connect_reason(str(error))}"
             ) from None
         log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
-        return timer_client(client, settings)
+        return TimerClient.from_settings(client, settings)
 
     async def serve() -> None:
         runtime[0] = _metrics(settings, metrics_port, "--metrics-port")

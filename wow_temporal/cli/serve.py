@@ -111,7 +111,7 @@ def api(
     from wow_temporal.api import serve
     from wow_temporal.dev.errors import PortInUseError
     from wow_temporal.dev.ports import port_is_free
-    from wow_temporal.worker import timer_client
+    from wow_temporal.timers.client import TimerClient
 
     fmt = _log_format(log_format)
     domain = _load_app(app_ref)
@@ -127,7 +127,7 @@ def api(
     async def work() -> None:
         runtime = _metrics(settings, settings.api.metrics_port, "wow.api.metrics-port")
         client = await _connect(settings, runtime)
-        timers = timer_client(client, settings)
+        timers = TimerClient.from_settings(client, settings)
         await serve(settings, timers, host=host, port=listen, jobs=_jobs(client, settings, domain))
 
     _run(work)

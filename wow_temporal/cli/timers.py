@@ -37,7 +37,7 @@ def apply_commits(
 ) -> None:
     """Hand commits' schedule events to the timers (as a host's relay would)."""
     from wow_temporal.schedule import Commit
-    from wow_temporal.worker import timer_client
+    from wow_temporal.timers.client import TimerClient
 
     commits: list[Commit] = []
     for path in files:
@@ -56,7 +56,7 @@ def apply_commits(
 
     async def work() -> None:
         client = await _connect(settings)
-        timers = timer_client(client, settings)
+        timers = TimerClient.from_settings(client, settings)
         for answers in await timers.apply_many(commits):
             for applied in answers:
                 typer.echo(
@@ -101,7 +101,7 @@ def timers_list(
 
     async def work() -> None:
         client = await _connect(settings)
-        found = await TimerClient(client).list(where, limit=limit)
+        found = await TimerClient.from_settings(client, settings).list(where, limit=limit)
         if as_json:
             _echo_json([info.model_dump(mode="json") for info in found])
             return
@@ -123,7 +123,7 @@ def timers_show(workflow_id: str, address: _Address = None, namespace: _Namespac
 
     async def work() -> None:
         client = await _connect(settings)
-        _echo_json(await TimerClient(client).show(workflow_id))
+        _echo_json(await TimerClient.from_settings(client, settings).show(workflow_id))
 
     _run(work)
 
@@ -153,7 +153,7 @@ def _operate(
     _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
-        timers = TimerClient(await _connect(settings))
+        timers = TimerClient.from_settings(await _connect(settings), settings)
         state = await getattr(timers, operation)(workflow_id)
         typer.echo(f"{workflow_id}: {state.status.value}")
 

@@ -23,12 +23,11 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.overrides import host_rules
 from wow_temporal.settings import Settings
+from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import (
     count_parked,
-    delivery_settings,
     job_worker,
     pollers,
-    timer_client,
     timer_worker,
 )
 
@@ -112,7 +111,7 @@ class DomainHostService(_Uvicorn):
             raise PortInUseError("domain host", self.port, "127.0.0.1", "--host-port")
 
     async def start(self, ctx: DevContext) -> str:
-        timers = timer_client(ctx.client, self.settings)
+        timers = TimerClient.from_settings(ctx.client, self.settings)
 
         async def connect() -> Timers:
             return timers
@@ -170,6 +169,7 @@ class TimerWorkerService(_WorkerService):
             ctx.client,
             self._sender,
             task_queue=queue,
+            late_after=self.settings.timers.poll_interval,
             workflow_pollers=pollers(self.settings.worker.workflow_pollers),
             activity_pollers=pollers(self.settings.worker.activity_pollers),
         )
@@ -202,7 +202,7 @@ class JobWorkerService(_WorkerService):
         self._task = asyncio.create_task(self._worker.run())
         jobs = JobClient(
             ctx.client, self.app, host_rules=rules,
-            delivery=delivery_settings(self.settings.timers),
+            delivery=self.settings.timers.delivery,
         )
         instances = await jobs.bring_to_settings(self.app)
         shown = ", ".join(
@@ -243,8 +243,8 @@ class ApiService:
     async def start(self, ctx: DevContext) -> str:
         from wow_temporal.api import serve
 
-        delivery = delivery_settings(self.settings.timers)
-        timers = timer_client(ctx.client, self.settings)
+        delivery = self.settings.timers.delivery
+        timers = TimerClient.from_settings(ctx.client, self.settings)
         apps = [self.app] if self.app is not None else []
         rules = host_rules(self.settings, self.app) if self.app is not None else {}
         jobs = JobClient(ctx.client, apps, host_rules=rules, delivery=delivery)

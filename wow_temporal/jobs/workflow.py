@@ -25,7 +25,8 @@ with workflow.unsafe.imports_passed_through():
     from wow_temporal.jobs.attributes import SA_STATUS
     from wow_temporal.jobs.core import HostRule, JobState, PendingTick, RuleLayer
     from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
-    from wow_temporal.timers.workflow import DeliverySettings, read_payload
+    from wow_temporal.settings.delivery import DeliverySettings
+    from wow_temporal.timers.workflow import read_payload
 
 __all__ = [
     "DISABLE",

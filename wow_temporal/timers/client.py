@@ -41,6 +41,7 @@ from wow_temporal.ids import (
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
 from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.settings import Settings
 from wow_temporal.timers import core
 from wow_temporal.timers.attributes import (
     SA_AGGREGATE,
@@ -231,6 +232,12 @@ class TimerClient:
         )
         """A lock per timer being handed a change: two ingests of one key never read the run
         before and start after it at once (`_apply_key`)."""
+
+    @classmethod
+    def from_settings(cls, client: Client, settings: Settings) -> TimerClient:
+        """The timers as `wow.timers.*` configure them: started on `task-queue`, the one the
+        workers poll, with the delivery retries of `max-attempts` and `retry-*`."""
+        return cls(client, task_queue=settings.timers.task_queue, delivery=settings.timers.delivery)
 
     async def apply(
         self, commit: Commit | dict[str, Any] | str | bytes, *, later: Horizon | None = None

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy, SearchAttributeUpdate
+from temporalio.common import RawValue, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -29,11 +29,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
     from wow_temporal.metrics import record_change_received
+    from wow_temporal.settings.delivery import DeliverySettings
     from wow_temporal.timers import core
     from wow_temporal.timers.attributes import SA_DUE, SA_STATUS
     from wow_temporal.timers.core import Status, TimerChange, TimerState, Verdict
 
 __all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow", "read_payload"]
+# DeliverySettings lives in `wow_temporal.settings.delivery`; it is re-exported here for the
+# callers that import it from this module.
 
 
 _T = TypeVar("_T")
@@ -41,36 +44,6 @@ _T = TypeVar("_T")
 _CONTINUE_ON_IGNORED = "wow-continue-on-ignored"
 """Patch: ignored changes, and a parked timer, lead to continue-as-new too (runs recorded
 before it replay as they ran)."""
-
-LOST_ATTEMPTS_ALLOWED = 5
-"""Temporal stops retrying a delivery after `max_attempts` times this many attempts: a
-backstop for attempts lost to workers that die (those do not use up the host's budget)."""
-
-
-class DeliverySettings(BaseModel):
-    """How the delivery activity is retried before a slot is parked (`wow.timers.*`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    max_attempts: int = 10
-    """Technical failures of the host (not lost workers) before the slot is parked."""
-    initial_interval: timedelta = timedelta(seconds=1)
-    max_interval: timedelta = timedelta(seconds=60)
-    backoff: float = 2.0
-    attempt_timeout: timedelta = timedelta(seconds=30)
-    heartbeat_timeout: timedelta = timedelta(seconds=5)
-    """How soon an attempt whose worker died is tried again (a slow send heartbeats)."""
-
-    def retry_policy(self, parked_type: str) -> RetryPolicy:
-        """Temporal's retries of an activity that parks itself (raising `parked_type`) after
-        `max_attempts` failures of the host; attempts lost with workers are the backstop."""
-        return RetryPolicy(
-            initial_interval=self.initial_interval,
-            backoff_coefficient=self.backoff,
-            maximum_interval=self.max_interval,
-            maximum_attempts=self.max_attempts * LOST_ATTEMPTS_ALLOWED,
-            non_retryable_error_types=[parked_type],
-        )
 
 
 class TimerInput(BaseModel):
