@@ -36,8 +36,8 @@ from wow_temporal.dev.errors import (
     TemporalBinaryNotFoundError,
 )
 from wow_temporal.dev.ports import free_port, port_is_free
-from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
 from wow_temporal.dev.server import DEV_DYNAMIC_CONFIG, EmbeddedTemporal, _alive
+from wow_temporal.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
 from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
 
 

@@ -68,11 +68,11 @@ from workers.eshop import apps as eshop_apps
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.dev.search_attributes import register_search_attributes
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.schedule import CRON_FORMAT, ZONE_FORMAT, Commit
+from wow_temporal.search_attributes import register_search_attributes
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.worker import job_worker, timer_worker

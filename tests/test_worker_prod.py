@@ -419,7 +419,7 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
     from google.protobuf.duration_pb2 import Duration
     from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 
-    from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES
+    from wow_temporal.search_attributes import SEARCH_ATTRIBUTES
 
     client = await dev_server.connect()
     namespace = f"setup-{uuid.uuid4().hex[:8]}"

@@ -137,7 +137,7 @@ def setup(address: _Address = None, namespace: _Namespace = None) -> None:
     """Register the search attributes on TEMPORAL_NAMESPACE (idempotent) and say which were
     added and which were already there."""
     from wow_temporal.dev.errors import EmbeddedTemporalError
-    from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
+    from wow_temporal.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
 
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)

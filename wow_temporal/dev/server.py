@@ -28,7 +28,7 @@ from temporalio.runtime import Runtime
 from wow_temporal.dev.binaries import find_temporal_cli
 from wow_temporal.dev.errors import DataDirInUseError, EmbeddedTemporalError, PortInUseError
 from wow_temporal.dev.ports import free_port, port_is_free
-from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES
+from wow_temporal.search_attributes import SEARCH_ATTRIBUTES
 
 __all__ = ["DEFAULT_DATA_DIR", "DEV_DYNAMIC_CONFIG", "EmbeddedTemporal"]
 

@@ -15,7 +15,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from wow_temporal.dev.binaries import find_test_server
-from wow_temporal.dev.search_attributes import SEARCH_ATTRIBUTES, indexed_value_types
+from wow_temporal.search_attributes import SEARCH_ATTRIBUTES, indexed_value_types
 
 __all__ = ["skip_time", "start_time_skipping"]
 
