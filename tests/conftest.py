@@ -60,6 +60,7 @@ _SYSTEM_MODULES = {
     "test_worker_metrics",
     "test_processes",
     "test_chart",
+    "test_docs",  # builds the site with `python -m mkdocs`
 }  # they start servers or processes of their own, without the shared fixtures
 
 

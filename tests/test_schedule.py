@@ -746,10 +746,8 @@ def test_commit_that_is_not_a_commit(data: str | bytes) -> None:
         Commit.parse(data)
 
 
-def test_the_readmes_commit_json_is_what_the_model_reads() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## The commit JSON") :]
-    section = section[: section.index("\n## ", 1)]
+def test_the_docs_commit_json_is_what_the_model_reads() -> None:
+    section = (Path(__file__).parent.parent / "docs" / "commits.md").read_text(encoding="utf-8")
     example, error = re.findall(r"```json\n(.*?)```", section, re.S)
     commit = Commit.parse(example)
     assert [event.name for event, _ in commit.schedule_events()] == [
