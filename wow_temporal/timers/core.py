@@ -12,10 +12,10 @@ longer pending), so the state always says how many commands the host decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
-from wow_temporal.engine import Frozen, short_instant
+from wow_temporal.engine import Frozen, latest_due, short_instant
 from wow_temporal.schedule import (
     AggregateRef,
     Misfire,
@@ -26,7 +26,6 @@ from wow_temporal.schedule import (
 from wow_temporal.timers.status import SHOWN_STATUSES, Status
 
 __all__ = [
-    "MAX_CATCH_UP_COUNT",
     "AwaitOperator",
     "Deliver",
     "Delivery",
@@ -61,10 +60,6 @@ __all__ = [
     "unreadable_input",
     "verdict",
 ]
-
-MAX_CATCH_UP_COUNT = 100_000
-"""A cron timer counts at most this many missed slots when it wakes (a one-second rule after a
-day down is 86,400); beyond it the oldest are dropped from the count, never delivered early."""
 
 Outcome = Literal["delivered", "rejected", "cancelled"]
 """How the host (or the deletion check before sending) decided one delivery."""
@@ -357,56 +352,15 @@ def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
         return state, Finish(final)
     if now < due:
         return state, Sleep(due)
-    slot, due, skipped = state.next_slot, due, 0
+    delivery = Delivery(timer=spec.timer, slot=state.next_slot, due=due)
     if spec.recurring and spec.rule.misfire is Misfire.COALESCE:
-        slot, due, skipped = _latest_due(spec.rule, slot, due, now)
-    delivery = Delivery(timer=spec.timer, slot=slot, due=due, skipped=skipped)
+        latest = latest_due(spec.rule.next_cron, due, now)  # one slot, numbered past those skipped
+        delivery = Delivery(
+            timer=spec.timer, slot=state.next_slot + latest.skipped, due=latest.due,
+            skipped=latest.skipped,
+        )
     new = state.model_copy(update={"pending": delivery, "status": Status.DELIVERING})
     return new, Deliver(delivery)
-
-
-def _latest_due(
-    rule: ScheduleRule, slot: int, due: datetime, now: datetime
-) -> tuple[int, datetime, int]:
-    """Of the cron slots due by `now` from (`slot`, `due`) on, the latest, and how many it skips.
-
-    Past `MAX_CATCH_UP_COUNT` missed slots it stops counting one by one and finds the latest
-    due slot directly; slot numbers then stay increasing and unique, and `skipped` is a lower
-    bound (the uncounted stretch is left out).
-    """
-    skipped = 0
-    while True:
-        following = rule.next_cron(due)
-        if following is None or following > now:
-            return slot, due, skipped
-        if skipped >= MAX_CATCH_UP_COUNT:
-            break
-        slot, due, skipped = slot + 1, following, skipped + 1
-    latest, counted = _latest_slot_by(rule, due, now)
-    return slot + counted, latest, skipped + counted
-
-
-def _latest_slot_by(rule: ScheduleRule, floor: datetime, now: datetime) -> tuple[datetime, int]:
-    """The latest cron slot in (`floor`, `now`], found from a window just before `now` that
-    grows until it holds a slot, and how many slots that window holds (at least one)."""
-    for window in _WINDOWS:
-        start = max(floor, now - window)
-        found = rule.next_cron(start)
-        if found is not None and found <= now:
-            count = 1
-            while (following := rule.next_cron(found)) is not None and following <= now:
-                found, count = following, count + 1
-            return found, count
-    raise AssertionError("a slot is due by now: the caller saw one")  # pragma: no cover
-
-
-_WINDOWS = (
-    timedelta(minutes=1),
-    timedelta(hours=1),
-    timedelta(days=1),
-    timedelta(days=32),
-    timedelta(days=366 * 400),
-)
 
 
 # --- delivery outcomes ------------------------------------------------------------------------
