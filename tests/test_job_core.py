@@ -547,7 +547,10 @@ def test_summary_and_details_name_the_job_and_the_rule() -> None:
     assert "slot 1" in core.summary(state, T0 + timedelta(minutes=1))
     state = handled(state, tick, T0 + timedelta(minutes=1, seconds=3))
     details = core.details(state, T0 + timedelta(minutes=1, seconds=3))
-    assert "| 1 | 2026-01-05T00:01Z | 0 | handled |" in details
+    assert (
+        "last ticks, latest first:\n- slot 1 · due 2026-01-05T00:01Z · skipped 0 · handled · "
+        "1 command (1 ok, 0 rejected)"
+    ) in details
     assert "eshop-deliveries.receive" in details
 
     state = core.reschedule(state, RuleLayer(expression=EVERY_5S), T0 + timedelta(minutes=2))

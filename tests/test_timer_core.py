@@ -1145,6 +1145,41 @@ def test_details_say_status_schedule_counts_and_last_outcome() -> None:
     assert "last: slot 1 delivered" in core.details(done)
 
 
+def test_details_of_an_ended_timer_name_its_last_slot_not_a_next_one() -> None:
+    """Delivered or rejected, a one-shot says which slot it decided and that none follows
+    (it read `never due (slot 2)`); a cron rule that never matches says so."""
+    due = T0 + timedelta(minutes=30)
+    state = core.initial(set_change(at_rule(due)))
+    state, step = core.step(state, due)
+    assert isinstance(step, Deliver)
+    delivered = core.details(core.on_outcome(state, step.delivery, "delivered", ""))
+    assert delivered.startswith(
+        "**Delivered** · CancelOrder → eshop-order.order 42, delivered slot 1, no further slot\n"
+    )
+    rejected = core.details(core.on_outcome(state, step.delivery, "rejected", "NotFound"))
+    assert rejected.startswith(
+        "**Rejected** · CancelOrder → eshop-order.order 42, rejected slot 1, no further slot\n"
+    )
+    never = core.details(core.initial(set_change(cron_rule(NEVER))))
+    assert "never due: its rule never matches" in never
+    for text in (delivered, rejected, never):
+        assert "(slot" not in text
+
+
+def test_static_details_name_the_schedule_as_started_and_when_current_details_appear() -> None:
+    """A timer in its start delay has no Current Details yet (no worker ran it): its static
+    details say what it started with, as such, and that Current Details come once it runs."""
+    state = core.initial(set_change(at_rule(T0 + timedelta(hours=1)), version=3))
+    text = core.static_details(OWNER, "cancel", state)
+    assert (
+        "Started with CancelOrder → eshop-order.order 42, due 2026-12-01T11:00Z "
+        "(at 2026-12-01T11:00:00+00:00), set by commit c3 (version 3)."
+    ) in text
+    assert "in **Current Details** once a worker has run the timer" in text
+    cancelled = core.initial(TimerChange(kind="cancel", version=2))
+    assert core.static_details(OWNER, "cancel", cancelled) == core.static_details(OWNER, "cancel")
+
+
 def test_static_summary_and_details_hold_only_what_never_changes() -> None:
     first = core.initial(set_change(at_rule(T0 + timedelta(hours=1)), version=1))
     replaced = core.apply(first, set_change(cron_rule(), version=2))

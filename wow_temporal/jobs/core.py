@@ -475,16 +475,21 @@ def details(state: JobState, now: datetime) -> str:
     nexts = upcoming(state, now)
     if nexts:
         lines.append("next: " + ", ".join(short_instant(t) for t in nexts))
-    if state.recent:
-        rows = ["| slot | due | skipped | outcome | commands |", "|---|---|---|---|---|"]
-        for record in reversed(state.recent):
-            outcome = record.outcome + (f": {record.detail}" if record.detail else "")
-            counts = f"{record.commands} ({record.delivered} ok, {record.rejected} rejected)"
-            rows.append(
-                f"| {record.slot} | {short_instant(record.due)} | {record.skipped} | {outcome} | "
-                f"{counts} |"
-            )
-        lines.append("\n".join(rows))
+    if state.recent:  # a list, not a table: the Web UI shows Markdown tables unaligned
+        ticks = (f"- {_tick_line(record)}" for record in reversed(state.recent))
+        lines.append("last ticks, latest first:\n" + "\n".join(ticks))
     for text in state.notices:
         lines.append(f"notice: {text}")
     return "\n\n".join(lines)
+
+
+def _tick_line(record: TickRecord) -> str:
+    """One finished tick, read alike as plain text and as Markdown: `slot 3 · due
+    2026-10-21T06:00Z · skipped 0 · handled · 2 commands (2 ok, 0 rejected)`."""
+    line = f"slot {record.slot} · due {short_instant(record.due)} · skipped {record.skipped}"
+    if record.outcome != "handled":
+        return f"{line} · {record.outcome}" + (f": {record.detail}" if record.detail else "")
+    return (
+        f"{line} · handled · {record.commands} command{'' if record.commands == 1 else 's'} "
+        f"({record.delivered} ok, {record.rejected} rejected)"
+    )

@@ -460,15 +460,25 @@ def static_summary(owner: AggregateRef, key: str) -> str:
     return f"timer {key} of {owner}{tenant}"
 
 
-def static_details(owner: AggregateRef, key: str) -> str:
-    """The run's fixed details: what the timer is, and where its changing parts are shown."""
-    return (
+def static_details(owner: AggregateRef, key: str, started: TimerState | None = None) -> str:
+    """The run's fixed details: what the timer is, the schedule it `started` with (told as
+    such, so never stale), and where its changing parts are shown once a worker runs it."""
+    text = (
         f"Delivers the command scheduled under key **{key}** of {owner}. A later "
         "`wow.ScheduleSet` of that key replaces it, a `wow.ScheduleCancelled` or the "
         "aggregate's deletion cancels it.\n\n"
+    )
+    spec = None if started is None else started.spec
+    if started is not None and spec is not None:
+        text += (
+            f"Started with {summary(spec, started.next_due)} ({spec.rule.describe()}), set by "
+            f"commit {spec.upstream_id} (version {started.applied[0]}).\n\n"
+        )
+    return text + (
         "The schedule in force, its next due time and the last outcome are in **Current "
-        "Details**; `WowDue` and `WowStatus` under Search Attributes. *Execution Start* is the "
-        "due time the timer was first delayed to: a change wakes it earlier."
+        "Details** once a worker has run the timer: one delayed to its due time (*Execution "
+        "Start*) shows none until then, or until a change wakes it earlier. `WowDue` and "
+        "`WowStatus` are under Search Attributes."
     )
 
 
@@ -477,10 +487,7 @@ def details(state: TimerState) -> str:
     spec = state.spec
     lines = [f"**{state.status.value}**"]
     if spec is not None:
-        pending = state.pending
-        due = pending.due if pending is not None else state.next_due
-        slot = pending.slot if pending is not None else state.next_slot
-        lines[0] += f" · {summary(spec, due)} (slot {slot})"
+        lines[0] += f" · {_where(spec, state)}"
         lines.append(
             f"rule {spec.rule.describe()} · set by commit {spec.upstream_id} "
             f"(version {state.applied[0]}), schedule {spec.timer}"
@@ -506,6 +513,23 @@ def details(state: TimerState) -> str:
             f"{state.last_unreadable} — hand the commit over again from a current version"
         )
     return "\n\n".join(lines)
+
+
+def _where(spec: TimerSpec, state: TimerState) -> str:
+    """The slot a timer is at: pending, next due, or none left (and which was the last)."""
+    pending = state.pending
+    if pending is not None:
+        return f"{summary(spec, pending.due)} (slot {pending.slot})"
+    if state.next_due is not None:
+        return f"{summary(spec, state.next_due)} (slot {state.next_slot})"
+    target = f"{spec.command.simple_name} → {spec.target}"
+    if state.next_slot == 1:
+        return f"{target}, never due: its rule never matches"
+    last = state.next_slot - 1
+    if spec.recurring:  # its rule matches no later time (the year 9999 is past)
+        return f"{target}, slot {last} was its last: the rule matches no later time"
+    decided = "rejected" if state.status is Status.REJECTED else "delivered"
+    return f"{target}, {decided} slot {last}, no further slot"
 
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:
