@@ -14,7 +14,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from wow_temporal import (
@@ -234,12 +234,12 @@ class _Hourly:
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_an_unknown_signal_is_logged_and_shown_and_wakes_nothing(
-    time_skipping_client: Client, caplog: pytest.LogCaptureFixture
+    time_skipping_env: WorkflowEnvironment, caplog: pytest.LogCaptureFixture
 ) -> None:
     """`wow.schedule.bogus` sent to an instance: refused under its notices and in the log, the
     rule and slots unchanged, and no command after it (a history recorded before the handler
     existed, with the signal left unhandled, replays the same)."""
-    client = time_skipping_client
+    client = time_skipping_env.client
     context = f"unknown-{uuid.uuid4().hex[:6]}"
     app = App(context, sagas=[_Hourly(context)])
     queue = f"{context}-jobs"
@@ -248,7 +248,7 @@ async def test_an_unknown_signal_is_logged_and_shown_and_wakes_nothing(
     async with job_worker(client, app, _NoHost(), task_queue=queue):
         handle = await client.start_workflow(
             JOB_WORKFLOW,
-            JobInput(state=state, enabled_at=datetime.now(UTC)),
+            JobInput(state=state, enabled_at=await time_skipping_env.get_current_time()),
             id=workflow_id,
             task_queue=queue,
         )
@@ -260,8 +260,9 @@ async def test_an_unknown_signal_is_logged_and_shown_and_wakes_nothing(
         (notice,) = after.notices
         assert notice.startswith("wow.schedule.bogus signal refused: no such signal"), notice
         assert f"{ENABLE}, {DISABLE}, {RESCHEDULE}" in notice
-        assert after.model_copy(update={"notices": ()}) == before
-        assert f"notice: {notice}" in job_core.details(after, datetime.now(UTC))
+        assert after.model_copy(update={"notices": ()}) == before, (before, after)
+        assert after.cursor is not None
+        assert f"notice: {notice}" in job_core.details(after, after.cursor)
         assert any("wow.schedule.bogus" in record.getMessage() for record in caplog.records)
         events = [event async for event in handle.fetch_history_events()]
         signalled = next(
