@@ -23,6 +23,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from wow_temporal.engine import slots as engine_slots
 from wow_temporal.schedule import (
     AggregateRef,
     Misfire,
@@ -582,10 +583,10 @@ def test_cron_that_never_matches_finishes() -> None:
 def test_coalesce_beyond_the_count_limit_still_delivers_only_the_latest_slot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """MAX_CATCH_UP_COUNT bounds the *count* ("the oldest are dropped from the count, never
-    delivered early"): a wake-up after more missed slots than the limit must still deliver one
+    """MAX_MISSED_COUNTED bounds the *count* (the due times past it go uncounted, never
+    delivered early): a wake-up after more missed slots than the limit must still deliver one
     slot, the latest, not a stale one and then more."""
-    monkeypatch.setattr(core, "MAX_CATCH_UP_COUNT", 3)
+    monkeypatch.setattr(engine_slots, "MAX_MISSED_COUNTED", 3)
     state = core.initial(set_change(cron_rule(misfire=Misfire.COALESCE)))
     latest = T0 + timedelta(minutes=15 * 10)
     state, deliveries, step = drive(state, latest)
@@ -601,15 +602,15 @@ def test_coalesce_beyond_the_count_limit_still_delivers_only_the_latest_slot(
     assert [(d.slot, d.skipped) for d in deliveries] == [(delivery.slot + 1, 0)]
 
 
-def test_coalesce_past_the_count_limit_counts_the_slot_where_counting_stopped() -> None:
-    """Yearly slots 2027, 2028, 2029 all missed, limit 1: counting stops at 2028 and the rest is
-    found directly, with nothing left uncounted. 2029 is slot 3 and skips 2027 and 2028: 2."""
+def test_coalesce_past_the_count_limit_counts_up_to_the_limit() -> None:
+    """Yearly slots 2027, 2028, 2029 all missed, limit 1: 2029 is found and delivered, it
+    skips two slots of which one is counted (the limit): it is slot 2, skipping 1."""
     rule = cron_rule("0 0 0 1 1 *")
     state = core.initial(set_change(rule, committed=datetime(2026, 12, 1, tzinfo=UTC)))
-    with patch.object(core, "MAX_CATCH_UP_COUNT", 1):
+    with patch.object(engine_slots, "MAX_MISSED_COUNTED", 1):
         _, deliveries, _ = drive(state, datetime(2029, 3, 1, tzinfo=UTC))
     assert deliveries == [
-        Delivery(timer="c1:e0", slot=3, due=datetime(2029, 1, 1, tzinfo=UTC), skipped=2)
+        Delivery(timer="c1:e0", slot=2, due=datetime(2029, 1, 1, tzinfo=UTC), skipped=1)
     ]
 
 
@@ -640,7 +641,7 @@ def test_coalesce_with_any_count_limit_delivers_the_latest_due_slot(
     assert state.next_due is not None
     slots = [state.next_due]  # slots[i] is the due time of true slot i + 1
     last_slot, last_index = 0, -1
-    with patch.object(core, "MAX_CATCH_UP_COUNT", limit):
+    with patch.object(engine_slots, "MAX_MISSED_COUNTED", limit):
         for gap in gaps:
             index = last_index + gap
             while len(slots) <= index + 1:
@@ -1142,6 +1143,41 @@ def test_details_say_status_schedule_counts_and_last_outcome() -> None:
     assert "timers retry" in text
     done = core.on_outcome(core.retry(state), step.delivery, "delivered", "")
     assert "last: slot 1 delivered" in core.details(done)
+
+
+def test_details_of_an_ended_timer_name_its_last_slot_not_a_next_one() -> None:
+    """Delivered or rejected, a one-shot says which slot it decided and that none follows
+    (it read `never due (slot 2)`); a cron rule that never matches says so."""
+    due = T0 + timedelta(minutes=30)
+    state = core.initial(set_change(at_rule(due)))
+    state, step = core.step(state, due)
+    assert isinstance(step, Deliver)
+    delivered = core.details(core.on_outcome(state, step.delivery, "delivered", ""))
+    assert delivered.startswith(
+        "**Delivered** · CancelOrder → eshop-order.order 42, delivered slot 1, no further slot\n"
+    )
+    rejected = core.details(core.on_outcome(state, step.delivery, "rejected", "NotFound"))
+    assert rejected.startswith(
+        "**Rejected** · CancelOrder → eshop-order.order 42, rejected slot 1, no further slot\n"
+    )
+    never = core.details(core.initial(set_change(cron_rule(NEVER))))
+    assert "never due: its rule never matches" in never
+    for text in (delivered, rejected, never):
+        assert "(slot" not in text
+
+
+def test_static_details_name_the_schedule_as_started_and_when_current_details_appear() -> None:
+    """A timer in its start delay has no Current Details yet (no worker ran it): its static
+    details say what it started with, as such, and that Current Details come once it runs."""
+    state = core.initial(set_change(at_rule(T0 + timedelta(hours=1)), version=3))
+    text = core.static_details(OWNER, "cancel", state)
+    assert (
+        "Started with CancelOrder → eshop-order.order 42, due 2026-12-01T11:00Z "
+        "(at 2026-12-01T11:00:00+00:00), set by commit c3 (version 3)."
+    ) in text
+    assert "in **Current Details** once a worker has run the timer" in text
+    cancelled = core.initial(TimerChange(kind="cancel", version=2))
+    assert core.static_details(OWNER, "cancel", cancelled) == core.static_details(OWNER, "cancel")
 
 
 def test_static_summary_and_details_hold_only_what_never_changes() -> None:

@@ -12,7 +12,7 @@ COALESCE runs only the latest of those and counts the others in `skipped`, CATCH
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
 from typing import Literal
@@ -20,11 +20,10 @@ from zoneinfo import ZoneInfo
 
 from pydantic import ConfigDict, Field
 
-from wow_temporal.engine import Frozen, parsed_cron, short_instant
+from wow_temporal.engine import Frozen, latest_due, parsed_cron, short_instant
 from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_zone, zone_info
 
 __all__ = [
-    "MAX_MISSED_COUNTED",
     "RECENT_TICKS",
     "AwaitOperator",
     "Handle",
@@ -56,12 +55,6 @@ __all__ = [
     "summary",
     "upcoming",
 ]
-
-MAX_MISSED_COUNTED = 10_000
-"""A misfire counts at most this many missed due times one by one (a one-second rule after
-almost three hours down); past that the latest is found by probing back from now, the rest go
-uncounted in `skipped` and unnumbered. Counting stays well under the SDK's 2 s limit on a
-workflow task (about 7 µs a due time). Nothing is ever run early."""
 
 MAX_TEXT = 300
 """Characters kept of an error or notice in the state (it travels in every continue-as-new,
@@ -281,42 +274,16 @@ def step(state: JobState, now: datetime) -> tuple[JobState, Step]:
     if rule.misfire is Misfire.CATCH_UP:
         tick = PendingTick(slot=state.next_slot, due=first)
         taken = 1
-    else:
-        latest, taken = _latest_due(rule, first, now)
-        tick = PendingTick(slot=state.next_slot + taken - 1, due=latest, skipped=taken - 1)
+    else:  # the latest, numbered past those it skips (`engine.latest_due`: at most a cap)
+        latest = latest_due(rule.next_after, first, now)
+        tick = PendingTick(
+            slot=state.next_slot + latest.skipped, due=latest.due, skipped=latest.skipped
+        )
+        taken = latest.skipped + 1
     state = state.model_copy(
         update={"pending": tick, "cursor": tick.due, "next_slot": state.next_slot + taken}
     )
     return state, Handle(tick=tick)
-
-
-def _latest_due(rule: JobRule, first: datetime, now: datetime) -> tuple[datetime, int]:
-    """The latest due time not after `now`, from `first` on, and how many there are."""
-    latest, count = first, 1
-    while count < MAX_MISSED_COUNTED:
-        following = rule.next_after(latest)
-        if following is None or following > now:
-            break
-        latest, count = following, count + 1
-    else:
-        latest = _latest_not_after(rule, latest, now)
-    return latest, count
-
-
-def _latest_not_after(rule: JobRule, known: datetime, now: datetime) -> datetime:
-    """The latest due time not after `now` (`known` is one), probing back from now over
-    doubling spans rather than walking every due time."""
-    span = timedelta(seconds=1)
-    while now - span > known:
-        found = rule.next_after(now - span)
-        if found is not None and found <= now:
-            known = found
-            break
-        span *= 2
-    following = rule.next_after(known)
-    while following is not None and following <= now:
-        known, following = following, rule.next_after(following)
-    return known
 
 
 def _clip(text: str) -> str:
@@ -508,16 +475,21 @@ def details(state: JobState, now: datetime) -> str:
     nexts = upcoming(state, now)
     if nexts:
         lines.append("next: " + ", ".join(short_instant(t) for t in nexts))
-    if state.recent:
-        rows = ["| slot | due | skipped | outcome | commands |", "|---|---|---|---|---|"]
-        for record in reversed(state.recent):
-            outcome = record.outcome + (f": {record.detail}" if record.detail else "")
-            counts = f"{record.commands} ({record.delivered} ok, {record.rejected} rejected)"
-            rows.append(
-                f"| {record.slot} | {short_instant(record.due)} | {record.skipped} | {outcome} | "
-                f"{counts} |"
-            )
-        lines.append("\n".join(rows))
+    if state.recent:  # a list, not a table: the Web UI shows Markdown tables unaligned
+        ticks = (f"- {_tick_line(record)}" for record in reversed(state.recent))
+        lines.append("last ticks, latest first:\n" + "\n".join(ticks))
     for text in state.notices:
         lines.append(f"notice: {text}")
     return "\n\n".join(lines)
+
+
+def _tick_line(record: TickRecord) -> str:
+    """One finished tick, read alike as plain text and as Markdown: `slot 3 · due
+    2026-10-21T06:00Z · skipped 0 · handled · 2 commands (2 ok, 0 rejected)`."""
+    line = f"slot {record.slot} · due {short_instant(record.due)} · skipped {record.skipped}"
+    if record.outcome != "handled":
+        return f"{line} · {record.outcome}" + (f": {record.detail}" if record.detail else "")
+    return (
+        f"{line} · handled · {record.commands} command{'' if record.commands == 1 else 's'} "
+        f"({record.delivered} ok, {record.rejected} rejected)"
+    )

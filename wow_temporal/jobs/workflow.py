@@ -4,12 +4,14 @@ One long-lived workflow per instance (`wow-job:…`). It sleeps until the rule i
 each slot to the `wow.tick` activity, and applies the outcome. Operators drive it with the
 updates `wow.schedule.enable|disable|reschedule` (validated, answered) and the signals of the
 same names (for the Web UI's "Send a Signal" and `temporal workflow signal`; a signal that
-cannot be applied is logged and shown in the current details, and changes nothing).
+cannot be applied, or of no such name, is logged and shown in the current details, and changes
+nothing).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -230,6 +232,15 @@ class JobWorkflow:
             return
         self._change(core.reschedule(self._state, rule, self._now()))
 
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal of no name above (`wow.schedule.bogus`, say): logged and shown under the
+        notices, and nothing else changes. It does not wake the instance, so it issues no
+        command: a history recorded before this handler, that left such a signal unhandled,
+        replays the same."""
+        known = ", ".join((ENABLE, DISABLE, RESCHEDULE, HOST))
+        self._refused(f"{name[:100]} signal refused: no such signal (send {known})", wake=False)
+
     @workflow.query(name="state")
     def state(self) -> JobState:
         """The instance's whole state."""
@@ -246,9 +257,14 @@ class JobWorkflow:
             self._changes += 1
             self._show()
 
-    def _refused(self, text: str) -> None:
+    def _refused(self, text: str, *, wake: bool = True) -> None:
+        """Log `text` and show it under the notices; `wake` the instance to look again (not
+        waking, it only sets the current details: no command)."""
         workflow.logger.warning("%s: %s", workflow.info().workflow_id, text)
         self._state = core.notice(self._state, text)
+        if not wake:
+            workflow.set_current_details(core.details(self._state, self._now()))
+            return
         self._changes += 1
         self._show()
 

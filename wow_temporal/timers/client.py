@@ -480,7 +480,7 @@ class TimerClient:
             start_delay=delay,
             search_attributes=initial_search_attributes(owner, key, state),
             static_summary=core.static_summary(owner, key),
-            static_details=core.static_details(owner, key),
+            static_details=core.static_details(owner, key, state),
         )
         if change.kind != "set":
             return core.verdict(before, change)
@@ -514,7 +514,7 @@ class TimerClient:
                 start_signal_args=[change],
                 search_attributes=initial_search_attributes(owner, key, state),
                 static_summary=core.static_summary(owner, key),
-                static_details=core.static_details(owner, key),
+                static_details=core.static_details(owner, key, state),
             )
         except WorkflowAlreadyStartedError:
             return None

@@ -12,10 +12,10 @@ longer pending), so the state always says how many commands the host decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
-from wow_temporal.engine import Frozen, short_instant
+from wow_temporal.engine import Frozen, latest_due, short_instant
 from wow_temporal.schedule import (
     AggregateRef,
     Misfire,
@@ -26,7 +26,6 @@ from wow_temporal.schedule import (
 from wow_temporal.timers.status import SHOWN_STATUSES, Status
 
 __all__ = [
-    "MAX_CATCH_UP_COUNT",
     "AwaitOperator",
     "Deliver",
     "Delivery",
@@ -61,10 +60,6 @@ __all__ = [
     "unreadable_input",
     "verdict",
 ]
-
-MAX_CATCH_UP_COUNT = 100_000
-"""A cron timer counts at most this many missed slots when it wakes (a one-second rule after a
-day down is 86,400); beyond it the oldest are dropped from the count, never delivered early."""
 
 Outcome = Literal["delivered", "rejected", "cancelled"]
 """How the host (or the deletion check before sending) decided one delivery."""
@@ -357,56 +352,15 @@ def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
         return state, Finish(final)
     if now < due:
         return state, Sleep(due)
-    slot, due, skipped = state.next_slot, due, 0
+    delivery = Delivery(timer=spec.timer, slot=state.next_slot, due=due)
     if spec.recurring and spec.rule.misfire is Misfire.COALESCE:
-        slot, due, skipped = _latest_due(spec.rule, slot, due, now)
-    delivery = Delivery(timer=spec.timer, slot=slot, due=due, skipped=skipped)
+        latest = latest_due(spec.rule.next_cron, due, now)  # one slot, numbered past those skipped
+        delivery = Delivery(
+            timer=spec.timer, slot=state.next_slot + latest.skipped, due=latest.due,
+            skipped=latest.skipped,
+        )
     new = state.model_copy(update={"pending": delivery, "status": Status.DELIVERING})
     return new, Deliver(delivery)
-
-
-def _latest_due(
-    rule: ScheduleRule, slot: int, due: datetime, now: datetime
-) -> tuple[int, datetime, int]:
-    """Of the cron slots due by `now` from (`slot`, `due`) on, the latest, and how many it skips.
-
-    Past `MAX_CATCH_UP_COUNT` missed slots it stops counting one by one and finds the latest
-    due slot directly; slot numbers then stay increasing and unique, and `skipped` is a lower
-    bound (the uncounted stretch is left out).
-    """
-    skipped = 0
-    while True:
-        following = rule.next_cron(due)
-        if following is None or following > now:
-            return slot, due, skipped
-        if skipped >= MAX_CATCH_UP_COUNT:
-            break
-        slot, due, skipped = slot + 1, following, skipped + 1
-    latest, counted = _latest_slot_by(rule, due, now)
-    return slot + counted, latest, skipped + counted
-
-
-def _latest_slot_by(rule: ScheduleRule, floor: datetime, now: datetime) -> tuple[datetime, int]:
-    """The latest cron slot in (`floor`, `now`], found from a window just before `now` that
-    grows until it holds a slot, and how many slots that window holds (at least one)."""
-    for window in _WINDOWS:
-        start = max(floor, now - window)
-        found = rule.next_cron(start)
-        if found is not None and found <= now:
-            count = 1
-            while (following := rule.next_cron(found)) is not None and following <= now:
-                found, count = following, count + 1
-            return found, count
-    raise AssertionError("a slot is due by now: the caller saw one")  # pragma: no cover
-
-
-_WINDOWS = (
-    timedelta(minutes=1),
-    timedelta(hours=1),
-    timedelta(days=1),
-    timedelta(days=32),
-    timedelta(days=366 * 400),
-)
 
 
 # --- delivery outcomes ------------------------------------------------------------------------
@@ -506,15 +460,25 @@ def static_summary(owner: AggregateRef, key: str) -> str:
     return f"timer {key} of {owner}{tenant}"
 
 
-def static_details(owner: AggregateRef, key: str) -> str:
-    """The run's fixed details: what the timer is, and where its changing parts are shown."""
-    return (
+def static_details(owner: AggregateRef, key: str, started: TimerState | None = None) -> str:
+    """The run's fixed details: what the timer is, the schedule it `started` with (told as
+    such, so never stale), and where its changing parts are shown once a worker runs it."""
+    text = (
         f"Delivers the command scheduled under key **{key}** of {owner}. A later "
         "`wow.ScheduleSet` of that key replaces it, a `wow.ScheduleCancelled` or the "
         "aggregate's deletion cancels it.\n\n"
+    )
+    spec = None if started is None else started.spec
+    if started is not None and spec is not None:
+        text += (
+            f"Started with {summary(spec, started.next_due)} ({spec.rule.describe()}), set by "
+            f"commit {spec.upstream_id} (version {started.applied[0]}).\n\n"
+        )
+    return text + (
         "The schedule in force, its next due time and the last outcome are in **Current "
-        "Details**; `WowDue` and `WowStatus` under Search Attributes. *Execution Start* is the "
-        "due time the timer was first delayed to: a change wakes it earlier."
+        "Details** once a worker has run the timer: one delayed to its due time (*Execution "
+        "Start*) shows none until then, or until a change wakes it earlier. `WowDue` and "
+        "`WowStatus` are under Search Attributes."
     )
 
 
@@ -523,10 +487,7 @@ def details(state: TimerState) -> str:
     spec = state.spec
     lines = [f"**{state.status.value}**"]
     if spec is not None:
-        pending = state.pending
-        due = pending.due if pending is not None else state.next_due
-        slot = pending.slot if pending is not None else state.next_slot
-        lines[0] += f" · {summary(spec, due)} (slot {slot})"
+        lines[0] += f" · {_where(spec, state)}"
         lines.append(
             f"rule {spec.rule.describe()} · set by commit {spec.upstream_id} "
             f"(version {state.applied[0]}), schedule {spec.timer}"
@@ -552,6 +513,23 @@ def details(state: TimerState) -> str:
             f"{state.last_unreadable} — hand the commit over again from a current version"
         )
     return "\n\n".join(lines)
+
+
+def _where(spec: TimerSpec, state: TimerState) -> str:
+    """The slot a timer is at: pending, next due, or none left (and which was the last)."""
+    pending = state.pending
+    if pending is not None:
+        return f"{summary(spec, pending.due)} (slot {pending.slot})"
+    if state.next_due is not None:
+        return f"{summary(spec, state.next_due)} (slot {state.next_slot})"
+    target = f"{spec.command.simple_name} → {spec.target}"
+    if state.next_slot == 1:
+        return f"{target}, never due: its rule never matches"
+    last = state.next_slot - 1
+    if spec.recurring:  # its rule matches no later time (the year 9999 is past)
+        return f"{target}, slot {last} was its last: the rule matches no later time"
+    decided = "rejected" if state.status is Status.REJECTED else "delivered"
+    return f"{target}, {decided} slot {last}, no further slot"
 
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:

@@ -1,0 +1,22 @@
+"""What timers and jobs share, pure (no Temporal, no I/O): frozen state models, how long a
+run's history grows before it continues as new, the one cache of parsed cron expressions, the
+one missed-slot algorithm, and how an instant is shown to a person. Each core keeps its own
+state machine for what truly differs.
+"""
+
+from __future__ import annotations
+
+from wow_temporal.engine.frozen import CONTINUE_AS_NEW_AFTER_EVENTS, Frozen
+from wow_temporal.engine.slots import MAX_MISSED_COUNTED, Latest, NextAfter, latest_due, parsed_cron
+from wow_temporal.engine.text import short_instant
+
+__all__ = [
+    "CONTINUE_AS_NEW_AFTER_EVENTS",
+    "MAX_MISSED_COUNTED",
+    "Frozen",
+    "Latest",
+    "NextAfter",
+    "latest_due",
+    "parsed_cron",
+    "short_instant",
+]
