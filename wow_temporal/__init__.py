@@ -1,6 +1,6 @@
 """wow-temporal: Wow-style scheduled commands, run durably on Temporal.
 
-The public API is re-exported here; see the README for a tour.
+The public API is re-exported here (listed in docs/api.md); the README and docs/ give the tour.
 """
 
 from wow_temporal.connect import connect, connect_timers
