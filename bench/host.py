@@ -73,7 +73,6 @@ from workers.eshop.order import (
 )
 from workers.eshop.stock import STOCK, ReceiveStock, Stock
 from wow_temporal import App
-from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
@@ -84,6 +83,14 @@ from wow_temporal.ids import encode_part, timer_workflow_id
 from wow_temporal.schedule import AggregateRef, Commit, CommitEvent
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    ERROR_CODE_HEADER,
+    OK,
+    CommandResult,
+    WireCommand,
+    command_headers,
+)
 
 CONCURRENCY = 32  # commands in flight (the relay's `apply_many` concurrency, as it happens)
 TENANT = "bench"
@@ -123,16 +130,15 @@ class Cmd:
     request_id: str
 
     def headers(self) -> dict[str, str]:
-        return {
-            "Content-Type": "application/json",
-            "Command-Type": self.type,
-            "Command-Aggregate-Context": self.ref.context_name,
-            "Command-Aggregate-Name": self.ref.aggregate_name,
-            "Command-Aggregate-Id": self.ref.aggregate_id,
-            "Command-Tenant-Id": self.ref.tenant_id,
-            "Command-Request-Id": self.request_id,
-            "Command-Wait-Stage": "PROCESSED",
-        }
+        command = WireCommand(
+            type=self.type,
+            context_name=self.ref.context_name,
+            aggregate_name=self.ref.aggregate_name,
+            aggregate_id=self.ref.aggregate_id,
+            tenant_id=self.ref.tenant_id,
+            request_id=self.request_id,
+        )
+        return {"Content-Type": "application/json", **command_headers(command)}
 
     def message(self) -> CommandMessage:
         return CommandMessage(
@@ -609,10 +615,11 @@ class Served:
 
 def floor_app() -> Callable[..., Awaitable[None]]:
     """A raw ASGI app answering every request with a Wow `CommandResult` of `Ok`."""
-    answer = json.dumps(
-        {"id": "x", "requestId": "x", "errorCode": "Ok", "errorMsg": "", "stage": "PROCESSED"}
-    ).encode()
-    headers = [(b"content-type", b"application/json"), (b"wow-error-code", b"Ok")]
+    ref = STOCK.ref(TENANT, "x")
+    result = CommandResult.of(ref, command_id="x", request_id="x", code=OK)
+    answer = result.model_dump_json().encode()
+    error_code = (ERROR_CODE_HEADER.lower().encode(), OK.encode())
+    headers = [(b"content-type", b"application/json"), error_code]
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

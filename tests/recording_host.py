@@ -30,6 +30,19 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request, Response
 
+from wow_temporal.wire import (
+    AGGREGATE_CONTEXT_HEADER,
+    AGGREGATE_ID_HEADER,
+    AGGREGATE_NAME_HEADER,
+    COMMAND_SEND_PATH,
+    COMMAND_TYPE_HEADER,
+    ERROR_CODE_HEADER,
+    MESSAGE_HEADER_PREFIX,
+    REQUEST_ID_HEADER,
+    TENANT_ID_HEADER,
+    CommandResult,
+)
+
 __all__ = [
     "BEHAVIOURS",
     "Behaviour",
@@ -72,15 +85,15 @@ class RecordedRequest:
 
     @property
     def request_id(self) -> str:
-        return self.headers.get("command-request-id", "")
+        return self.header(REQUEST_ID_HEADER) or ""
 
     @property
     def command_type(self) -> str:
-        return self.headers.get("command-type", "")
+        return self.header(COMMAND_TYPE_HEADER) or ""
 
     @property
     def aggregate_id(self) -> str:
-        return self.headers.get("command-aggregate-id", "")
+        return self.header(AGGREGATE_ID_HEADER) or ""
 
     def header(self, name: str) -> str | None:
         """A header by case-insensitive name; `Command-Header-<key>` message headers too."""
@@ -88,7 +101,7 @@ class RecordedRequest:
 
     def message_header(self, key: str) -> str | None:
         """The message header `key` (sent as `Command-Header-<key>`)."""
-        return self.headers.get(f"command-header-{key}".lower())
+        return self.header(MESSAGE_HEADER_PREFIX + key)
 
 
 @dataclass
@@ -294,7 +307,7 @@ class RecordingHost:
     def _build_app(self) -> FastAPI:
         app = FastAPI()
 
-        @app.post("/wow/command/send")
+        @app.post(COMMAND_SEND_PATH)
         async def send(request: Request) -> Response:
             received_ms = int(time.time() * 1000)
             raw = await request.body()
@@ -303,8 +316,8 @@ class RecordingHost:
             except ValueError:
                 body = None
             headers = {name.lower(): value for name, value in request.headers.items()}
-            request_id = headers.get("command-request-id", "")
-            command_type = headers.get("command-type", "")
+            request_id = headers.get(REQUEST_ID_HEADER.lower(), "")
+            command_type = headers.get(COMMAND_TYPE_HEADER.lower(), "")
             with self._lock:
                 generation = self._generation
                 rule = self._decide(request_id, command_type)
@@ -345,29 +358,32 @@ class RecordingHost:
                     await asyncio.sleep(0.02)
             if kind == "garbage":
                 return Response(b"<html>not a CommandResult</html>", status, media_type="text/html")
-            result = {
-                "id": request_id,
-                "waitCommandId": request_id,
-                "stage": "PROCESSED",
-                "contextName": headers.get("command-aggregate-context", ""),
-                "aggregateName": headers.get("command-aggregate-name", ""),
-                "tenantId": headers.get("command-tenant-id", ""),
-                "aggregateId": headers.get("command-aggregate-id", ""),
-                "requestId": request_id,
-                "commandId": request_id,
-                "errorCode": code,
-                "errorMsg": msg,
-                "signalTime": int(time.time() * 1000),
-                "result": {},
-            }
-            return Response(
-                json.dumps(result),
-                status,
-                headers={"Wow-Error-Code": code},
-                media_type="application/json",
-            )
+            return _answer(headers, code, msg, status)
 
         return app
+
+
+def _answer(headers: dict[str, str], code: str, message: str, status: int) -> Response:
+    """Wow's `CommandResult` for the recorded request (any ids it named, as sent)."""
+    request_id = headers.get(REQUEST_ID_HEADER.lower(), "")
+    result = CommandResult(
+        id=request_id,
+        wait_command_id=request_id,
+        context_name=headers.get(AGGREGATE_CONTEXT_HEADER.lower(), ""),
+        aggregate_name=headers.get(AGGREGATE_NAME_HEADER.lower(), ""),
+        tenant_id=headers.get(TENANT_ID_HEADER.lower(), ""),
+        aggregate_id=headers.get(AGGREGATE_ID_HEADER.lower(), ""),
+        request_id=request_id,
+        command_id=request_id,
+        error_code=code,
+        error_msg=message,
+    )
+    return Response(
+        result.model_dump_json(),
+        status,
+        headers={ERROR_CODE_HEADER: code},
+        media_type="application/json",
+    )
 
 
 _shared: RecordingHost | None = None

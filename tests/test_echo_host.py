@@ -16,8 +16,12 @@ import uvicorn
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender, DeliveryFailure, DeliveryRequest
 from wow_temporal.delivery import ScheduleDetails as Details
 from wow_temporal.dev.ports import free_port
-from wow_temporal.host.echo import create_echo_host
+from wow_temporal.host.echo import create_echo_host, echo_fallback
+from wow_temporal.host.server import create_host_app
+from wow_temporal.host.service import CommandMessage, DomainHost
+from wow_temporal.host.store import EventStore
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.wire import WireCommand, command_headers
 
 
 @dataclass
@@ -53,6 +57,18 @@ async def echo() -> AsyncIterator[Echo]:
 
 
 _slots = itertools.count(1)
+
+
+def cancel(aggregate_id: str, request_id: str = "") -> WireCommand:
+    """CancelOrder to order `aggregate_id` as a Wow client sends it."""
+    return WireCommand(
+        type="eshop.order.CancelOrder",
+        context_name="eshop-order",
+        aggregate_name="order",
+        aggregate_id=aggregate_id,
+        tenant_id="t1",
+        request_id=request_id,
+    )
 
 
 def request(aggregate_id: str, request_id: str | None = None) -> DeliveryRequest:
@@ -159,7 +175,7 @@ async def test_flaky_fails_three_attempts_of_each_request_id_then_is_ok(echo: Ec
 async def test_code_in_body_and_header(
     echo: Echo, aggregate_id: str, status: int, code: str
 ) -> None:
-    headers = {"Command-Aggregate-Id": aggregate_id, "Command-Request-Id": f"r-{aggregate_id}"}
+    headers = command_headers(cancel(aggregate_id, f"r-{aggregate_id}"))
     async with httpx.AsyncClient(base_url=echo.url) as http:
         response = await http.post(COMMAND_SEND_PATH, json={}, headers=headers)
     assert response.status_code == status
@@ -172,8 +188,57 @@ async def test_code_in_body_and_header(
 async def test_prints_to_stdout_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     transport = httpx.ASGITransport(app=create_echo_host())
     async with httpx.AsyncClient(transport=transport, base_url="http://echo") as http:
-        headers = {"Command-Aggregate-Id": "fail-7", "Command-Request-Id": "r-7"}
+        headers = command_headers(cancel("fail-7", "r-7"))
         await http.post(COMMAND_SEND_PATH, json={"n": 1}, headers=headers)
     printed = capsys.readouterr().out
     assert printed.startswith("[echo host] Failed 503 InternalServerError (fail-…: always fails")
     assert printed.rstrip().endswith('{"n":1}')
+
+
+async def test_a_command_wow_would_refuse_is_refused_as_wow_does() -> None:
+    transport = httpx.ASGITransport(app=create_echo_host(lambda line: None))
+    async with httpx.AsyncClient(transport=transport, base_url="http://echo") as http:
+        headers = command_headers(cancel("42", "r-1"))
+        del headers["Command-Type"]
+        response = await http.post(COMMAND_SEND_PATH, json={}, headers=headers)
+        assert (response.status_code, response.headers["Wow-Error-Code"]) == (400, "BadRequest")
+        assert response.json()["errorMsg"] == "missing header Command-Type"
+        assert response.json()["aggregateId"] == "42"
+        # a command without a request id gets one, answered, so two such are not duplicates
+        ids = []
+        for _ in range(2):
+            answer = await http.post(COMMAND_SEND_PATH, headers=command_headers(cancel("43")))
+            assert answer.json()["errorCode"] == "Ok"
+            ids.append(answer.json()["requestId"])
+        assert len(set(ids)) == 2 and all(ids)
+
+
+async def test_the_dev_domain_host_answers_the_convention_with_the_echo_hosts_statuses() -> None:
+    """`wow-temporal dev`'s domain host answers unserved contexts by the convention: `fail-…`
+    is 503 there too (not Wow's 500 for `InternalServerError`), as the README says."""
+    lines: list[str] = []
+    host = DomainHost([], EventStore(":memory:"), fallback=echo_fallback(lines.append))
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_host_app(host)))
+    try:
+        async with CommandSender("http://host", client=http) as sender:
+            with pytest.raises(DeliveryFailure) as caught:
+                await sender.send(request("fail-9"))
+            failed = (caught.value.http_status, caught.value.error_code)
+            assert failed == (503, "InternalServerError")
+            rejected = await sender.send(request("reject-9"))
+            assert (rejected.status, rejected.http_status) == ("rejected", 400)
+            delivered = await sender.send(request("9"))
+            assert (delivered.status, delivered.http_status) == ("delivered", 200)
+    finally:
+        host.close()
+    assert lines[0].startswith("[echo host] Failed 503 InternalServerError (fail-…: always fails")
+
+
+def test_the_fallback_answers_a_message_without_request_id_with_one_it_made() -> None:
+    answer = echo_fallback(lambda line: None)
+    ref = AggregateRef(
+        context_name="elsewhere", aggregate_name="thing", tenant_id="t1", aggregate_id="flaky-1"
+    )
+    result = answer(CommandMessage(type="x.Do", ref=ref, body={}))
+    assert (result.status, result.error_code) == (503, "InternalServerError")
+    assert result.request_id

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
@@ -637,6 +638,21 @@ async def test_a_request_id_is_decided_once(db: Path) -> None:
         assert (await host.state(ref))["touches"] == 3
 
 
+async def test_a_command_without_request_id_is_stored_with_the_one_it_was_answered(
+    db: Path,
+) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db, start=False) as host:
+        created = expect(await host.send("hosttest.CreateThing", ref, {"name": "one"}), "Ok", 200)
+        touched = expect(await host.send("hosttest.Touch", ref, {"count": 1}), "Ok", 200)
+        answered = [created["requestId"], touched["requestId"]]
+        assert all(answered) and len(set(answered)) == 2
+        assert [c.request_id for c in await host.commits()] == answered
+        # the id answered is the command's from now on: sent again, it is decided already
+        again = await host.send("hosttest.Touch", ref, {"count": 1}, request_id=answered[1])
+        expect(again, "DuplicateRequestId", 400)
+
+
 async def test_a_refused_or_noop_request_id_is_decided_once(db: Path) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
@@ -1166,8 +1182,10 @@ async def test_a_saga_restarted_midway_decides_no_command_twice(
         assert [c.id for c in commits if "eshop.inventory.StockReserved" in names(c)] == [
             c.id for c in reserved
         ]
-        requests = [c.request_id for c in commits if c.request_id]
-        assert len(requests) == len(set(requests)) == 4
+        # each commit holds its request id: the saga's 4, the host's for the 3 sent without one
+        requests = [c.request_id for c in commits]
+        assert len(set(requests)) == 7
+        assert len([r for r in requests if r.startswith("saga:")]) == 4
         mug = await second.state(STOCK.ref(TENANT, "mug"))
         assert mug["reserved"] == {"o-1": 2}
 
@@ -1349,7 +1367,7 @@ async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path
         assert send["requestBody"]["required"] is True
         # Every status one of Wow's codes has (domain code may refuse with any of them).
         assert set(send["responses"]) == {
-            "200", "400", "403", "404", "408", "409", "410", "413", "429", "500"
+            "200", "400", "403", "404", "408", "409", "410", "413", "429", "500", "503"
         }  # fmt: skip
         read = response.json()["paths"][
             "/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}"
@@ -1360,3 +1378,60 @@ async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path
         assert read["404"]["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/ErrorInfo"
         }
+
+
+async def test_an_unknown_aggregate_is_the_404_the_openapi_declares(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        document = (await host.client.get("/openapi.json")).json()
+        read = document["paths"]["/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}"]
+        declared = read["get"]["responses"]["404"]
+        schema = declared["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/ErrorInfo"}
+        error_info = document["components"]["schemas"]["ErrorInfo"]
+        unknown = [
+            thing("missing"),
+            AggregateRef(
+                context_name="nowhere", aggregate_name="thing", tenant_id=TENANT, aggregate_id="t"
+            ),
+            AggregateRef(
+                context_name=CONTEXT, aggregate_name="gizmo", tenant_id=TENANT, aggregate_id="t"
+            ),
+        ]
+        for ref in unknown:
+            response = await host.client.get(
+                f"/wow/aggregate/{ref.context_name}/{ref.aggregate_name}/{ref.tenant_id}/"
+                f"{ref.aggregate_id}"
+            )
+            assert response.status_code == 404, ref
+            body = response.json()
+            assert sorted(body) == sorted(error_info["properties"]) == ["errorCode", "errorMsg"]
+            assert body["errorCode"] == response.headers["Wow-Error-Code"] == "NotFound"
+
+
+DOC_ASSET_TYPES = {
+    ".js": ("text/javascript", "application/javascript"),
+    ".css": ("text/css",),
+    ".png": ("image/png",),
+}
+
+
+async def test_the_docs_need_no_internet_every_asset_is_served_by_the_host(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        page = await host.client.get("/docs")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        html = page.text
+        assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
+        assets = re.findall(r'(?:href|src)="([^"]*)"', html)
+        assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
+        assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
+        for asset in assets:
+            assert asset.startswith("/"), asset
+            response = await host.client.get(asset)
+            assert response.status_code == 200, asset
+            kind = response.headers["content-type"].split(";")[0]
+            assert kind in DOC_ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
+            assert len(response.content) > 1000, asset
+        (script,) = [asset for asset in assets if asset.endswith(".js")]
+        assert "SwaggerUIBundle" in (await host.client.get(script)).text
+        assert (await host.client.get("/redoc")).status_code == 404

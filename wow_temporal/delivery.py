@@ -29,14 +29,12 @@ say nothing about the command, and retrying after the operator fixes the host su
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self
-from urllib.parse import quote
+from typing import Literal, Protocol, Self
 
 import httpx
 from opentelemetry import propagate, trace
@@ -48,6 +46,16 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from wow_temporal.metrics import record_delivery, record_lateness_bound
 from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
 from wow_temporal.tracing import continued_span, traceparent_context
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    DUPLICATE_REQUEST_ID,
+    ERROR_CODE_HEADER,
+    OK,
+    WireCommand,
+    command_headers,
+    encode_header_value,
+    read_result,
+)
 
 __all__ = [
     "BUSINESS_ERROR_CODES",
@@ -69,10 +77,8 @@ __all__ = [
     "classify",
     "encode_header_value",
     "is_business_error",
+    "wire_command",
 ]
-
-COMMAND_SEND_PATH = "/wow/command/send"
-"""Wow's generic command endpoint; the headers say which aggregate and command type."""
 
 DELIVERY_FAILURE = "DeliveryFailure"
 """The `ApplicationError` type of a technical delivery failure (retryable)."""
@@ -82,10 +88,6 @@ DELIVERY_PARKED = "DeliveryParked"
 
 EARLY_DELIVERY = "EarlyDelivery"
 """The `ApplicationError` type of an attempt before the command is due (retryable)."""
-
-OK = "Ok"
-DUPLICATE_REQUEST_ID = "DuplicateRequestId"
-"""Wow's answer to a request id it has already processed: the command was already decided."""
 
 BUSINESS_ERROR_CODES = frozenset(
     {
@@ -106,9 +108,6 @@ REJECTED_STATUSES = frozenset({400, 403, 404, 409, 410, 422})
 
 RETRYABLE_STATUSES = frozenset({401, 407, 408, 421, 425, 429})
 """4xx statuses that are technical failures (every 5xx is one too)."""
-
-# Printable ASCII that may stay as-is inside a percent-encoded header value.
-_HEADER_SAFE = "!#$&'()*+,/:;=?@[]^_`{|}~-."
 
 
 class ScheduleDetails(WireModel):
@@ -173,16 +172,37 @@ class DeliveryFailure(Exception):
         self.error_code = error_code
 
 
-def encode_header_value(value: str) -> str:
-    """`value` as a header value: verbatim if visible ASCII, else UTF-8 percent-encoded.
-
-    HTTP header values are ASCII; ids with other characters (or control characters, or
-    surrounding spaces that parsers strip) are sent percent-encoded (RFC 3986), so a host that
-    accepts such ids decodes them.
-    """
-    if value.isascii() and value.isprintable() and value == value.strip():
-        return value
-    return quote(value, safe=_HEADER_SAFE)
+def wire_command(request: DeliveryRequest) -> WireCommand:
+    """The command `request` sends: its target, the scheduling commit's scope, the request id,
+    its provenance and schedule slot as message headers, and its trace context if valid."""
+    target, scope, schedule = request.target, request.scope, request.schedule
+    headers = {
+        "upstream_id": request.upstream_id,
+        "upstream_name": request.upstream_name,
+        "schedule_timer": schedule.timer,
+        "schedule_key": schedule.key,
+        "schedule_slot": str(schedule.slot),
+        "schedule_due": str(schedule.due),
+        "schedule_skipped": str(schedule.skipped),
+    }
+    if request.trace_id:
+        headers["trace_id"] = request.trace_id
+    traceparent = request.traceparent
+    if traceparent is not None and traceparent_context(traceparent) is None:
+        traceparent = None  # not a W3C trace context: the host is not told of it
+    return WireCommand(
+        type=request.command.type,
+        context_name=target.context_name,
+        aggregate_name=target.aggregate_name,
+        aggregate_id=target.aggregate_id,
+        tenant_id=target.tenant_id,
+        request_id=request.request_id,
+        owner_id=scope.owner_id,
+        space_id=scope.space_id,
+        headers=headers,
+        traceparent=traceparent,
+        body=request.command.body,
+    )
 
 
 def is_business_error(error_code: str) -> bool:
@@ -229,31 +249,7 @@ class CommandSender:
 
     def headers(self, request: DeliveryRequest) -> dict[str, str]:
         """The HTTP headers of the command request: routing, scope, provenance, trace context."""
-        target, scope, schedule = request.target, request.scope, request.schedule
-        raw = {
-            "Command-Type": request.command.type,
-            "Command-Aggregate-Context": target.context_name,
-            "Command-Aggregate-Name": target.aggregate_name,
-            "Command-Aggregate-Id": target.aggregate_id,
-            "Command-Tenant-Id": target.tenant_id,
-            "Command-Owner-Id": scope.owner_id,
-            "Wow-Space-Id": scope.space_id,
-            "Command-Request-Id": request.request_id,
-            "Command-Wait-Stage": "PROCESSED",
-            "Command-Header-upstream_id": request.upstream_id,
-            "Command-Header-upstream_name": request.upstream_name,
-            "Command-Header-schedule_timer": schedule.timer,
-            "Command-Header-schedule_key": schedule.key,
-            "Command-Header-schedule_slot": str(schedule.slot),
-            "Command-Header-schedule_due": str(schedule.due),
-            "Command-Header-schedule_skipped": str(schedule.skipped),
-        }
-        if request.trace_id:
-            raw["Command-Header-trace_id"] = request.trace_id
-        headers = {name: encode_header_value(value) for name, value in raw.items()}
-        traceparent = request.traceparent
-        if traceparent is not None and traceparent_context(traceparent) is not None:
-            headers["traceparent"] = traceparent
+        headers = command_headers(wire_command(request))
         if trace.get_current_span().get_span_context().is_valid:
             # The active span (e.g. the delivery activity's) is the most precise parent.
             carrier: dict[str, str] = {}
@@ -281,30 +277,10 @@ class CommandSender:
         return classify(response, what)
 
 
-def _result(response: httpx.Response) -> tuple[dict[str, Any] | None, str | None, str]:
-    """The parsed `CommandResult` (None if not a JSON object), its error code and message."""
-    try:
-        body = json.loads(response.content) if response.content else None
-    except (ValueError, UnicodeDecodeError):
-        body = None
-    if not isinstance(body, dict):
-        body = None
-    code: str | None = None
-    message = ""
-    if body is not None:
-        if isinstance(body.get("errorCode"), str) and body["errorCode"]:
-            code = body["errorCode"]
-        if isinstance(body.get("errorMsg"), str):
-            message = body["errorMsg"]
-    if code is None:
-        code = response.headers.get("Wow-Error-Code") or None
-    return body, code, message
-
-
 def classify(response: httpx.Response, what: str = "the command") -> DeliveryOutcome:
     """Delivered or rejected, or raise `DeliveryFailure`; the module docstring has the table."""
     status = response.status_code
-    body, code, message = _result(response)
+    body, code, message = read_result(response.content, response.headers.get(ERROR_CODE_HEADER))
     detail = f"HTTP {status}, errorCode {code or '-'}" + (f": {message}" if message else "")
 
     if status >= 500 or status in RETRYABLE_STATUSES or status < 200 or 300 <= status < 400:

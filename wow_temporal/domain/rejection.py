@@ -4,27 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ERROR_STATUS", "CommandRejected", "Rejection"]
+from wow_temporal.wire import ERROR_STATUS, error_status  # Wow's statuses are the wire's
 
-ERROR_STATUS: dict[str, int] = {
-    "Ok": 200,
-    "NotFound": 404,
-    "BadRequest": 400,
-    "IllegalArgument": 400,
-    "IllegalState": 400,
-    "RequestTimeout": 408,
-    "TooManyRequests": 429,
-    "DuplicateRequestId": 400,
-    "CommandValidation": 400,
-    "EventVersionConflict": 409,
-    "DuplicateAggregateId": 400,
-    "CommandExpectVersionConflict": 409,
-    "SourcingVersionConflict": 409,
-    "IllegalAccessDeletedAggregate": 410,
-    "IllegalAccessOwnerAggregate": 403,
-    "InternalServerError": 500,
-}
-"""Wow's error codes and their HTTP statuses (Wow's `ErrorHttpStatusMapping`); others are 400."""
+__all__ = ["ERROR_STATUS", "CommandRejected", "Rejection"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +18,7 @@ class Rejection:
 
     @property
     def status(self) -> int:
-        return ERROR_STATUS.get(self.code, 400)
+        return error_status(self.code)
 
 
 class CommandRejected(Exception):

@@ -20,16 +20,25 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from wow_temporal.domain.rejection import ERROR_STATUS
-from wow_temporal.host.service import CommandMessage, CommandResult, Fallback
+from wow_temporal.host.service import CommandMessage, Fallback
 from wow_temporal.tracing import trace_id_of
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    ERROR_CODE_HEADER,
+    OK,
+    TRACEPARENT_HEADER,
+    CommandResult,
+    CommandTarget,
+    WireError,
+    parse_command,
+)
 
 __all__ = [
     "FAIL_PREFIX",
@@ -116,38 +125,58 @@ def _line(
     )
 
 
+class _Echo:
+    """The convention and where its lines go, answering commands over HTTP or in the host."""
+
+    def __init__(self, log: Callable[[str], None] | None) -> None:
+        self.emit = log or (lambda line: print(line, file=sys.stdout, flush=True))
+        self.convention = _Convention()
+
+    def answer(
+        self,
+        command_type: str,
+        ref: CommandTarget,
+        request_id: str,
+        body: Mapping[str, Any],
+        traceparent: str | None,
+    ) -> CommandResult:
+        """Answer by the convention, print the line, and give Wow's `CommandResult` (with the
+        convention's status: 503 for a technical failure, which the timers retry)."""
+        answered = self.convention.answer(ref.aggregate_id, request_id)
+        target = (
+            f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} (tenant {ref.tenant_id}"
+        )
+        self.emit(_line(answered, command_type, target, request_id, dict(body), traceparent))
+        return CommandResult.of(
+            ref,
+            command_id=request_id,
+            request_id=request_id,
+            code=answered.code,
+            message="" if answered.code == OK else answered.why,
+            status=answered.status,
+        )
+
+
 def create_echo_host(log: Callable[[str], None] | None = None) -> FastAPI:
     """The echo host's ASGI app; `log` receives one line per command (stdout by default)."""
-    emit = log or (lambda line: print(line, file=sys.stdout, flush=True))
-    convention = _Convention()
+    echo = _Echo(log)
     app = FastAPI(title="wow-temporal echo host", docs_url=None, redoc_url=None)
 
-    @app.post("/wow/command/send")
+    @app.post(COMMAND_SEND_PATH)
     async def send(request: Request) -> JSONResponse:
-        headers = request.headers
-        request_id = headers.get("command-request-id", "")
-        aggregate_id = headers.get("command-aggregate-id", "")
-        body: Any = await request.json() if await request.body() else {}
-        answer = convention.answer(aggregate_id, request_id)
-        target = (
-            f"{headers.get('command-aggregate-context', '')}."
-            f"{headers.get('command-aggregate-name', '')} {aggregate_id} "
-            f"(tenant {headers.get('command-tenant-id', '')}"
-        )
-        emit(
-            _line(
-                answer, headers.get("command-type", "?"), target, request_id, body,
-                headers.get("traceparent"),
+        try:
+            command = parse_command(request.headers, await request.body())
+        except WireError as error:  # refused as a Wow host refuses it: no retry
+            result = CommandResult.refusing(request.headers, error, command_id=uuid.uuid4().hex)
+        else:
+            request_id = command.request_id or uuid.uuid4().hex
+            result = echo.answer(
+                command.type, command, request_id, command.body, command.traceparent
             )
-        )
-        result = {
-            "id": request_id,
-            "requestId": request_id,
-            "errorCode": answer.code,
-            "errorMsg": "" if answer.code == "Ok" else answer.why,
-        }
         return JSONResponse(
-            result, status_code=answer.status, headers={"Wow-Error-Code": answer.code}
+            result.model_dump(mode="json"),
+            status_code=result.status,
+            headers={ERROR_CODE_HEADER: result.error_code},
         )
 
     return app
@@ -155,31 +184,17 @@ def create_echo_host(log: Callable[[str], None] | None = None) -> FastAPI:
 
 def echo_fallback(log: Callable[[str], None] | None = None) -> Fallback:
     """The echo convention for the domain host's unserved contexts: `wow-temporal dev` serves
-    the e-shop and still answers hand-made commits' commands (`reject-…`, `fail-…`, …)."""
-    emit = log or (lambda line: print(line, file=sys.stdout, flush=True))
-    convention = _Convention()
+    the e-shop and still answers hand-made commits' commands (`reject-…`, `fail-…`, …), with
+    the echo host's statuses."""
+    echo = _Echo(log)
 
     def answer(message: CommandMessage) -> CommandResult:
-        ref = message.ref
-        request_id = message.request_id or uuid.uuid4().hex
-        answered = convention.answer(ref.aggregate_id, request_id)
-        # the domain host answers with Wow's status for the code (500, not the echo host's 503)
-        answered = _Answer(ERROR_STATUS.get(answered.code, 400), answered.code, answered.why)
-        target = (
-            f"{ref.context_name}.{ref.aggregate_name} {ref.aggregate_id} (tenant {ref.tenant_id}"
-        )
-        emit(
-            _line(
-                answered, message.type, target, request_id, dict(message.body),
-                message.headers.get("traceparent"),
-            )
-        )
-        return CommandResult.of(
-            ref,
-            command_id=request_id,
-            request_id=request_id,
-            code=answered.code,
-            message="" if answered.code == "Ok" else answered.why,
+        return echo.answer(
+            message.type,
+            message.ref,
+            message.request_id or uuid.uuid4().hex,
+            message.body,
+            message.headers.get(TRACEPARENT_HEADER),
         )
 
     return answer

@@ -3,29 +3,52 @@ aggregates, and a read of one aggregate (`GET /wow/aggregate/...`) to see what i
 
 from __future__ import annotations
 
-import json
-import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.requests import ClientDisconnect
 
-from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
-from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
+from wow_temporal.api.docs import install_docs
+from wow_temporal.domain.rejection import Rejection
+from wow_temporal.host.service import CommandMessage, DomainHost
 from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef, Commit
 from wow_temporal.tracing import current_traceparent
+from wow_temporal.wire import (
+    AGGREGATE_CONTEXT_HEADER,
+    AGGREGATE_ID_HEADER,
+    AGGREGATE_NAME_HEADER,
+    AGGREGATE_VERSION_HEADER,
+    COMMAND_SEND_PATH,
+    COMMAND_TYPE_HEADER,
+    DEFAULT_TENANT,
+    ERROR_CODE_HEADER,
+    ERROR_STATUS,
+    OWNER_ID_HEADER,
+    REQUEST_ID_HEADER,
+    REQUIRED_HEADERS,
+    SPACE_ID_HEADER,
+    TENANT_ID_HEADER,
+    TRACEPARENT_HEADER,
+    WAIT_STAGE_HEADER,
+    WAIT_STAGES,
+    CommandResult,
+    WireCommand,
+    WireError,
+    parse_command,
+    require_headers,
+)
 
 if TYPE_CHECKING:
     from wow_temporal.host.follower import Follower
 
 __all__ = [
-    "DEFAULT_TENANT",
+    "DEFAULT_TENANT",  # re-exported from wow_temporal.wire, where the wire is written
     "WAIT_STAGES",
     "AggregateView",
     "ErrorInfo",
@@ -33,46 +56,28 @@ __all__ = [
     "create_host_app",
 ]
 
-DEFAULT_TENANT = "(0)"
-"""Wow's default tenant id, for a command without `Command-Tenant-Id`."""
-
-WAIT_STAGES = frozenset(
-    {"SENT", "PROCESSED", "SNAPSHOT", "PROJECTED", "EVENT_HANDLED", "SAGA_HANDLED"}
-)
-"""Wow's wait stages. Every command is answered once committed (PROCESSED): what it scheduled
-is never part of its wait, and neither are the sagas and projections that follow the log."""
-
-_HEADER_PREFIX = "command-header-"
-_ID = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
-_OPTIONAL_ID = re.compile(r"[^\x00-\x1f\x7f]{0,256}")
-"""An optional id may be empty (a commit without an owner or space is delivered with empty
-`Command-Owner-Id` and `Wow-Space-Id`); an empty aggregate id gets a new one."""
-
 _HEADERS_DOC = {
-    "Command-Type": "The command's full type name, e.g. eshop.order.CreateOrder",
-    "Command-Aggregate-Context": "The bounded context, e.g. eshop-order",
-    "Command-Aggregate-Name": "The aggregate, e.g. order",
-    "Command-Aggregate-Id": "The aggregate's id; a creation without one gets a new id",
-    "Command-Tenant-Id": "The tenant, (0) when not given",
-    "Command-Aggregate-Version": "The version the command expects the aggregate at",
-    "Command-Request-Id": "Idempotency: a second command with it is DuplicateRequestId",
-    "Command-Wait-Stage": "Accepted for Wow's clients; every command is answered when committed",
-    "Command-Owner-Id": "The owner, kept in the commit's scope and passed to what it schedules",
-    "Wow-Space-Id": "The space, kept in the commit's scope and passed to what it schedules",
-    "traceparent": "W3C trace context: the commit, what it schedules and the commands its "
+    COMMAND_TYPE_HEADER: "The command's full type name, e.g. eshop.order.CreateOrder",
+    AGGREGATE_CONTEXT_HEADER: "The bounded context, e.g. eshop-order",
+    AGGREGATE_NAME_HEADER: "The aggregate, e.g. order",
+    AGGREGATE_ID_HEADER: "The aggregate's id; a creation without one gets a new id",
+    TENANT_ID_HEADER: f"The tenant, {DEFAULT_TENANT} when not given",
+    AGGREGATE_VERSION_HEADER: "The version the command expects the aggregate at",
+    REQUEST_ID_HEADER: "Idempotency: a second command with it is DuplicateRequestId; without "
+    "one, the host makes one (answered as requestId, kept with the commit)",
+    WAIT_STAGE_HEADER: "Accepted for Wow's clients; every command is answered when committed",
+    OWNER_ID_HEADER: "The owner, kept in the commit's scope and passed to what it schedules",
+    SPACE_ID_HEADER: "The space, kept in the commit's scope and passed to what it schedules",
+    TRACEPARENT_HEADER: "W3C trace context: the commit, what it schedules and the commands its "
     "sagas send continue this trace",
 }
 
-
-_REQUIRED_HEADERS = frozenset(
-    {"Command-Type", "Command-Aggregate-Context", "Command-Aggregate-Name"}
-)
 
 _HEADER_PARAMETERS = [
     {
         "name": name,
         "in": "header",
-        "required": name in _REQUIRED_HEADERS,
+        "required": name in REQUIRED_HEADERS,
         "description": description,
         "schema": {"type": "string"},
     }
@@ -138,220 +143,166 @@ def _status_responses(model: type[BaseModel], extra: dict[int, str]) -> dict[int
     return found
 
 
-def _result_response(result: CommandResult, status: int | None = None) -> JSONResponse:
-    return JSONResponse(
-        result.model_dump(mode="json"),
-        status_code=status or result.status,
-        headers={"Wow-Error-Code": result.error_code},
-    )
+_routes = APIRouter()
 
 
-def create_host_app(
-    host: DomainHost,
-    *,
-    followers: Sequence[Follower] = (),
-    title: str = "wow-temporal domain host",
-) -> FastAPI:
-    """The host's ASGI app over `host` (which the caller starts and closes); `followers` are
-    shown at `/wow/followers`."""
-    contexts = ", ".join(sorted(host.apps)) or "none"
-    app = FastAPI(
-        title=title,
-        description=f"Wow's command API for the contexts {contexts}. A command is answered "
-        "with Wow's CommandResult once its events (and the schedules it set) are committed.",
-        docs_url="/docs",
-        redoc_url=None,
-    )
+def _host(request: Request) -> DomainHost:
+    host: DomainHost = request.app.state.host
+    return host
 
-    def refused(
-        request: Request, code: str, message: str, status: int | None = None
-    ) -> JSONResponse:
-        headers = request.headers
-        ref = AggregateRef.model_construct(
-            context_name=headers.get("command-aggregate-context", ""),
-            aggregate_name=headers.get("command-aggregate-name", ""),
-            tenant_id=headers.get("command-tenant-id", DEFAULT_TENANT),
-            aggregate_id=headers.get("command-aggregate-id", ""),
-        )
-        result = CommandResult.of(
-            ref,
-            command_id=uuid.uuid4().hex,
-            request_id=headers.get("command-request-id", ""),
-            code=code,
-            message=message,
-        )
-        return _result_response(result, status)
 
-    @app.post(
-        "/wow/command/send",
-        summary="Send a command",
-        response_model=CommandResult,
-        # Domain code may refuse with any of Wow's codes: each status one can have is declared.
-        responses=_status_responses(CommandResult, {413: "BadRequest: the body is over 256 KiB"}),
-        openapi_extra={
-            "parameters": _HEADER_PARAMETERS,
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": {"type": "object"}}},
-                "description": "The command's body, a JSON object",
-            },
+@_routes.post(
+    COMMAND_SEND_PATH,
+    summary="Send a command",
+    response_model=CommandResult,
+    # Domain code may refuse with any of Wow's codes: each status one can have is declared.
+    responses=_status_responses(
+        CommandResult,
+        {
+            413: "BadRequest: the body is over 256 KiB",
+            503: "InternalServerError, a technical failure to retry: the dev stack answers it "
+            "for fail-… and flaky-… ids of contexts it does not serve (the echo convention)",
         },
-    )
-    async def send(request: Request) -> JSONResponse:
-        # Headers are read directly, not as FastAPI parameters: validating ten of them per
-        # request was an eighth of the host's CPU. The OpenAPI lists them (`_HEADER_PARAMETERS`).
-        headers = request.headers
-        command_type = headers.get("command-type")
-        context = headers.get("command-aggregate-context")
-        aggregate = headers.get("command-aggregate-name")
-        aggregate_id = headers.get("command-aggregate-id")
-        tenant_id = headers.get("command-tenant-id")
-        version = headers.get("command-aggregate-version")
-        request_id = headers.get("command-request-id")
-        owner_id = headers.get("command-owner-id")
-        space_id = headers.get("wow-space-id")
-        wait_stage = headers.get("command-wait-stage")
-        missing = [
-            name
-            for name, value in (
-                ("Command-Type", command_type),
-                ("Command-Aggregate-Context", context),
-                ("Command-Aggregate-Name", aggregate),
-            )
-            if value is None
-        ]
-        if missing:
-            plural = "s" if len(missing) > 1 else ""
-            return refused(request, "BadRequest", f"missing header{plural} {', '.join(missing)}")
-        assert command_type is not None and context is not None and aggregate is not None
+    ),
+    openapi_extra={
+        "parameters": _HEADER_PARAMETERS,
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+            "description": "The command's body, a JSON object",
+        },
+    },
+)
+async def send(request: Request) -> JSONResponse:
+    """Read the command from the request (`parse_command`), decide it, answer Wow's result."""
+    # Headers are read directly, not as FastAPI parameters: validating ten of them per
+    # request was an eighth of the host's CPU. The OpenAPI lists them (`_HEADER_PARAMETERS`).
+    headers = request.headers
+    try:
+        require_headers(headers)  # refused before the body is read
         raw = await _read_capped(request)
         if raw is None:
-            return refused(
-                request,
-                "BadRequest",
-                f"the body is more than the {MAX_COMMAND_BODY_BYTES} bytes (256 KiB) allowed",
-                413,
-            )
-        for name, value, pattern, shown in (
-            ("Command-Type", command_type, _ID, "1"),
-            ("Command-Aggregate-Context", context, _ID, "1"),
-            ("Command-Aggregate-Name", aggregate, _ID, "1"),
-            ("Command-Aggregate-Id", aggregate_id, _OPTIONAL_ID, "0"),
-            ("Command-Tenant-Id", tenant_id, _OPTIONAL_ID, "0"),
-            ("Command-Request-Id", request_id, _OPTIONAL_ID, "0"),
-            ("Command-Owner-Id", owner_id, _OPTIONAL_ID, "0"),
-            ("Wow-Space-Id", space_id, _OPTIONAL_ID, "0"),
-        ):
-            if value is not None and not pattern.fullmatch(value):
-                return refused(
-                    request, "BadRequest", f"{name}: {shown} to 256 printable characters"
-                )
-        expected: int | None = None
-        if version is not None:
-            try:
-                expected = int(version)
-            except ValueError:
-                return refused(
-                    request, "BadRequest", f"Command-Aggregate-Version {version!r} is not a number"
-                )
-        if wait_stage is not None and wait_stage.upper() not in WAIT_STAGES:
-            return refused(
-                request,
-                "BadRequest",
-                f"Command-Wait-Stage {wait_stage!r}: one of {', '.join(sorted(WAIT_STAGES))}",
-            )
-        try:
-            body: Any = json.loads(raw) if raw.strip() else {}
-        except (ValueError, UnicodeDecodeError) as error:
-            return refused(request, "BadRequest", f"the body is not JSON: {error}")
-        if not isinstance(body, dict):
-            return refused(
-                request,
-                "CommandValidation",
-                f"the body is a JSON object, not {type(body).__name__}",
-            )
-        message_headers = {
-            name[len(_HEADER_PREFIX) :]: value
-            for name, value in headers.items()
-            if name.startswith(_HEADER_PREFIX)
+            return _refused(headers, _TOO_BIG, 413)
+        command = parse_command(headers, raw)
+    except WireError as error:
+        return _refused(headers, error)
+    return _result_response(await _host(request).send(_message(command)))
+
+
+_TOO_BIG = WireError(
+    "BadRequest", f"the body is more than the {MAX_COMMAND_BODY_BYTES} bytes (256 KiB) allowed"
+)
+
+
+def _refused(
+    headers: Mapping[str, str], error: WireError, status: int | None = None
+) -> JSONResponse:
+    """Wow's answer to a request refused as it stands, naming the aggregate it was for."""
+    command_id = uuid.uuid4().hex
+    return _result_response(
+        CommandResult.refusing(headers, error, command_id=command_id, status=status)
+    )
+
+
+def _message(command: WireCommand) -> CommandMessage:
+    """The host's message for `command`, with the ids it came without made here: a new
+    aggregate id for a creation, and a request id (answered, and stored with its commit)."""
+    headers = dict(command.headers)
+    # The commit continues the request's trace: from this server's span if one is active
+    # (FastAPI's, with a tracer provider installed), else from the caller's.
+    traceparent = current_traceparent() or command.traceparent
+    if traceparent:
+        headers[TRACEPARENT_HEADER] = traceparent
+    return CommandMessage(
+        type=command.type,
+        ref=AggregateRef(
+            context_name=command.context_name,
+            aggregate_name=command.aggregate_name,
+            tenant_id=command.tenant_id,
+            aggregate_id=command.aggregate_id or uuid.uuid4().hex[:16],
+        ),
+        body=command.body,
+        request_id=command.request_id or uuid.uuid4().hex,
+        owner_id=command.owner_id,
+        space_id=command.space_id,
+        expected_version=command.expected_version,
+        headers=headers,
+    )
+
+
+def _result_response(result: CommandResult) -> JSONResponse:
+    return JSONResponse(
+        result.model_dump(mode="json"),
+        status_code=result.status,
+        headers={ERROR_CODE_HEADER: result.error_code},
+    )
+
+
+@_routes.get(
+    "/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}",
+    summary="Read an aggregate: its version, state and commits",
+    response_model=AggregateView,
+    responses={
+        404: {
+            "model": ErrorInfo,
+            "description": "NotFound: no such context or aggregate type here, or no aggregate "
+            "with this id in this tenant",
         }
-        # The commit continues the request's trace: from this server's span if one is active
-        # (FastAPI's, with a tracer provider installed), else from the caller's.
-        traceparent = current_traceparent() or headers.get("traceparent")
-        if traceparent:
-            message_headers["traceparent"] = traceparent
-        message = CommandMessage(
-            type=command_type,
-            ref=AggregateRef(
-                context_name=context,
-                aggregate_name=aggregate,
-                tenant_id=tenant_id if tenant_id is not None else DEFAULT_TENANT,
-                aggregate_id=aggregate_id or uuid.uuid4().hex[:16],
-            ),
-            body=body,
-            request_id=request_id or "",
-            owner_id=owner_id or "",
-            space_id=space_id or "",
-            expected_version=expected,
-            headers=message_headers,
-        )
-        return _result_response(await host.send(message))
-
-    @app.get(
-        "/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}",
-        summary="Read an aggregate: its version, state and commits",
-        response_model=AggregateView,
-        responses={404: {"model": ErrorInfo, "description": "NotFound"}},
+    },
+)
+async def read(
+    request: Request, context: str, aggregate: str, tenant_id: str, aggregate_id: str
+) -> AggregateView | JSONResponse:
+    """The aggregate as the host has it, or 404 `NotFound`."""
+    host = _host(request)
+    ref = AggregateRef(
+        context_name=context,
+        aggregate_name=aggregate,
+        tenant_id=tenant_id,
+        aggregate_id=aggregate_id,
     )
-    async def read(
-        context: str, aggregate: str, tenant_id: str, aggregate_id: str
-    ) -> AggregateView | JSONResponse:
-        ref = AggregateRef(
-            context_name=context,
-            aggregate_name=aggregate,
-            tenant_id=tenant_id,
-            aggregate_id=aggregate_id,
-        )
-        found = await host.current(ref)
-        if isinstance(found, Rejection):
-            return _error(found)
-        _, current = found
-        if current.version == 0:
-            return _error(Rejection("NotFound", f"{ref} (tenant {tenant_id}) does not exist"))
-        return AggregateView(
-            aggregate=str(ref.named),
-            tenant_id=tenant_id,
-            aggregate_id=aggregate_id,
-            version=current.version,
-            deleted=current.deleted,
-            state=jsonable_encoder(_public(vars(current.state))),
-            commits=await host.commits(ref),
-        )
-
-    @app.get(
-        "/wow/followers",
-        summary="The log's followers (the relay to the timers, the sagas): where each is",
+    found = await host.current(ref)
+    if isinstance(found, Rejection):
+        return _error(found)
+    _, current = found
+    if current.version == 0:
+        return _error(Rejection("NotFound", f"{ref} (tenant {tenant_id}) does not exist"))
+    return AggregateView(
+        aggregate=str(ref.named),
+        tenant_id=tenant_id,
+        aggregate_id=aggregate_id,
+        version=current.version,
+        deleted=current.deleted,
+        state=jsonable_encoder(_public(vars(current.state))),
+        commits=await host.commits(ref),
     )
-    async def followers_status() -> list[FollowerView]:
-        shown = []
-        for follower in followers:
-            status = await follower.status()
-            shown.append(
-                FollowerView(
-                    name=status.name,
-                    position=status.position,
-                    behind=status.behind,
-                    failing_since=status.failing_since,
-                    last_error=status.last_error,
-                )
+
+
+@_routes.get(
+    "/wow/followers",
+    summary="The log's followers (the relay to the timers, the sagas): where each is",
+)
+async def followers_status(request: Request) -> list[FollowerView]:
+    """Where each follower of the log is, and whether it fails."""
+    followers: list[Follower] = request.app.state.followers
+    shown = []
+    for follower in followers:
+        status = await follower.status()
+        shown.append(
+            FollowerView(
+                name=status.name,
+                position=status.position,
+                behind=status.behind,
+                failing_since=status.failing_since,
+                last_error=status.last_error,
             )
-        return shown
+        )
+    return shown
 
-    @app.get("/health", summary="The host is up")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
 
-    return app
+@_routes.get("/health", summary="The host is up")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
 
 
 def _error(rejection: Rejection) -> JSONResponse:
@@ -386,3 +337,26 @@ def _public(values: dict[str, Any]) -> dict[str, Any]:
         for key, value in values.items()
         if not key.startswith("_")
     }
+
+
+def create_host_app(
+    host: DomainHost,
+    *,
+    followers: Sequence[Follower] = (),
+    title: str = "wow-temporal domain host",
+) -> FastAPI:
+    """The host's ASGI app over `host` (which the caller starts and closes); `followers` are
+    shown at `/wow/followers`. Swagger UI at `/docs` is served from the app's own files."""
+    contexts = ", ".join(sorted(host.apps)) or "none"
+    app = FastAPI(
+        title=title,
+        description=f"Wow's command API for the contexts {contexts}. A command is answered "
+        "with Wow's CommandResult once its events (and the schedules it set) are committed.",
+        docs_url=None,  # served by install_docs, from the app's own files
+        redoc_url=None,
+    )
+    app.state.host = host
+    app.state.followers = list(followers)
+    install_docs(app)
+    app.include_router(_routes)
+    return app

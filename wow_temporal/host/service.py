@@ -18,13 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
 from wow_temporal.domain.aggregate import AggregateModel, Current
 from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
-from wow_temporal.domain.rejection import ERROR_STATUS, Rejection
+from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.store import (
     DuplicateRequestError,
     EventStore,
@@ -33,6 +30,7 @@ from wow_temporal.host.store import (
     stream_id,
 )
 from wow_temporal.schedule import AggregateRef, Commit, CommitEvent
+from wow_temporal.wire import CommandResult
 
 __all__ = ["CommandMessage", "CommandResult", "DomainHost", "Fallback"]
 
@@ -61,81 +59,6 @@ class CommandMessage:
     @property
     def schedule(self) -> ScheduleInfo | None:
         return ScheduleInfo.from_headers(dict(self.headers))
-
-
-class FunctionInfo(BaseModel):
-    """Which function decided the command (Wow's `FunctionInfoData`)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
-    )
-    function_kind: str = "COMMAND"
-    context_name: str = ""
-    processor_name: str = ""
-    name: str = ""
-
-
-class CommandResult(BaseModel):
-    """Wow's `CommandResult` JSON: `errorCode` is `Ok` or why not (also `Wow-Error-Code`)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
-    )
-    id: str
-    wait_command_id: str
-    stage: str = "PROCESSED"
-    context_name: str
-    aggregate_name: str
-    tenant_id: str
-    aggregate_id: str
-    aggregate_version: int | None = None
-    request_id: str
-    command_id: str
-    function: FunctionInfo = Field(default_factory=FunctionInfo)
-    error_code: str = "Ok"
-    error_msg: str = ""
-    binding_errors: list[dict[str, Any]] = Field(default_factory=list)
-    result: dict[str, Any] = Field(default_factory=dict)
-    signal_time: int = Field(default_factory=lambda: int(time.time() * 1000))
-
-    @classmethod
-    def of(
-        cls,
-        ref: AggregateRef,
-        *,
-        command_id: str,
-        request_id: str,
-        code: str,
-        message: str = "",
-        version: int | None = None,
-        function: str = "",
-    ) -> CommandResult:
-        """The answer to a command for `ref` (its request id, or the command's id when none)."""
-        return cls(
-            id=command_id,
-            wait_command_id=command_id,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            tenant_id=ref.tenant_id,
-            aggregate_id=ref.aggregate_id,
-            aggregate_version=version,
-            request_id=request_id or command_id,
-            command_id=command_id,
-            function=FunctionInfo(
-                context_name=ref.context_name, processor_name=ref.aggregate_name, name=function
-            ),
-            error_code=code,
-            error_msg=message,
-        )
-
-    @property
-    def status(self) -> int:
-        """The HTTP status Wow answers this code with."""
-        return ERROR_STATUS.get(self.error_code, 400)
-
-    @property
-    def ok(self) -> bool:
-        return self.error_code == "Ok"
 
 
 Fallback = Callable[[CommandMessage], CommandResult]
