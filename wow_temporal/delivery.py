@@ -77,6 +77,7 @@ __all__ = [
     "classify",
     "encode_header_value",
     "is_business_error",
+    "refuse_early",
     "wire_command",
 ]
 
@@ -358,6 +359,18 @@ def _fields(request: DeliveryRequest, outcome: str) -> dict[str, object]:
     }
 
 
+def refuse_early(early_ms: float, message: str, error_type: str) -> None:
+    """Never early: an attempt that starts `early_ms` > 0 before its due time fails, benign, and
+    is retried just after it (a worker's clock behind the server's, or a timer woken early)."""
+    if early_ms > 0:
+        raise ApplicationError(
+            message,
+            type=error_type,
+            next_retry_delay=timedelta(milliseconds=early_ms + 50),
+            category=ApplicationErrorCategory.BENIGN,
+        )
+
+
 class DeliveryActivities:
     """The delivery activity, bound to one `CommandSender` (register the bound method).
 
@@ -388,14 +401,12 @@ class DeliveryActivities:
         info = activity.info()
         failures = int(info.heartbeat_details[0]) if info.heartbeat_details else 0
         early_ms = request.schedule.due - self.clock() * 1000
-        if early_ms > 0:
-            raise ApplicationError(
-                f"refusing early delivery of {request.request_id}: "
-                f"due in {early_ms:.0f} ms (at {request.schedule.due})",
-                type=EARLY_DELIVERY,
-                next_retry_delay=timedelta(milliseconds=early_ms + 50),
-                category=ApplicationErrorCategory.BENIGN,
-            )
+        refuse_early(
+            early_ms,
+            f"refusing early delivery of {request.request_id}: "
+            f"due in {early_ms:.0f} ms (at {request.schedule.due})",
+            EARLY_DELIVERY,
+        )
         schedule = request.schedule
         record_lateness_bound(schedule.due, self.late_after)
         attributes: dict[str, str | int | bool] = {

@@ -24,6 +24,7 @@ from wow_temporal.delivery import (
     DeliveryOutcome,
     DeliveryRequest,
     ScheduleDetails,
+    refuse_early,
 )
 from wow_temporal.domain.app import App, Job
 from wow_temporal.domain.commands import Command
@@ -139,14 +140,12 @@ class TickActivities:
         if info.heartbeat_details:
             progress = _Progress.model_validate(info.heartbeat_details[0])
         early_ms = request.due - (self.clock() * 1000 + request.clock_offset_ms)
-        if early_ms > 0:
-            raise ApplicationError(
-                f"refusing to run slot {request.slot} of {request.workflow_id} early: "
-                f"due in {early_ms:.0f} ms",
-                type=EARLY_TICK,
-                next_retry_delay=timedelta(milliseconds=early_ms + 50),
-                category=ApplicationErrorCategory.BENIGN,
-            )
+        refuse_early(
+            early_ms,
+            f"refusing to run slot {request.slot} of {request.workflow_id} early: "
+            f"due in {early_ms:.0f} ms",
+            EARLY_TICK,
+        )
         job = self.app.jobs.get(request.job)
         if job is None:
             raise ApplicationError(
