@@ -116,10 +116,37 @@ def timer_worker(
         deletions = DeletionRecords(client, task_queue=task_queue)
         delivery = DeliveryActivities(sender, deletions=deletions, late_after=late_after)
         activities = [delivery.deliver]
+    return _worker(
+        client,
+        task_queue,
+        [TimerWorkflow, DeletionWorkflow],
+        list(activities),
+        max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
+        workflow_pollers=workflow_pollers,
+        activity_pollers=activity_pollers,
+    )
+
+
+def _worker(
+    client: Client,
+    task_queue: str,
+    workflows: Sequence[type],
+    activities: Sequence[Any],
+    *,
+    max_concurrent_activities: int,
+    max_concurrent_workflow_tasks: int | None,
+    graceful_shutdown_timeout: timedelta,
+    workflow_pollers: PollerBehavior | None,
+    activity_pollers: PollerBehavior | None,
+) -> Worker:
+    """A worker tuned as every wow-temporal worker is: the shared sandbox, autoscaling pollers
+    unless told, and a short sticky timeout."""
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[TimerWorkflow, DeletionWorkflow],
+        workflows=list(workflows),
         activities=list(activities),
         workflow_runner=WORKFLOW_RUNNER,
         max_concurrent_activities=max_concurrent_activities,
@@ -155,18 +182,16 @@ def job_worker(
     """A worker for `app`'s job instances (on `job_task_queue(app.context)`) and their ticks,
     whose commands go to `sink`; `host` is the override each tick brings back to its instance."""
     ticks = TickActivities(app, sink, host=host)
-    return Worker(
+    return _worker(
         client,
-        task_queue=task_queue or job_task_queue(app.context),
-        workflows=[JobWorkflow, TenantsWorkflow],
-        activities=[ticks.tick],
-        workflow_runner=WORKFLOW_RUNNER,
+        task_queue or job_task_queue(app.context),
+        [JobWorkflow, TenantsWorkflow],
+        [ticks.tick],
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
-        workflow_task_poller_behavior=workflow_pollers or PollerBehaviorAutoscaling(),
-        activity_task_poller_behavior=activity_pollers or PollerBehaviorAutoscaling(),
-        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+        workflow_pollers=workflow_pollers,
+        activity_pollers=activity_pollers,
     )
 
 
