@@ -28,13 +28,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig
 
 from tests.recording_host import RecordingHost
+from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app, serve
 from wow_temporal.delivery import CommandSender
+from wow_temporal.jobs.client import JobClient
 from wow_temporal.schedule import ScheduleRule
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
-from wow_temporal.worker import timer_worker
+from wow_temporal.worker import job_worker, timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -995,6 +997,72 @@ async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) 
         headers=auth("t1-secret"),
     )
     assert other_tenant.status_code == 403
+
+
+class _ListedJobs:
+    """A SYSTEM job and a TENANT job that never come due during a test."""
+
+    @on_schedule(name="sweep", cron="0 0 0 1 1 *", zone="Europe/Amsterdam")
+    def sweep(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Any]]:
+        return []
+
+    @on_schedule(name="per-tenant", cron="0 30 6 1 1 *", scope=JobScope.TENANT)
+    def per_tenant(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Any]]:
+        return []
+
+
+async def test_listed_job_instances_say_what_showing_them_says(
+    dev_client: Client, recording_host: RecordingHost
+) -> None:
+    """`GET /schedules` names each instance's rule, processor and next due times, as `GET
+    /{context}/schedule/{id}` does (visibility alone knows only the status)."""
+    context = f"api-listed-{uuid.uuid4().hex[:8]}"
+    domain = App(context, sagas=[_ListedJobs()])
+    jobs = JobClient(dev_client, domain)
+    app = create_app(
+        TimerClient(dev_client), token=OPERATOR, tenant_tokens=TENANT_TOKENS, jobs=jobs
+    )
+    async with (
+        CommandSender(recording_host.url) as sender,
+        job_worker(dev_client, domain, sender),
+        client_for(app) as http,
+    ):
+        for path, token in (
+            (f"/{context}/schedule/sweep/wow.schedule.enable", OPERATOR),
+            (f"/{context}/tenant/t1/schedule/per-tenant/wow.schedule.enable", "t1-secret"),
+        ):
+            enabled = await http.post(path, headers=auth(token))
+            assert enabled.status_code == 200, enabled.text
+
+        async def listing(token: str) -> list[dict[str, Any]]:
+            answer = await http.get("/schedules", params={"context": context}, headers=auth(token))
+            assert answer.status_code == 200, answer.text
+            found: list[dict[str, Any]] = answer.json()
+            return sorted(found, key=lambda info: str(info["name"]))
+
+        listed = await eventually(lambda: listing(OPERATOR), lambda found: len(found) == 2)
+        shown = [
+            (await http.get(path, headers=auth(OPERATOR))).json()
+            for path in (
+                f"/{context}/tenant/t1/schedule/per-tenant",
+                f"/{context}/schedule/sweep",
+            )
+        ]
+        try:
+            assert listed == shown
+            tenants, system = listed
+            assert (system["expression"], system["zone"]) == ("0 0 0 1 1 *", "Europe/Amsterdam")
+            assert system["processor"] and system["next_due"]
+            assert (tenants["expression"], tenants["zone"]) == ("0 30 6 1 1 *", "UTC")
+            assert tenants["tenant"] == "t1" and tenants["next_due"]
+            # A tenant's token lists its own instance, as its own show says it.
+            assert await listing("t1-secret") == [tenants]
+        finally:
+            for path in (
+                f"/{context}/schedule/sweep/wow.schedule.disable",
+                f"/{context}/tenant/t1/schedule/per-tenant/wow.schedule.disable",
+            ):
+                await http.post(path, headers=auth(OPERATOR))
 
 
 # --- availability and serving ----------------------------------------------------------------
