@@ -816,6 +816,26 @@ async def test_bad_commits_and_filters_are_400_naming_the_problem(api: Api) -> N
         ]
     )
     assert "Invalid cron expression" in (await post(bad_rule))["message"]
+    # Every missing field is named in one answer, not a few per request.
+    partial = {key: value for key, value in good.items() if key in ("id", "header", "body")}
+    assert (await post(json.dumps(partial).encode()))["message"] == (
+        "invalid commit: missing required fields: contextName, aggregateName, tenantId, "
+        "aggregateId, version, createTime"
+    )
+    # Strict: a boolean is not a timestamp, a string not a version.
+    for name, value in (("createTime", False), ("createTime", "1764470000000"), ("version", "3")):
+        said = (await post(variant(**{name: value})))["message"]
+        assert said.startswith(f"invalid commit: {name}: Input should be a valid integer"), said
+    for after, said in (
+        ("-PT1M", "needs a positive duration such as PT30M, got '-PT1M'"),
+        ("30 minutes", "is an ISO-8601 duration of weeks, days, hours, minutes and seconds, "
+         "such as PT30M, PT36H, P1DT12H or PT0.5S (no months or years: they have no fixed "
+         "length), got '30 minutes'"),
+    ):
+        rule = schedule_set("k", {"after": after})
+        event = {"id": "e-1", "name": "wow.ScheduleSet", "body": rule}
+        message = (await post(variant(body=[event])))["message"]
+        assert message.endswith(f"rule.after: ScheduleRule.after {said}"), message
     # A bad second commit: nothing of the list is applied.
     listed = await post(json.dumps([good, json.loads(bad_key)]).encode())
     assert listed["message"].startswith("commit [1]:")
