@@ -3,7 +3,8 @@ check cron expressions, hand over commits and operate timers.
 
 Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
 (arguments, settings, commits), exit 1 when the world is not as needed (Temporal unreachable,
-a port or the dev data directory in use, the dev server gone).
+a port or the dev data directory in use, the dev server gone). A closed stdout (`| head`) ends
+quietly with 141, as a SIGPIPE ends other tools.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def _run_app() -> None:
 
     try:
         code = app(standalone_mode=False)
+    except SystemExit as done:
+        # Typer's and rich's own answer to a closed stdout (exit 1, raised while handling the
+        # BrokenPipeError): end as every other closed stdout ends here instead.
+        if isinstance(done.__context__, BrokenPipeError):
+            _quiet_closed_stdout()
+        raise
     except click_errors.UsageError as error:
         if not error.format_message():  # no arguments: the help was printed
             raise SystemExit(2) from None
@@ -87,11 +94,16 @@ def _run_app() -> None:
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
+CLOSED_STDOUT_EXIT = 141
+"""The exit when the reader of stdout went away (`| head`): 128 + SIGPIPE, what a shell reports
+for `yes | head` or `git log | head`; nothing is printed."""
+
+
 def _quiet_closed_stdout() -> None:
     """The reader of stdout went away: say nothing more, exit as a SIGPIPE would."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    raise SystemExit(141)
+    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    raise SystemExit(CLOSED_STDOUT_EXIT)
 
 
 def main() -> None:
