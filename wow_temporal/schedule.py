@@ -7,6 +7,7 @@ later inside a workflow.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -340,6 +341,46 @@ LATEST_CREATE_TIME = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000)
 """The latest `createTime` (in 9899): the longest delay from it is still a date."""
 
 
+_AT_FORM: JsonSchemaValue = {
+    "title": "at",
+    "description": "Due once, at an instant.",
+    "type": "object",
+    "properties": {
+        "at": {
+            "type": "string",
+            "format": "date-time",
+            "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`), "
+            "from 1970-01-01T00:00Z to 9999-12-30T00:00Z",
+            "examples": ["2026-12-01T10:30:00Z"],
+        }
+    },
+    "required": ["at"],
+    "additionalProperties": False,
+    "examples": [{"at": "2026-12-01T10:30:00Z"}],
+}
+"""The `at` wire form of a rule, for the OpenAPI document."""
+
+_AFTER_FORM: JsonSchemaValue = {
+    "title": "after",
+    "description": "Due once, a delay after the commit's `createTime`.",
+    "type": "object",
+    "properties": {
+        "after": {
+            "type": "string",
+            "description": "A positive ISO-8601 duration, as Java's "
+            "`Duration.toString()` writes it (fractions of a second too, which "
+            "RFC 3339's `duration` format has not), of at most 100 years (36525 "
+            "days)",
+            "examples": ["PT30M", "PT36H", "PT0.5S"],
+        }
+    },
+    "required": ["after"],
+    "additionalProperties": False,
+    "examples": [{"after": "PT30M"}],
+}
+"""The `after` wire form of a rule, for the OpenAPI document."""
+
+
 class ScheduleRule(WireModel):
     """When a schedule is due: at an instant, after a delay from its commit, or by cron.
 
@@ -461,41 +502,8 @@ class ScheduleRule(WireModel):
             "COALESCE runs only the latest, CATCH_UP runs each in order",
         }
         forms: list[JsonSchemaValue] = [
-            {
-                "title": "at",
-                "description": "Due once, at an instant.",
-                "type": "object",
-                "properties": {
-                    "at": {
-                        "type": "string",
-                        "format": "date-time",
-                        "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`), "
-                        "from 1970-01-01T00:00Z to 9999-12-30T00:00Z",
-                        "examples": ["2026-12-01T10:30:00Z"],
-                    }
-                },
-                "required": ["at"],
-                "additionalProperties": False,
-                "examples": [{"at": "2026-12-01T10:30:00Z"}],
-            },
-            {
-                "title": "after",
-                "description": "Due once, a delay after the commit's `createTime`.",
-                "type": "object",
-                "properties": {
-                    "after": {
-                        "type": "string",
-                        "description": "A positive ISO-8601 duration, as Java's "
-                        "`Duration.toString()` writes it (fractions of a second too, which "
-                        "RFC 3339's `duration` format has not), of at most 100 years (36525 "
-                        "days)",
-                        "examples": ["PT30M", "PT36H", "PT0.5S"],
-                    }
-                },
-                "required": ["after"],
-                "additionalProperties": False,
-                "examples": [{"after": "PT30M"}],
-            },
+            copy.deepcopy(_AT_FORM),  # a schema generator may change what it is handed
+            copy.deepcopy(_AFTER_FORM),
             {
                 "title": "cron",
                 "description": "Due each time a six-field Spring cron expression matches, read in "
