@@ -446,6 +446,11 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
             "error: Missing argument 'name'. (see `wow-temporal schedule show --help`)",
         ),
         (["host"], "error: Missing option '--app'. (see `wow-temporal host --help`)"),
+        (  # the parser names no command for these: the words given do
+            ["timers", "list", "--running=yes"],
+            "error: Option '--running' does not take a value. "
+            "(see `wow-temporal timers list --help`)",
+        ),
         (
             ["timers", "list", "--limit", "many"],
             "error: Invalid value for '--limit': Input should be a valid integer, unable to "

@@ -81,7 +81,7 @@ def _run_app() -> None:
     except click_errors.UsageError as error:
         if not error.format_message():  # no arguments: the help was printed
             raise SystemExit(2) from None
-        where = error.ctx.command_path if error.ctx is not None else "wow-temporal"
+        where = error.ctx.command_path if error.ctx is not None else _command_path(sys.argv[1:])
         typer.echo(f"error: {error.format_message()} (see `{where} --help`)", err=True)
         raise SystemExit(2) from None
     except click_errors.ClickException as error:
@@ -92,6 +92,21 @@ def _run_app() -> None:
     except BrokenPipeError:
         _quiet_closed_stdout()
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _command_path(args: list[str]) -> str:
+    """The command the words of `args` name (`wow-temporal timers list`), for a usage error
+    the parser raises without saying whose option it was (`--running=x`)."""
+    command: object = typer.main.get_command(app)
+    path = ["wow-temporal"]
+    for word in args:
+        commands: dict[str, object] = getattr(command, "commands", {})
+        found = commands.get(word)
+        if found is None:
+            break
+        path.append(word)
+        command = found
+    return " ".join(path)
 
 
 CLOSED_STDOUT_EXIT = 141
