@@ -841,10 +841,29 @@ async def test_bad_commits_and_filters_are_400_naming_the_problem(api: Api) -> N
     assert listed["message"].startswith("commit [1]:")
     assert (await api.show(timer_id(api.aggregate_id, "k"))).status_code == 404
 
-    for params in ({"status": "Sleeping"}, {"limit": "0"}, {"limit": "1001"}, {"running": "maybe"}):
+    for params in (
+        {"status": "Sleeping"},
+        {"limit": "0"},
+        {"limit": "1001"},
+        {"running": "maybe"},
+        {"limit": "10.0"},  # a number is written in digits: no lax reading of a float
+        {"limit": "1e2"},
+    ):
         response = await api.http.get("/timers", params=params, headers=auth(OPERATOR))
         assert response.status_code == 400, params
         assert response.json()["message"]
+    for path in ("/timers", "/schedules"):
+        response = await api.http.get(path, params={"limit": "10.0"}, headers=auth(OPERATOR))
+        assert response.json()["message"] == (
+            "limit: a whole number in digits, such as 3, got '10.0'"
+        )
+    partition = await api.http.get(
+        "/ctx/schedule/nightly", params={"partition": "1.0"}, headers=auth(OPERATOR)
+    )
+    assert partition.status_code == 400
+    assert partition.json()["message"] == (
+        "partition: a whole number in digits, such as 3, got '1.0'"
+    )
     assert (
         "Sleeping"
         in (

@@ -21,7 +21,7 @@ from pydantic_core import CoreSchema
 
 from wow_temporal.api.auth import CallerDep, TenantScope
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.api.params import filter_query
+from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.jobs.client import JobClient, JobError, JobInfo, UnknownJobError
 from wow_temporal.jobs.core import RuleLayer
 from wow_temporal.schedule import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
@@ -84,7 +84,7 @@ _TenantHeader = Annotated[
     ),
 ]
 _PartitionQuery = Annotated[
-    int | None, Query(ge=0, description="The partition of a sharded job's instance")
+    int | None, Query(ge=0, description="The partition of a sharded job's instance"), WholeNumber
 ]
 
 SHOW_CONCURRENCY = 16
@@ -285,7 +285,7 @@ def _listing(
         str | None, filter_query("Only this tenant's (a tenant's token: its own)")
     ] = None,
     status: Annotated[str | None, filter_query("Enabled, Disabled or Parked")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000), WholeNumber] = 100,
 ) -> _Listing:
     return _Listing(context, job, TenantScope.of(caller, tenant), status, limit)
 

@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.api.auth import CallerDep, CallerScope, TenantScope
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.api.params import filter_query, has_control
+from wow_temporal.api.params import WholeNumber, filter_query, has_control
 from wow_temporal.ids import (
     InvalidIdError,
     deletion_record_id,
@@ -129,7 +129,7 @@ def _listing(
         filter_query("Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
     ] = None,
     running: bool | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000), WholeNumber] = 100,
 ) -> _Listing:
     scope = TenantScope.of(caller, tenant)
     try:
