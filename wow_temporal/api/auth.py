@@ -159,7 +159,7 @@ _bearer = HTTPBearer(
 )
 
 
-def _caller(
+async def _caller(
     request: Request,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> Caller:
@@ -211,7 +211,7 @@ class TenantScope:
         return self.caller.tenant is None or tenant == self.caller.tenant
 
 
-def _caller_scope(caller: CallerDep) -> TenantScope:
+async def _caller_scope(caller: CallerDep) -> TenantScope:
     return TenantScope.of(caller)
 
 

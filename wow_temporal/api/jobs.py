@@ -125,7 +125,7 @@ class _Instance:
             raise ApiError(400, "BadRequest", str(error)) from None
 
 
-def _system_instance(
+async def _system_instance(
     context: str,
     id: str,
     caller: CallerDep,
@@ -137,7 +137,7 @@ def _system_instance(
     return _Instance(context, id, TenantScope.of(caller, header_tenant, tenant), partition)
 
 
-def _tenant_instance(
+async def _tenant_instance(
     context: str,
     tenantId: str,
     id: str,
@@ -150,14 +150,14 @@ def _tenant_instance(
     return _Instance(context, id, TenantScope.of(caller, tenantId, header_tenant), partition)
 
 
-def _tenant_instance_shown(
+async def _tenant_instance_shown(
     context: str, tenantId: str, id: str, caller: CallerDep, partition: _PartitionQuery = None
 ) -> _Instance:
     """A tenant's instance as `GET` addresses it: by path only."""
     return _Instance(context, id, TenantScope.of(caller, tenantId), partition)
 
 
-def _job_client(request: Request) -> JobClient:
+async def _job_client(request: Request) -> JobClient:
     jobs: JobClient = request.app.state.jobs
     return jobs
 
@@ -277,7 +277,7 @@ class _Listing:
     limit: int
 
 
-def _listing(
+async def _listing(
     caller: CallerDep,
     context: Annotated[str | None, filter_query("Only this context's jobs")] = None,
     job: Annotated[str | None, filter_query("Only this job")] = None,

@@ -53,7 +53,7 @@ MAX_WORKFLOW_ID_BYTES = 1000
 """Temporal's default `limit.maxIDLength`: the server refuses a longer workflow id."""
 
 
-def _timer_client(request: Request) -> TimerClient:
+async def _timer_client(request: Request) -> TimerClient:
     timers: TimerClient = request.app.state.timers
     return timers
 
@@ -114,7 +114,7 @@ class _Listing:
     limit: int
 
 
-def _listing(
+async def _listing(
     caller: CallerDep,
     aggregate: Annotated[
         str | None, filter_query("`context.aggregate`, e.g. eshop-order.order")
