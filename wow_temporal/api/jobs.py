@@ -158,6 +158,7 @@ async def _tenant_instance_shown(
 
 
 async def _job_client(request: Request) -> JobClient:
+    """The app's `JobClient`, which `create_app` keeps in `app.state.jobs`."""
     jobs: JobClient = request.app.state.jobs
     return jobs
 

@@ -54,11 +54,13 @@ MAX_WORKFLOW_ID_BYTES = 1000
 
 
 async def _timer_client(request: Request) -> TimerClient:
+    """The app's `TimerClient`, which `create_app` keeps in `app.state.timers`."""
     timers: TimerClient = request.app.state.timers
     return timers
 
 
 Timers = Annotated[TimerClient, Depends(_timer_client)]
+"""A route parameter that is the app's `TimerClient`."""
 
 timer_router = APIRouter(tags=["timers"])
 """The commit and timer routes, over `app.state.timers`."""
