@@ -1087,21 +1087,39 @@ async def test_listed_job_instances_say_what_showing_them_says(
                 f"/{context}/schedule/sweep",
             )
         ]
-        try:
-            assert listed == shown
-            tenants, system = listed
-            assert (system["expression"], system["zone"]) == ("0 0 0 1 1 *", "Europe/Amsterdam")
-            assert system["processor"] and system["next_due"]
-            assert (tenants["expression"], tenants["zone"]) == ("0 30 6 1 1 *", "UTC")
-            assert tenants["tenant"] == "t1" and tenants["next_due"]
-            # A tenant's token lists its own instance, as its own show says it.
-            assert await listing("t1-secret") == [tenants]
-        finally:
-            for path in (
-                f"/{context}/schedule/sweep/wow.schedule.disable",
-                f"/{context}/tenant/t1/schedule/per-tenant/wow.schedule.disable",
-            ):
-                await http.post(path, headers=auth(OPERATOR))
+        assert listed == shown
+        tenants, system = listed
+        assert (system["expression"], system["zone"]) == ("0 0 0 1 1 *", "Europe/Amsterdam")
+        assert system["processor"] and system["next_due"]
+        assert (tenants["expression"], tenants["zone"]) == ("0 30 6 1 1 *", "UTC")
+        assert tenants["tenant"] == "t1" and tenants["next_due"]
+        # A tenant's token lists its own instance, as its own show says it.
+        assert await listing("t1-secret") == [tenants]
+
+    # No worker answers now: the listing still answers, within one answer timeout, with what
+    # visibility knows, and says so.
+    patient = JobClient(dev_client, domain, answer_timeout=timedelta(seconds=1))
+    app = create_app(TimerClient(dev_client), token=OPERATOR, jobs=patient)
+    try:
+        async with client_for(app) as http:
+            started = time.monotonic()
+            answer = await http.get(
+                "/schedules", params={"context": context}, headers=auth(OPERATOR)
+            )
+            took = time.monotonic() - started
+        assert answer.status_code == 200, answer.text
+        assert took < 8, took
+        found = answer.json()
+        assert sorted((info["name"], info["status"], info["expression"]) for info in found) == [
+            ("per-tenant", "Enabled", None),
+            ("sweep", "Enabled", None),
+        ]
+        assert {info["note"] for info in found} == {
+            "no worker answered the query in time: only the listed status is known"
+        }
+    finally:
+        for info in listed:
+            await dev_client.get_workflow_handle(info["workflow_id"]).terminate("test over")
 
 
 # --- availability and serving ----------------------------------------------------------------

@@ -87,7 +87,7 @@ _PartitionQuery = Annotated[
     int | None, Query(ge=0, description="The partition of a sharded job's instance"), WholeNumber
 ]
 
-SHOW_CONCURRENCY = 16
+SHOW_CONCURRENCY = 32
 """How many instances `GET /schedules` asks for their state at once."""
 
 
@@ -305,17 +305,35 @@ async def list_jobs(listing: Annotated[_Listing, Depends(_listing)], jobs: Jobs)
         )
     except JobError as error:
         raise ApiError(400, "BadRequest", str(error)) from None
+    return await _in_full(jobs, found)
+
+
+async def _in_full(jobs: JobClient, found: list[JobInfo]) -> list[JobInfo]:
+    """The listed instances as showing them answers (rule, processor, next due times, ticks),
+    asked `SHOW_CONCURRENCY` at a time within one answer timeout for them all; an instance
+    that cannot be shown in that time (no worker answers) or at all stays as listed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + jobs.answer_timeout.total_seconds()
     asking = asyncio.Semaphore(SHOW_CONCURRENCY)
-    return list(await asyncio.gather(*(_in_full(jobs, info, asking) for info in found)))
+
+    async def shown(listed: JobInfo) -> JobInfo:
+        async with asking:
+            try:
+                return await asyncio.wait_for(
+                    jobs.show(
+                        listed.context,
+                        listed.name,
+                        tenant=listed.tenant,
+                        partition=listed.partition,
+                    ),
+                    max(deadline - loop.time(), 0),
+                )
+            except TimeoutError:
+                return listed.model_copy(update={"note": _NOT_ANSWERED})
+            except JobError:  # it ended since, or this client cannot address it
+                return listed
+
+    return list(await asyncio.gather(*(shown(listed) for listed in found)))
 
 
-async def _in_full(jobs: JobClient, listed: JobInfo, asking: asyncio.Semaphore) -> JobInfo:
-    """A listed instance as showing it answers (rule, processor, next due times, ticks); as
-    listed if it cannot be shown now (it ended since, or no worker answers)."""
-    async with asking:
-        try:
-            return await jobs.show(
-                listed.context, listed.name, tenant=listed.tenant, partition=listed.partition
-            )
-        except JobError:
-            return listed
+_NOT_ANSWERED = "no worker answered the query in time: only the listed status is known"
