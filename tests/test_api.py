@@ -28,13 +28,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig
 
 from tests.recording_host import RecordingHost
+from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app, serve
 from wow_temporal.delivery import CommandSender
+from wow_temporal.jobs.client import JobClient
 from wow_temporal.schedule import ScheduleRule
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
-from wow_temporal.worker import timer_worker
+from wow_temporal.worker import job_worker, timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -814,15 +816,54 @@ async def test_bad_commits_and_filters_are_400_naming_the_problem(api: Api) -> N
         ]
     )
     assert "Invalid cron expression" in (await post(bad_rule))["message"]
+    # Every missing field is named in one answer, not a few per request.
+    partial = {key: value for key, value in good.items() if key in ("id", "header", "body")}
+    assert (await post(json.dumps(partial).encode()))["message"] == (
+        "invalid commit: missing required fields: contextName, aggregateName, tenantId, "
+        "aggregateId, version, createTime"
+    )
+    # Strict: a boolean is not a timestamp, a string not a version.
+    for name, value in (("createTime", False), ("createTime", "1764470000000"), ("version", "3")):
+        said = (await post(variant(**{name: value})))["message"]
+        assert said.startswith(f"invalid commit: {name}: Input should be a valid integer"), said
+    for after, said in (
+        ("-PT1M", "needs a positive duration such as PT30M, got '-PT1M'"),
+        ("30 minutes", "is an ISO-8601 duration of weeks, days, hours, minutes and seconds, "
+         "such as PT30M, PT36H, P1DT12H or PT0.5S (no months or years: they have no fixed "
+         "length), got '30 minutes'"),
+    ):
+        rule = schedule_set("k", {"after": after})
+        event = {"id": "e-1", "name": "wow.ScheduleSet", "body": rule}
+        message = (await post(variant(body=[event])))["message"]
+        assert message.endswith(f"rule.after: ScheduleRule.after {said}"), message
     # A bad second commit: nothing of the list is applied.
     listed = await post(json.dumps([good, json.loads(bad_key)]).encode())
     assert listed["message"].startswith("commit [1]:")
     assert (await api.show(timer_id(api.aggregate_id, "k"))).status_code == 404
 
-    for params in ({"status": "Sleeping"}, {"limit": "0"}, {"limit": "1001"}, {"running": "maybe"}):
+    for params in (
+        {"status": "Sleeping"},
+        {"limit": "0"},
+        {"limit": "1001"},
+        {"running": "maybe"},
+        {"limit": "10.0"},  # a number is written in digits: no lax reading of a float
+        {"limit": "1e2"},
+    ):
         response = await api.http.get("/timers", params=params, headers=auth(OPERATOR))
         assert response.status_code == 400, params
         assert response.json()["message"]
+    for path in ("/timers", "/schedules"):
+        response = await api.http.get(path, params={"limit": "10.0"}, headers=auth(OPERATOR))
+        assert response.json()["message"] == (
+            "limit: a whole number in digits, such as 3, got '10.0'"
+        )
+    partition = await api.http.get(
+        "/ctx/schedule/nightly", params={"partition": "1.0"}, headers=auth(OPERATOR)
+    )
+    assert partition.status_code == 400
+    assert partition.json()["message"] == (
+        "partition: a whole number in digits, such as 3, got '1.0'"
+    )
     assert (
         "Sleeping"
         in (
@@ -995,6 +1036,90 @@ async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) 
         headers=auth("t1-secret"),
     )
     assert other_tenant.status_code == 403
+
+
+class _ListedJobs:
+    """A SYSTEM job and a TENANT job that never come due during a test."""
+
+    @on_schedule(name="sweep", cron="0 0 0 1 1 *", zone="Europe/Amsterdam")
+    def sweep(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Any]]:
+        return []
+
+    @on_schedule(name="per-tenant", cron="0 30 6 1 1 *", scope=JobScope.TENANT)
+    def per_tenant(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Any]]:
+        return []
+
+
+async def test_listed_job_instances_say_what_showing_them_says(
+    dev_client: Client, recording_host: RecordingHost
+) -> None:
+    """`GET /schedules` names each instance's rule, processor and next due times, as `GET
+    /{context}/schedule/{id}` does (visibility alone knows only the status)."""
+    context = f"api-listed-{uuid.uuid4().hex[:8]}"
+    domain = App(context, sagas=[_ListedJobs()])
+    jobs = JobClient(dev_client, domain)
+    app = create_app(
+        TimerClient(dev_client), token=OPERATOR, tenant_tokens=TENANT_TOKENS, jobs=jobs
+    )
+    async with (
+        CommandSender(recording_host.url) as sender,
+        job_worker(dev_client, domain, sender),
+        client_for(app) as http,
+    ):
+        for path, token in (
+            (f"/{context}/schedule/sweep/wow.schedule.enable", OPERATOR),
+            (f"/{context}/tenant/t1/schedule/per-tenant/wow.schedule.enable", "t1-secret"),
+        ):
+            enabled = await http.post(path, headers=auth(token))
+            assert enabled.status_code == 200, enabled.text
+
+        async def listing(token: str) -> list[dict[str, Any]]:
+            answer = await http.get("/schedules", params={"context": context}, headers=auth(token))
+            assert answer.status_code == 200, answer.text
+            found: list[dict[str, Any]] = answer.json()
+            return sorted(found, key=lambda info: str(info["name"]))
+
+        listed = await eventually(lambda: listing(OPERATOR), lambda found: len(found) == 2)
+        shown = [
+            (await http.get(path, headers=auth(OPERATOR))).json()
+            for path in (
+                f"/{context}/tenant/t1/schedule/per-tenant",
+                f"/{context}/schedule/sweep",
+            )
+        ]
+        assert listed == shown
+        tenants, system = listed
+        assert (system["expression"], system["zone"]) == ("0 0 0 1 1 *", "Europe/Amsterdam")
+        assert system["processor"] and system["next_due"]
+        assert (tenants["expression"], tenants["zone"]) == ("0 30 6 1 1 *", "UTC")
+        assert tenants["tenant"] == "t1" and tenants["next_due"]
+        # A tenant's token lists its own instance, as its own show says it.
+        assert await listing("t1-secret") == [tenants]
+
+    # No worker answers now: the listing still answers, within one answer timeout, with what
+    # visibility knows, and says so.
+    patient = JobClient(dev_client, domain, answer_timeout=timedelta(seconds=1))
+    app = create_app(TimerClient(dev_client), token=OPERATOR, jobs=patient)
+    try:
+        async with client_for(app) as http:
+            started = time.monotonic()
+            answer = await http.get(
+                "/schedules", params={"context": context}, headers=auth(OPERATOR)
+            )
+            took = time.monotonic() - started
+        assert answer.status_code == 200, answer.text
+        assert took < 8, took
+        found = answer.json()
+        assert sorted((info["name"], info["status"], info["expression"]) for info in found) == [
+            ("per-tenant", "Enabled", None),
+            ("sweep", "Enabled", None),
+        ]
+        assert {info["note"] for info in found} == {
+            "no worker answered the query in time: only the listed status is known"
+        }
+    finally:
+        for info in listed:
+            await dev_client.get_workflow_handle(info["workflow_id"]).terminate("test over")
 
 
 # --- availability and serving ----------------------------------------------------------------

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,14 @@ from temporalio.client import Client
 from typer.testing import CliRunner
 
 from tests.recording_host import RecordingHost
-from wow_temporal.cli import app
+from wow_temporal.cli import CLOSED_STDOUT_EXIT, app
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
+from wow_temporal.schedule import Commit
+from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
 
 WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
@@ -439,6 +442,21 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
             "error: No such option: --bogus (see `wow-temporal timers list --help`)",
         ),
         (["frobnicate"], "error: No such command 'frobnicate'. (see `wow-temporal --help`)"),
+        (  # the demo's closing hint, without its context
+            ["schedule", "show", "receive-deliveries"],
+            "error: Missing argument 'name'. (see `wow-temporal schedule show --help`)",
+        ),
+        (["host"], "error: Missing option '--app'. (see `wow-temporal host --help`)"),
+        (  # the parser names no command for these: the words given do
+            ["timers", "list", "--running=yes"],
+            "error: Option '--running' does not take a value. "
+            "(see `wow-temporal timers list --help`)",
+        ),
+        (
+            ["timers", "list", "--limit", "many"],
+            "error: Invalid value for '--limit': Input should be a valid integer, unable to "
+            "parse string as an integer (see `wow-temporal timers list --help`)",
+        ),
     ],
 )
 def test_a_usage_error_is_one_error_line_and_exit_2(args: list[str], said: str) -> None:
@@ -455,7 +473,7 @@ def test_a_usage_error_is_one_error_line_and_exit_2(args: list[str], said: str) 
 
 
 def test_a_closed_stdout_ends_quietly() -> None:
-    """`wow-temporal cron … | head -1`: no traceback, no `error:` line."""
+    """`wow-temporal cron … | head -1`: no traceback, no `error:` line, exit 141 as a SIGPIPE."""
     command = [str(WOW_TEMPORAL), "cron", "* * * * * *"]
     with subprocess.Popen(
         [*command, "--count", "10000"],
@@ -469,4 +487,109 @@ def test_a_closed_stdout_ends_quietly() -> None:
         err = proc.stderr.read()
         code = proc.wait(timeout=60)
     assert err == b""
-    assert code != 0
+    assert code == CLOSED_STDOUT_EXIT
+
+
+def _into_closed_pipe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """Run the console script with a stdout whose reader went away before it wrote."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [str(WOW_TEMPORAL), *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "WOW_CONFIG": "", **env},
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["timers", "--help"],
+        ["--version"],
+        ["cron", "0 0 6 * * *"],
+        ["manifest", "--app", "workers.eshop:apps"],
+        ["timers", "list", "--json"],  # `[]` at least, from the dev server
+        ["schedule", "list", "--json"],
+    ],
+    ids=" ".join,
+)
+def test_every_command_ends_quietly_on_a_closed_stdout(
+    args: list[str], dev_server: EmbeddedTemporal
+) -> None:
+    """Not `error: cannot connect: [Errno 32] Broken pipe` (exit 1 or 2), even for the commands
+    that answer from Temporal: nothing on stderr, exit 141."""
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    done = _into_closed_pipe(*args, env=env)
+    assert done.stderr == b""
+    assert done.returncode == CLOSED_STDOUT_EXIT
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_timers_retry_says_what_is_true_of_the_retried_timer(
+    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost
+) -> None:
+    """Not `Scheduled` for a timer that `timers list` shows `Delivering` a moment later: the
+    retried slot is being delivered again, with its request id."""
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    task_queue = f"cli-retry-{uuid.uuid4().hex[:8]}"
+    command_type = f"cli.retry.Probe{uuid.uuid4().hex[:8]}"
+    recording_host.behave("fail", command_type=command_type, times=2)
+    timers = TimerClient(
+        dev_client,
+        task_queue=task_queue,
+        delivery=DeliverySettings(
+            max_attempts=2,
+            initial_interval=timedelta(milliseconds=100),
+            max_interval=timedelta(milliseconds=200),
+        ),
+    )
+    aggregate_id = uuid.uuid4().hex[:8]
+    commit = Commit.parse(
+        {
+            "id": f"c-{aggregate_id}",
+            "contextName": "eshop-order",
+            "aggregateName": "order",
+            "tenantId": "t-cli",
+            "aggregateId": aggregate_id,
+            "version": 1,
+            "createTime": int(datetime.now(UTC).timestamp() * 1000),
+            "body": [
+                {
+                    "id": "e-1",
+                    "name": "wow.ScheduleSet",
+                    "body": {
+                        "key": "grace",
+                        "rule": {"after": "PT0.1S"},
+                        "command": {"type": command_type, "body": {}},
+                    },
+                }
+            ],
+        }
+    )
+    workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
+    async with CommandSender(recording_host.url) as sender, timer_worker(
+        dev_client, sender, task_queue=task_queue
+    ):
+        await timers.apply(commit)
+        deadline = time.monotonic() + 30
+        while (await timers.show(workflow_id)).status != "Parked":
+            assert time.monotonic() < deadline, "the timer never parked"
+            await asyncio.sleep(0.2)
+        retried = await asyncio.to_thread(_cli, "timers", "retry", workflow_id, env=env)
+        assert retried.returncode == 0, retried.stderr
+        assert retried.stdout.strip() == (
+            f"{workflow_id}: retried: slot 1 is being delivered again "
+            f"(request id c-{aggregate_id}:e-1#1)"
+        )
+        (delivered,) = await recording_host.wait_for(
+            lambda host: [r for r in host.delivered() if r.aggregate_id == aggregate_id],
+            timeout=15,
+        )
+    assert delivered.request_id == f"c-{aggregate_id}:e-1#1"

@@ -788,3 +788,140 @@ def test_a_commit_takes_integers_as_integers_only(field: str, value: Any) -> Non
         Commit.parse(json.dumps(data))
     with pytest.raises(InvalidCommitError, match=rf"{field}: Input should be a valid integer"):
         Commit.parse(data)
+
+
+# --- strict at the edge: every field, every missing field at once --------------------------
+
+
+def test_a_commit_missing_several_fields_names_them_all_at_once() -> None:
+    data = {"body": [{"name": "eshop.order.OrderCreated"}]}
+    with pytest.raises(InvalidCommitError) as raised:
+        Commit.parse(data)
+    assert str(raised.value) == (
+        "invalid commit: missing required fields: id, contextName, aggregateName, tenantId, "
+        "aggregateId, version, createTime, body.0.id"
+    )
+    event = schedule_set()
+    del event["body"]["key"], event["body"]["command"]
+    with pytest.raises(InvalidCommitError, match=r"missing required fields: key, command$"):
+        Commit.parse(commit_with(event))
+
+
+def _at(data: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        data = data[step]
+    return data
+
+
+_WIRE_FIELDS: list[tuple[tuple[str | int, ...], list[Any]]] = [
+    (("id",), [7, True, None, ["c"]]),
+    (("contextName",), [7, False, None]),
+    (("aggregateName",), [7, True]),
+    (("tenantId",), [1, True, None]),
+    (("aggregateId",), [42, 4.2, True]),
+    (("ownerId",), [0, False]),
+    (("spaceId",), [0, True]),
+    (("version",), [True, "3", 3.0, 3.5, None]),
+    (("createTime",), [False, True, "1764470000000", 1764470000000.0, "2025-11-30T02:33:20Z"]),
+    (("requestId",), [9, True]),
+    (("commandId",), [9, False]),
+    (("header",), [[], "trace", True]),
+    (("header", "trace_id"), [1, True, None]),
+    (("body",), [{}, "e-1", True]),
+    (("body", 0, "id"), [1, True, None]),
+    (("body", 0, "name"), [1, True, None]),
+    (("body", 0, "body"), [[], "x", True]),
+    (("body", 0, "body", "key"), [1, True, None]),
+    (("body", 0, "body", "rule"), ["PT30M", True, []]),
+    (("body", 0, "body", "rule", "after"), [1800, 1800.0, True, "1800", "30 minutes", "P1M"]),
+    (("body", 0, "body", "command"), ["eshop.order.CancelOrder", True]),
+    (("body", 0, "body", "command", "type"), [1, True]),
+    (("body", 0, "body", "command", "body"), ["x", [], True, 0]),
+    (("body", 0, "body", "target"), ["42", True, 42]),
+    (("body", 1, "body", "key"), [1, False]),
+]
+"""Each field a commit carries, with values of the wrong JSON type (or a lax reading of one:
+a number as text, a boolean as 0 or 1, a whole float): every one is refused."""
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [(path, value) for path, values in _WIRE_FIELDS for value in values],
+    ids=lambda item: ".".join(map(str, item)) if isinstance(item, tuple) else repr(item),
+)
+def test_the_wire_model_is_strict_a_value_of_another_type_is_refused(
+    path: tuple[str | int, ...], value: Any
+) -> None:
+    data = copy.deepcopy(DESIGN_COMMIT)
+    _at(data, path[:-1])[path[-1]] = value
+    for sent in (data, json.dumps(data)):
+        with pytest.raises(InvalidCommitError) as raised:
+            Commit.parse(sent)
+        assert f"{path[-1]}:" in str(raised.value), str(raised.value)  # it names the field
+
+
+@pytest.mark.parametrize(
+    ("rule", "said"),
+    [
+        ({"at": True}, "ScheduleRule.at is an ISO-8601 instant such as 2026-12-01T10:30:00Z, "
+         "got True"),
+        ({"at": 1764470000}, "got 1764470000"),
+        ({"at": "2026-12-01"}, "got '2026-12-01'"),
+        ({"cron": 5}, "rule.cron: Input should be a valid string"),
+        ({"cron": "0 0 6 * * *", "zone": 0}, "rule.zone: Input should be a valid string"),
+        ({"cron": "0 0 6 * * *", "misfire": True}, "rule.misfire: Input should be 'COALESCE'"),
+        ({"cron": "0 0 6 * * *", "misfire": "coalesce"}, "Input should be 'COALESCE'"),
+    ],
+)
+def test_a_rule_takes_only_its_documented_forms(rule: dict[str, Any], said: str) -> None:
+    with pytest.raises(InvalidCommitError) as raised:
+        Commit.parse(commit_with(schedule_set(rule=rule)))
+    assert said in str(raised.value)
+
+
+_TAKEN = (
+    "an ISO-8601 duration of weeks, days, hours, minutes and seconds, such as PT30M, PT36H, "
+    "P1DT12H or PT0.5S (no months or years: they have no fixed length)"
+)
+
+
+@pytest.mark.parametrize(
+    ("after", "said"),
+    [
+        ("-PT1M", "ScheduleRule.after needs a positive duration such as PT30M, got '-PT1M'"),
+        ("-P1D", "ScheduleRule.after needs a positive duration such as PT30M, got '-P1D'"),
+        ("PT0S", "ScheduleRule.after needs a positive duration such as PT30M, got 'PT0S'"),
+        (
+            "PT0.0000001S",
+            "ScheduleRule.after needs a positive duration such as PT30M, got 'PT0.0000001S' "
+            "(less than the microsecond kept)",
+        ),
+        ("30 minutes", f"ScheduleRule.after is {_TAKEN}, got '30 minutes'"),
+        ("P1M", f"ScheduleRule.after is {_TAKEN}, got 'P1M'"),
+        ("PT30M ", f"ScheduleRule.after is {_TAKEN}, got 'PT30M '"),
+        (1800, f"ScheduleRule.after is {_TAKEN}, got 1800"),
+        (
+            "PT99999999999H",
+            "ScheduleRule.after is at most 100 years (PT876600H), got 'PT99999999999H'",
+        ),
+    ],
+)
+def test_a_duration_error_says_what_was_given_and_what_is_taken(after: Any, said: str) -> None:
+    with pytest.raises(InvalidCommitError) as raised:
+        Commit.parse(commit_with(schedule_set(rule={"after": after})))
+    assert str(raised.value).endswith(f"rule.after: {said}"), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "delay"),
+    [
+        ("pt30m", timedelta(minutes=30)),  # Java's Duration.parse takes any case
+        ("+PT30M", timedelta(minutes=30)),
+        ("P1W2D", timedelta(days=9)),
+        ("P1DT12H", timedelta(hours=36)),
+        ("PT1H30M0.25S", timedelta(hours=1, minutes=30, seconds=0.25)),
+        ("PT876600H", timedelta(days=36_525)),
+    ],
+)
+def test_durations_as_java_parses_them_are_taken(text: str, delay: timedelta) -> None:
+    assert ScheduleRule.model_validate({"after": text}).after_delay == delay

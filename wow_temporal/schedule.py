@@ -7,6 +7,7 @@ later inside a workflow.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -285,11 +286,39 @@ _ISO_INSTANT = re.compile(
 """An instant as ISO-8601 text (one without an offset is refused next, saying so); `2026` or
 `1796000000` is no instant."""
 _ISO_DURATION = re.compile(
-    r"[+-]?P(?=\d|T\d)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d{1,9})?S)?)?",
+    r"(?P<sign>[+-])?P(?=\d|T\d)(?:(?P<W>\d+)W)?(?:(?P<D>\d+)D)?"
+    r"(?:T(?=\d)(?:(?P<H>\d+)H)?(?:(?P<M>\d+)M)?(?:(?P<S>\d+)(?:\.(?P<F>\d{1,9}))?S)?)?",
     re.IGNORECASE,
 )
 """A delay as Java's `Duration` writes and parses it (weeks and days, hours, minutes, seconds);
 not `30:00` or `1 day`, and no months or years (a month has no fixed length)."""
+_DURATIONS_TAKEN = (
+    "an ISO-8601 duration of weeks, days, hours, minutes and seconds, such as PT30M, PT36H, "
+    "P1DT12H or PT0.5S (no months or years: they have no fixed length)"
+)
+_MICROS = {"W": 604_800_000_000, "D": 86_400_000_000, "H": 3_600_000_000, "M": 60_000_000}
+
+
+def _delay_of(value: object) -> timedelta:
+    """The delay an `after` text gives, or `InvalidScheduleError` saying what was given and
+    what is taken (a number, `30 minutes`, a negative, zero or a delay over 100 years)."""
+    found = _ISO_DURATION.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        raise InvalidScheduleError(f"ScheduleRule.after is {_DURATIONS_TAKEN}, got {value!r}")
+    micros = sum(int(found[unit] or 0) * size for unit, size in _MICROS.items())
+    micros += int(found["S"] or 0) * 1_000_000 + int((found["F"] or "").ljust(6, "0")[:6])
+    if micros == 0 or found["sign"] == "-":
+        raise InvalidScheduleError(
+            f"ScheduleRule.after needs a positive duration such as PT30M, got {value!r}"
+            + ("" if micros or not found["F"] else " (less than the microsecond kept)")
+        )
+    if micros > LONGEST_DELAY // timedelta(microseconds=1):
+        raise InvalidScheduleError(
+            f"ScheduleRule.after is at most 100 years (PT876600H), got {value!r}"
+        )
+    return timedelta(microseconds=micros)
+
+
 NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 """Text without C0 control characters or DEL: what an id or name on the wire may hold
 (Temporal's visibility cannot search for a NUL; the domain host refuses them in ids too)."""
@@ -310,6 +339,46 @@ SECONDS_NOT_MILLIS = 1_000_000_000_000
 """A `createTime` below this (2001-09-09 in milliseconds) is a time in seconds, mistaken."""
 LATEST_CREATE_TIME = int((LATEST_INSTANT - LONGEST_DELAY).timestamp() * 1000)
 """The latest `createTime` (in 9899): the longest delay from it is still a date."""
+
+
+_AT_FORM: JsonSchemaValue = {
+    "title": "at",
+    "description": "Due once, at an instant.",
+    "type": "object",
+    "properties": {
+        "at": {
+            "type": "string",
+            "format": "date-time",
+            "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`), "
+            "from 1970-01-01T00:00Z to 9999-12-30T00:00Z",
+            "examples": ["2026-12-01T10:30:00Z"],
+        }
+    },
+    "required": ["at"],
+    "additionalProperties": False,
+    "examples": [{"at": "2026-12-01T10:30:00Z"}],
+}
+"""The `at` wire form of a rule, for the OpenAPI document."""
+
+_AFTER_FORM: JsonSchemaValue = {
+    "title": "after",
+    "description": "Due once, a delay after the commit's `createTime`.",
+    "type": "object",
+    "properties": {
+        "after": {
+            "type": "string",
+            "description": "A positive ISO-8601 duration, as Java's "
+            "`Duration.toString()` writes it (fractions of a second too, which "
+            "RFC 3339's `duration` format has not), of at most 100 years (36525 "
+            "days)",
+            "examples": ["PT30M", "PT36H", "PT0.5S"],
+        }
+    },
+    "required": ["after"],
+    "additionalProperties": False,
+    "examples": [{"after": "PT30M"}],
+}
+"""The `after` wire form of a rule, for the OpenAPI document."""
 
 
 class ScheduleRule(WireModel):
@@ -365,15 +434,15 @@ class ScheduleRule(WireModel):
     def _iso_text(cls, value: object, info: ValidationInfo) -> object:
         """On the wire an instant or a delay is the ISO-8601 text the spec shows: a number
         (seconds? milliseconds?) is the kind of mistake that schedules for centuries."""
-        at = info.field_name == "at_instant"
-        shape = _ISO_INSTANT if at else _ISO_DURATION
-        if isinstance(value, datetime | timedelta) or (
-            isinstance(value, str) and shape.fullmatch(value)
+        if info.field_name == "after_delay":
+            return value if isinstance(value, timedelta) else _delay_of(value)
+        if isinstance(value, datetime) or (
+            isinstance(value, str) and _ISO_INSTANT.fullmatch(value)
         ):
             return value
-        what = "instant such as 2026-12-01T10:30:00Z" if at else "duration such as PT30M"
-        name = "at" if at else "after"
-        raise InvalidScheduleError(f"ScheduleRule.{name} is an ISO-8601 {what}, got {value!r}")
+        raise InvalidScheduleError(
+            f"ScheduleRule.at is an ISO-8601 instant such as 2026-12-01T10:30:00Z, got {value!r}"
+        )
 
     @field_validator("at_instant")
     @classmethod
@@ -433,41 +502,8 @@ class ScheduleRule(WireModel):
             "COALESCE runs only the latest, CATCH_UP runs each in order",
         }
         forms: list[JsonSchemaValue] = [
-            {
-                "title": "at",
-                "description": "Due once, at an instant.",
-                "type": "object",
-                "properties": {
-                    "at": {
-                        "type": "string",
-                        "format": "date-time",
-                        "description": "An ISO-8601 instant with its offset (`Z` or `+01:00`), "
-                        "from 1970-01-01T00:00Z to 9999-12-30T00:00Z",
-                        "examples": ["2026-12-01T10:30:00Z"],
-                    }
-                },
-                "required": ["at"],
-                "additionalProperties": False,
-                "examples": [{"at": "2026-12-01T10:30:00Z"}],
-            },
-            {
-                "title": "after",
-                "description": "Due once, a delay after the commit's `createTime`.",
-                "type": "object",
-                "properties": {
-                    "after": {
-                        "type": "string",
-                        "description": "A positive ISO-8601 duration, as Java's "
-                        "`Duration.toString()` writes it (fractions of a second too, which "
-                        "RFC 3339's `duration` format has not), of at most 100 years (36525 "
-                        "days)",
-                        "examples": ["PT30M", "PT36H", "PT0.5S"],
-                    }
-                },
-                "required": ["after"],
-                "additionalProperties": False,
-                "examples": [{"after": "PT30M"}],
-            },
+            copy.deepcopy(_AT_FORM),  # a schema generator may change what it is handed
+            copy.deepcopy(_AFTER_FORM),
             {
                 "title": "cron",
                 "description": "Due each time a six-field Spring cron expression matches, read in "
@@ -876,12 +912,28 @@ class Commit(WireModel):
 
 
 def explain(error: ValidationError) -> str:
-    """One readable line from a pydantic error: where, then what (for messages at the edge)."""
-    parts = []
-    for item in error.errors(include_url=False)[:3]:
+    """One readable line from a pydantic error: where, then what (for messages at the edge).
+
+    Every missing field is named, all at once (a caller should not learn them one request at a
+    time); of the other problems, the first three, and how many more there are.
+    """
+    missing: list[str] = []
+    others: list[str] = []
+    for item in error.errors(include_url=False):
         where = ".".join(str(p) for p in item["loc"])
+        if item["type"] == "missing" and where:
+            missing.append(where)
+            continue
         message = str(item["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
+        others.append(f"{where}: {message}" if where else message)
+    parts = []
+    if len(missing) == 1:
+        parts.append(f"{missing[0]}: Field required")
+    elif missing:
+        parts.append(f"missing required fields: {', '.join(missing)}")
+    parts.extend(others[:3])
+    if len(others) > 3:
+        parts.append(f"and {len(others) - 3} more")
     return "; ".join(parts)
 
 

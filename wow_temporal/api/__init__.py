@@ -5,8 +5,9 @@ runs it on uvicorn. Every route but `/health` and the OpenAPI docs needs a beare
 operator's token reaches every tenant, a tenant's token only its own tenant's timers and jobs.
 Bad input always answers a 4xx `{"error": ..., "message": ...}`, never a 500.
 
-Modules: `app` (assembly), `server` (uvicorn), `auth` (tokens, guard, caller), `errors`
-(`ErrorBody` and the mapping of exceptions to it), `health`, `timers` and `jobs` (routes),
+Modules: `app` (assembly), `server` (uvicorn), `auth` (tokens, guard, caller, the `TenantScope`
+a request acts on), `errors` (`ErrorBody` and the mapping of exceptions to it), `health`,
+`timers` and `jobs` (routes at module level, over `app.state.timers` and `app.state.jobs`),
 `openapi` (the document), `docs` (Swagger UI at `/docs`, from the app's own files).
 """
 

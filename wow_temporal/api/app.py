@@ -13,10 +13,10 @@ from wow_temporal.api.auth import Guard, Tokens
 from wow_temporal.api.docs import ASSETS_URL, DOCS_URL, install_docs
 from wow_temporal.api.errors import install_error_handlers
 from wow_temporal.api.health import health_routes
-from wow_temporal.api.jobs import job_routes
+from wow_temporal.api.jobs import job_router
 from wow_temporal.api.openapi import install_openapi
 from wow_temporal.api.params import declared_query_only
-from wow_temporal.api.timers import timer_routes
+from wow_temporal.api.timers import timer_router
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.timers.client import TimerClient
 
@@ -76,7 +76,9 @@ def create_app(
     )
     install_docs(app)
     app.include_router(health_routes(timers.client))
-    app.include_router(timer_routes(timers))
-    app.include_router(job_routes(jobs if jobs is not None else JobClient(timers.client)))
+    app.state.timers = timers  # what the timer routes operate (`api.timers.Timers`)
+    app.state.jobs = jobs if jobs is not None else JobClient(timers.client)
+    app.include_router(timer_router)
+    app.include_router(job_router)
     install_openapi(app)
     return app

@@ -1,6 +1,7 @@
 """Who may call: bearer tokens (the operator's reaches every tenant, a tenant's only its own),
-the ASGI guard that checks them before anything else is read and caps the body size, and the
-`CallerDep` dependency through which a route learns its caller.
+the ASGI guard that checks them before anything else is read and caps the body size, the
+`CallerDep` dependency through which a route learns its caller, and `TenantScope`, the tenant
+a request acts on, worked out once from its caller and the tenant it names.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ _bearer = HTTPBearer(
 )
 
 
-def _caller(
+async def _caller(
     request: Request,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> Caller:
@@ -171,3 +172,49 @@ def _caller(
 
 CallerDep = Annotated[Caller, Depends(_caller)]
 """A route parameter that is the authenticated caller (and marks the route as needing a token)."""
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    """The tenant a request acts on: a tenant's token acts on its own (naming another is 403),
+    the operator's on the tenant the request names, or on every tenant (`tenant` None).
+
+    Routes get one from a dependency (`CallerScope`, or one that reads where the route names a
+    tenant) and never work the tenant out themselves.
+    """
+
+    tenant: str | None
+    caller: Caller
+
+    @classmethod
+    def of(cls, caller: Caller, *named: str | None) -> TenantScope:
+        """The scope of a request naming `named` tenants (by path, header or query; None where
+        it names none): 400 if they disagree, 403 if the caller does not reach the one named."""
+        given = {value for value in named if value is not None}
+        if len(given) > 1:
+            raise ApiError(
+                400, "BadRequest", f"the request names more than one tenant: {sorted(given)}"
+            )
+        asked = next(iter(given), None)
+        if caller.tenant is None:
+            return cls(asked, caller)
+        if asked is not None and asked != caller.tenant:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f"this token reaches only tenant {caller.tenant!r}, not {asked!r}",
+            )
+        return cls(caller.tenant, caller)
+
+    def reaches(self, tenant: str) -> bool:
+        """Whether the caller may act on `tenant`'s objects."""
+        return self.caller.tenant is None or tenant == self.caller.tenant
+
+
+async def _caller_scope(caller: CallerDep) -> TenantScope:
+    return TenantScope.of(caller)
+
+
+CallerScope = Annotated[TenantScope, Depends(_caller_scope)]
+"""A route parameter that is the caller's own scope: the tenant of a tenant's token, every
+tenant for the operator (for routes that name no tenant, or check each object they get)."""

@@ -1,26 +1,32 @@
 """The job routes: the spec's `POST /{context}/schedule/{id}/wow.schedule.enable|reschedule|disable`
 (a tenant's instance as Wow routes it, `/{context}/tenant/{tenantId}/schedule/...`, or with the
-`Command-Tenant-Id` header), plus showing, listing and retrying instances, over a `JobClient`.
+`Command-Tenant-Id` header), plus showing, listing and retrying instances, over the app's
+`JobClient` (`app.state.jobs`).
+
+Each route takes the instance it acts on from a dependency that reads the request's address
+(context, name, tenant, partition) and works out its tenant once, as a `TenantScope`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from wow_temporal.api.auth import Caller, CallerDep
+from wow_temporal.api.auth import CallerDep, TenantScope
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.api.params import filter_query
+from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.jobs.client import JobClient, JobError, JobInfo, UnknownJobError
 from wow_temporal.jobs.core import RuleLayer
 from wow_temporal.schedule import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
 
-__all__ = ["JobInfo", "RescheduleRequest", "job_routes"]
+__all__ = ["JobInfo", "RescheduleRequest", "job_router"]
 
 
 class RescheduleRequest(BaseModel):
@@ -78,194 +84,256 @@ _TenantHeader = Annotated[
     ),
 ]
 _PartitionQuery = Annotated[
-    int | None, Query(ge=0, description="The partition of a sharded job's instance")
+    int | None, Query(ge=0, description="The partition of a sharded job's instance"), WholeNumber
 ]
 
-Operation = Callable[[str | None, int | None], Awaitable[JobInfo]]
+SHOW_CONCURRENCY = 32
+"""How many instances `GET /schedules` asks for their state at once."""
 
 
-def job_routes(jobs: JobClient) -> APIRouter:
-    """The `wow.schedule.*` routes (and show, list, retry) over `jobs`."""
-    router = APIRouter(tags=["jobs"], responses=responses(403, 404))
+class _Operation(Protocol):
+    """A `JobClient` operation on one instance (enable, disable, retry, show)."""
 
-    def control(suffix: str, summary: str, make: Callable[[str, str], Operation]) -> None:
-        async def system_route(
-            context: str,
-            id: str,
-            caller: CallerDep,
-            tenant: _TenantQuery = None,
-            partition: _PartitionQuery = None,
-            header_tenant: _TenantHeader = None,
-        ) -> JobInfo:
-            owner = _job_tenant(caller, _one_tenant(None, header_tenant, tenant))
-            return await _job_call(id, lambda: make(context, id)(owner, partition))
+    def __call__(
+        self, context: str, name: str, *, tenant: str | None, partition: int | None
+    ) -> Awaitable[JobInfo]: ...
 
-        async def tenant_route(
-            context: str,
-            tenantId: str,
-            id: str,
-            caller: CallerDep,
-            partition: _PartitionQuery = None,
-            header_tenant: _TenantHeader = None,
-        ) -> JobInfo:
-            owner = _job_tenant(caller, _one_tenant(tenantId, header_tenant, None))
-            return await _job_call(id, lambda: make(context, id)(owner, partition))
 
-        system_route.__doc__ = tenant_route.__doc__ = summary
-        router.add_api_route(
-            f"/{{context}}/schedule/{{id}}{suffix}", system_route, methods=["POST"],
-            name=f"job{suffix}", summary=summary,
-        )
-        router.add_api_route(
-            f"/{{context}}/tenant/{{tenantId}}/schedule/{{id}}{suffix}", tenant_route,
-            methods=["POST"], name=f"tenant_job{suffix}", summary=f"{summary} (a tenant's)",
-        )
+@dataclass(frozen=True)
+class _Instance:
+    """The job instance a request addresses, its tenant worked out (`TenantScope`)."""
 
-    control(
-        "/wow.schedule.enable",
-        "Enable a job instance (wow.schedule.enable); a TENANT job's is created",
-        lambda context, name: lambda tenant, part: jobs.enable(
-            context, name, tenant=tenant, partition=part
-        ),
-    )
-    control(
-        "/wow.schedule.disable",
-        "Disable a job instance (wow.schedule.disable): in force when this answers",
-        lambda context, name: lambda tenant, part: jobs.disable(
-            context, name, tenant=tenant, partition=part
-        ),
-    )
-    control(
-        "/retry",
-        "Retry a job instance's parked tick (same request ids)",
-        lambda context, name: lambda tenant, part: jobs.retry(
-            context, name, tenant=tenant, partition=part
-        ),
-    )
+    context: str
+    name: str
+    scope: TenantScope
+    partition: int | None
 
-    @router.post("/{context}/schedule/{id}/wow.schedule.reschedule")
-    async def reschedule_job(
-        context: str,
-        id: str,
-        rule: RescheduleRequest,
-        caller: CallerDep,
-        tenant: _TenantQuery = None,
-        partition: _PartitionQuery = None,
-        header_tenant: _TenantHeader = None,
-    ) -> JobInfo:
-        """Give a job instance its own rule (`wow.schedule.reschedule`), any of expression,
-        zone and misfire."""
-        owner = _job_tenant(caller, _one_tenant(None, header_tenant, tenant))
-        return await _job_call(
-            id,
-            lambda: jobs.reschedule(context, id, rule.layer(), tenant=owner, partition=partition),
-        )
-
-    @router.post("/{context}/tenant/{tenantId}/schedule/{id}/wow.schedule.reschedule")
-    async def reschedule_tenant_job(
-        context: str,
-        tenantId: str,
-        id: str,
-        rule: RescheduleRequest,
-        caller: CallerDep,
-        partition: _PartitionQuery = None,
-        header_tenant: _TenantHeader = None,
-    ) -> JobInfo:
-        """Give a tenant's job instance its own rule (`wow.schedule.reschedule`)."""
-        owner = _job_tenant(caller, _one_tenant(tenantId, header_tenant, None))
-        return await _job_call(
-            id,
-            lambda: jobs.reschedule(context, id, rule.layer(), tenant=owner, partition=partition),
-        )
-
-    @router.get("/{context}/schedule/{id}")
-    async def show_job(
-        context: str,
-        id: str,
-        caller: CallerDep,
-        tenant: _TenantQuery = None,
-        partition: _PartitionQuery = None,
-        header_tenant: _TenantHeader = None,
-    ) -> JobInfo:
-        """A job instance: the rule in force and where it comes from, next due times, ticks."""
-        owner = _job_tenant(caller, _one_tenant(None, header_tenant, tenant))
-        return await _job_call(
-            id, lambda: jobs.show(context, id, tenant=owner, partition=partition)
-        )
-
-    @router.get("/{context}/tenant/{tenantId}/schedule/{id}")
-    async def show_tenant_job(
-        context: str,
-        tenantId: str,
-        id: str,
-        caller: CallerDep,
-        partition: _PartitionQuery = None,
-    ) -> JobInfo:
-        """A tenant's job instance."""
-        owner = _job_tenant(caller, tenantId)
-        return await _job_call(
-            id, lambda: jobs.show(context, id, tenant=owner, partition=partition)
-        )
-
-    @router.get("/schedules")
-    async def list_jobs(
-        caller: CallerDep,
-        context: Annotated[str | None, filter_query("Only this context's jobs")] = None,
-        job: Annotated[str | None, filter_query("Only this job")] = None,
-        tenant: Annotated[
-            str | None, filter_query("Only this tenant's (a tenant's token: its own)")
-        ] = None,
-        status: Annotated[str | None, filter_query("Enabled, Disabled or Parked")] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> list[JobInfo]:
-        """Running job instances (as visibility lists them: it may lag a change by a second)."""
-        owner = caller.tenant if caller.tenant is not None else tenant
-        if caller.tenant is not None and tenant not in (None, caller.tenant):
-            raise _other_tenant(caller, tenant)
+    async def run(self, operation: _Operation) -> JobInfo:
+        """Run `operation` on this instance after checking the name; the client's refusals
+        as answers (404 for an unknown job or instance, 400 for the rest)."""
         try:
-            return await jobs.list(
-                context=context, name=job, tenant=owner, status=status, limit=limit
+            validate_key(self.name, "job name")
+        except InvalidScheduleError as error:
+            raise ApiError(400, "InvalidJobName", str(error)) from None
+        try:
+            return await operation(
+                self.context, self.name, tenant=self.scope.tenant, partition=self.partition
             )
+        except UnknownJobError as error:
+            raise ApiError(404, "UnknownJob", str(error)) from None
         except JobError as error:
             raise ApiError(400, "BadRequest", str(error)) from None
 
-    return router
+
+async def _system_instance(
+    context: str,
+    id: str,
+    caller: CallerDep,
+    tenant: _TenantQuery = None,
+    partition: _PartitionQuery = None,
+    header_tenant: _TenantHeader = None,
+) -> _Instance:
+    """`/{context}/schedule/{id}`: a SYSTEM instance, or a tenant's named by header or query."""
+    return _Instance(context, id, TenantScope.of(caller, header_tenant, tenant), partition)
 
 
-def _one_tenant(path: str | None, header: str | None, query: str | None) -> str | None:
-    """The tenant the request names, by path, header or query; 400 if they disagree."""
-    given = {value for value in (path, header, query) if value is not None}
-    if len(given) > 1:
-        raise ApiError(
-            400, "BadRequest", f"the request names more than one tenant: {sorted(given)}"
+async def _tenant_instance(
+    context: str,
+    tenantId: str,
+    id: str,
+    caller: CallerDep,
+    partition: _PartitionQuery = None,
+    header_tenant: _TenantHeader = None,
+) -> _Instance:
+    """`/{context}/tenant/{tenantId}/schedule/{id}`: a tenant's instance (the header, if
+    given, must name the same tenant)."""
+    return _Instance(context, id, TenantScope.of(caller, tenantId, header_tenant), partition)
+
+
+async def _tenant_instance_shown(
+    context: str, tenantId: str, id: str, caller: CallerDep, partition: _PartitionQuery = None
+) -> _Instance:
+    """A tenant's instance as `GET` addresses it: by path only."""
+    return _Instance(context, id, TenantScope.of(caller, tenantId), partition)
+
+
+async def _job_client(request: Request) -> JobClient:
+    """The app's `JobClient`, which `create_app` keeps in `app.state.jobs`."""
+    jobs: JobClient = request.app.state.jobs
+    return jobs
+
+
+SystemInstance = Annotated[_Instance, Depends(_system_instance)]
+TenantInstance = Annotated[_Instance, Depends(_tenant_instance)]
+Jobs = Annotated[JobClient, Depends(_job_client)]
+
+job_router = APIRouter(tags=["jobs"], responses=responses(403, 404))
+"""The `wow.schedule.*` routes (and show, list, retry), over `app.state.jobs`."""
+
+_ENABLE = "Enable a job instance (wow.schedule.enable); a TENANT job's is created"
+_DISABLE = "Disable a job instance (wow.schedule.disable): in force when this answers"
+_RETRY = "Retry a job instance's parked tick (same request ids)"
+_SYSTEM_PATH = "/{context}/schedule/{id}"
+_TENANT_PATH = "/{context}/tenant/{tenantId}/schedule/{id}"
+
+
+@job_router.post(
+    f"{_SYSTEM_PATH}/wow.schedule.enable", name="job/wow.schedule.enable", summary=_ENABLE
+)
+async def enable_job(job: SystemInstance, jobs: Jobs) -> JobInfo:
+    """Enable a job instance (wow.schedule.enable); a TENANT job's is created"""
+    return await job.run(jobs.enable)
+
+
+@job_router.post(
+    f"{_TENANT_PATH}/wow.schedule.enable",
+    name="tenant_job/wow.schedule.enable",
+    summary=f"{_ENABLE} (a tenant's)",
+)
+async def enable_tenant_job(job: TenantInstance, jobs: Jobs) -> JobInfo:
+    """Enable a job instance (wow.schedule.enable); a TENANT job's is created"""
+    return await job.run(jobs.enable)
+
+
+@job_router.post(
+    f"{_SYSTEM_PATH}/wow.schedule.disable", name="job/wow.schedule.disable", summary=_DISABLE
+)
+async def disable_job(job: SystemInstance, jobs: Jobs) -> JobInfo:
+    """Disable a job instance (wow.schedule.disable): in force when this answers"""
+    return await job.run(jobs.disable)
+
+
+@job_router.post(
+    f"{_TENANT_PATH}/wow.schedule.disable",
+    name="tenant_job/wow.schedule.disable",
+    summary=f"{_DISABLE} (a tenant's)",
+)
+async def disable_tenant_job(job: TenantInstance, jobs: Jobs) -> JobInfo:
+    """Disable a job instance (wow.schedule.disable): in force when this answers"""
+    return await job.run(jobs.disable)
+
+
+@job_router.post(f"{_SYSTEM_PATH}/retry", name="job/retry", summary=_RETRY)
+async def retry_job(job: SystemInstance, jobs: Jobs) -> JobInfo:
+    """Retry a job instance's parked tick (same request ids)"""
+    return await job.run(jobs.retry)
+
+
+@job_router.post(
+    f"{_TENANT_PATH}/retry", name="tenant_job/retry", summary=f"{_RETRY} (a tenant's)"
+)
+async def retry_tenant_job(job: TenantInstance, jobs: Jobs) -> JobInfo:
+    """Retry a job instance's parked tick (same request ids)"""
+    return await job.run(jobs.retry)
+
+
+def _rescheduling(jobs: JobClient, rule: RescheduleRequest) -> _Operation:
+    """`jobs.reschedule` with `rule`, as an operation on one instance."""
+
+    def operation(
+        context: str, name: str, *, tenant: str | None, partition: int | None
+    ) -> Awaitable[JobInfo]:
+        return jobs.reschedule(context, name, rule.layer(), tenant=tenant, partition=partition)
+
+    return operation
+
+
+@job_router.post(f"{_SYSTEM_PATH}/wow.schedule.reschedule")
+async def reschedule_job(rule: RescheduleRequest, job: SystemInstance, jobs: Jobs) -> JobInfo:
+    """Give a job instance its own rule (`wow.schedule.reschedule`), any of expression,
+    zone and misfire."""
+    return await job.run(_rescheduling(jobs, rule))
+
+
+@job_router.post(f"{_TENANT_PATH}/wow.schedule.reschedule")
+async def reschedule_tenant_job(
+    rule: RescheduleRequest, job: TenantInstance, jobs: Jobs
+) -> JobInfo:
+    """Give a tenant's job instance its own rule (`wow.schedule.reschedule`)."""
+    return await job.run(_rescheduling(jobs, rule))
+
+
+@job_router.get(_SYSTEM_PATH)
+async def show_job(job: SystemInstance, jobs: Jobs) -> JobInfo:
+    """A job instance: the rule in force and where it comes from, next due times, ticks."""
+    return await job.run(jobs.show)
+
+
+@job_router.get(_TENANT_PATH)
+async def show_tenant_job(
+    job: Annotated[_Instance, Depends(_tenant_instance_shown)], jobs: Jobs
+) -> JobInfo:
+    """A tenant's job instance."""
+    return await job.run(jobs.show)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """What `GET /schedules` asks for, its tenant worked out."""
+
+    context: str | None
+    job: str | None
+    scope: TenantScope
+    status: str | None
+    limit: int
+
+
+async def _listing(
+    caller: CallerDep,
+    context: Annotated[str | None, filter_query("Only this context's jobs")] = None,
+    job: Annotated[str | None, filter_query("Only this job")] = None,
+    tenant: Annotated[
+        str | None, filter_query("Only this tenant's (a tenant's token: its own)")
+    ] = None,
+    status: Annotated[str | None, filter_query("Enabled, Disabled or Parked")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000), WholeNumber] = 100,
+) -> _Listing:
+    return _Listing(context, job, TenantScope.of(caller, tenant), status, limit)
+
+
+@job_router.get("/schedules")
+async def list_jobs(listing: Annotated[_Listing, Depends(_listing)], jobs: Jobs) -> list[JobInfo]:
+    """Running job instances (as visibility lists them: it may lag a change by a second),
+    each as `GET /{context}/schedule/{id}` shows it."""
+    try:
+        found = await jobs.list(
+            context=listing.context,
+            name=listing.job,
+            tenant=listing.scope.tenant,
+            status=listing.status,
+            limit=listing.limit,
         )
-    return next(iter(given), None)
-
-
-def _job_tenant(caller: Caller, tenant: str | None) -> str | None:
-    """The instance's tenant: the caller's own, or any the operator names."""
-    if caller.tenant is None:
-        return tenant
-    if tenant is not None and tenant != caller.tenant:
-        raise _other_tenant(caller, tenant)
-    return caller.tenant
-
-
-def _other_tenant(caller: Caller, tenant: str) -> ApiError:
-    return ApiError(
-        403, "Forbidden", f"this token reaches only tenant {caller.tenant!r}, not {tenant!r}"
-    )
-
-
-async def _job_call(name: str, call: Callable[[], Awaitable[JobInfo]]) -> JobInfo:
-    """Run a job operation after checking the name; map the client's errors to answers."""
-    try:
-        validate_key(name, "job name")
-    except InvalidScheduleError as error:
-        raise ApiError(400, "InvalidJobName", str(error)) from None
-    try:
-        return await call()
-    except UnknownJobError as error:
-        raise ApiError(404, "UnknownJob", str(error)) from None
     except JobError as error:
         raise ApiError(400, "BadRequest", str(error)) from None
+    return await _in_full(jobs, found)
+
+
+async def _in_full(jobs: JobClient, found: list[JobInfo]) -> list[JobInfo]:
+    """The listed instances as showing them answers (rule, processor, next due times, ticks),
+    asked `SHOW_CONCURRENCY` at a time within one answer timeout for them all; an instance
+    that cannot be shown in that time (no worker answers) or at all stays as listed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + jobs.answer_timeout.total_seconds()
+    asking = asyncio.Semaphore(SHOW_CONCURRENCY)
+
+    async def shown(listed: JobInfo) -> JobInfo:
+        async with asking:
+            try:
+                return await asyncio.wait_for(
+                    jobs.show(
+                        listed.context,
+                        listed.name,
+                        tenant=listed.tenant,
+                        partition=listed.partition,
+                    ),
+                    max(deadline - loop.time(), 0),
+                )
+            except TimeoutError:
+                return listed.model_copy(update={"note": _NOT_ANSWERED})
+            except JobError:  # it ended since, or this client cannot address it
+                return listed
+
+    return list(await asyncio.gather(*(shown(listed) for listed in found)))
+
+
+_NOT_ANSWERED = "no worker answered the query in time: only the listed status is known"

@@ -9,11 +9,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Query, Request
+from pydantic import BeforeValidator
 
 from wow_temporal.api.errors import ApiError
 from wow_temporal.schedule import NO_CONTROL, has_control
 
-__all__ = ["NO_CONTROL", "declared_query_only", "filter_query", "has_control"]
+__all__ = ["NO_CONTROL", "WholeNumber", "declared_query_only", "filter_query", "has_control"]
+
+
+def _digits(value: object) -> object:
+    """A number in a query is written in digits: `1.0`, `1e3` or ` 7` is not read as one."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError(f"a whole number in digits, such as 3, got {value!r}")
+    return value
+
+
+WholeNumber = BeforeValidator(_digits)
+"""Marks a query parameter that is a whole number: digits only (pydantic would read `1.0`)."""
 
 
 def filter_query(description: str, alias: str | None = None) -> Any:

@@ -1,4 +1,5 @@
-"""The timer routes: hand over commits (`POST /commits`), list, show, retry and cancel timers.
+"""The timer routes: hand over commits (`POST /commits`), list, show, retry and cancel timers,
+over the app's `TimerClient` (`app.state.timers`).
 
 A tenant's caller hands over and reaches only its own tenant's commits and timers.
 """
@@ -7,16 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.api.auth import Caller, CallerDep
+from wow_temporal.api.auth import CallerDep, CallerScope, TenantScope
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.api.params import filter_query, has_control
+from wow_temporal.api.params import WholeNumber, filter_query, has_control
 from wow_temporal.ids import (
     InvalidIdError,
     deletion_record_id,
@@ -51,123 +53,136 @@ MAX_WORKFLOW_ID_BYTES = 1000
 """Temporal's default `limit.maxIDLength`: the server refuses a longer workflow id."""
 
 
-def timer_routes(timers: TimerClient) -> APIRouter:
-    """The commit and timer routes over `timers`."""
-    router = APIRouter(tags=["timers"])
+async def _timer_client(request: Request) -> TimerClient:
+    """The app's `TimerClient`, which `create_app` keeps in `app.state.timers`."""
+    timers: TimerClient = request.app.state.timers
+    return timers
 
-    @router.post(
-        "/commits",
-        responses=responses(403),
-        openapi_extra={
-            "parameters": [
-                {
-                    "name": "traceparent",
-                    "in": "header",
-                    "required": False,
-                    "schema": {"type": "string"},
-                    "description": "W3C trace context: the timers' deliveries continue this "
-                    "trace, unless a commit's `header` carries a `traceparent` of its own.",
-                }
-            ],
-            "requestBody": {
-                "required": True,
-                "description": "One commit (Wow DomainEventStream JSON) or a list of them.",
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": f"#/components/schemas/{COMMITS_SCHEMA}"}
-                    }
-                },
-            }
+
+Timers = Annotated[TimerClient, Depends(_timer_client)]
+"""A route parameter that is the app's `TimerClient`."""
+
+timer_router = APIRouter(tags=["timers"])
+"""The commit and timer routes, over `app.state.timers`."""
+
+_COMMITS_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "traceparent",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string"},
+            "description": "W3C trace context: the timers' deliveries continue this "
+            "trace, unless a commit's `header` carries a `traceparent` of its own.",
+        }
+    ],
+    "requestBody": {
+        "required": True,
+        "description": "One commit (Wow DomainEventStream JSON) or a list of them.",
+        "content": {
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{COMMITS_SCHEMA}"}}
         },
+    },
+}
+"""What OpenAPI says of `POST /commits`, whose body the route reads by hand."""
+
+
+@timer_router.post("/commits", responses=responses(403), openapi_extra=_COMMITS_OPENAPI)
+async def post_commits(request: Request, scope: CallerScope, timers: Timers) -> list[Applied]:
+    """Apply the schedule events of one commit or a list of commits, in order.
+
+    One aggregate's commits are applied in the order given; different aggregates' at
+    once, so a batch is much faster than as many requests.
+
+    Idempotent and order-safe: a commit handed over twice, or an older one after a newer,
+    changes nothing. Every commit is checked before any is applied.
+    """
+    commits = _commits_of(await request.body())
+    for commit in commits:
+        _check_tenant(scope, commit)
+    applied: list[Applied] = []
+    # A commit continues its own header's trace, else the request's `traceparent`.
+    with within_request_trace(request.headers.get("traceparent")):
+        for answers in await timers.apply_many(commits):
+            applied.extend(answers)
+    return applied
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """What `GET /timers` asks for, its tenant worked out."""
+
+    where: TimerFilter
+    limit: int
+
+
+async def _listing(
+    caller: CallerDep,
+    aggregate: Annotated[
+        str | None, filter_query("`context.aggregate`, e.g. eshop-order.order")
+    ] = None,
+    aggregate_id: Annotated[
+        str | None, filter_query("The aggregate's id", alias="aggregateId")
+    ] = None,
+    tenant: Annotated[str | None, filter_query("The tenant (a tenant's token: its own)")] = None,
+    key: Annotated[str | None, filter_query("The schedule's key")] = None,
+    status: Annotated[
+        str | None,
+        filter_query("Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
+    ] = None,
+    running: bool | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000), WholeNumber] = 100,
+) -> _Listing:
+    scope = TenantScope.of(caller, tenant)
+    try:
+        where = TimerFilter(
+            aggregate=aggregate,
+            aggregate_id=aggregate_id,
+            tenant=scope.tenant,
+            key=key,
+            status=status,  # any case of a Status name
+            running=running,
+        )
+    except ValidationError as error:  # an unknown status
+        raise ApiError(400, "InvalidStatus", explain(error)) from None
+    return _Listing(where, limit)
+
+
+@timer_router.get("/timers", responses=responses(403))
+async def list_timers(
+    listing: Annotated[_Listing, Depends(_listing)], timers: Timers
+) -> list[TimerInfo]:
+    """Timers matching the filters, newest first (a tenant's token sees its own only, and
+    naming another tenant is refused, as `GET /schedules` refuses it)."""
+    return await timers.list(listing.where, limit=listing.limit)
+
+
+@timer_router.get("/timers/{workflow_id:path}", responses=responses(404))
+async def show_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> TimerInfo:
+    """One timer with its full state."""
+    _check_timer_id(workflow_id)
+    try:
+        return await timers.show(workflow_id, tenant=scope.tenant)
+    except TimerNotFoundError as error:
+        raise ApiError(404, "TimerNotFound", str(error)) from None
+    except TimerError as error:
+        raise ApiError(400, "InvalidTimerId", str(error)) from None
+
+
+@timer_router.post("/timers/{workflow_id:path}/retry", responses=responses(404, 409))
+async def retry_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> TimerState:
+    """Retry a parked timer's delivery now, with the same request id; the state after."""
+    return await _operate(
+        workflow_id, lambda: timers.retry(workflow_id, tenant=scope.tenant), "retry"
     )
-    async def post_commits(request: Request, caller: CallerDep) -> list[Applied]:
-        """Apply the schedule events of one commit or a list of commits, in order.
 
-        One aggregate's commits are applied in the order given; different aggregates' at
-        once, so a batch is much faster than as many requests.
 
-        Idempotent and order-safe: a commit handed over twice, or an older one after a newer,
-        changes nothing. Every commit is checked before any is applied.
-        """
-        commits = _commits_of(await request.body())
-        for commit in commits:
-            _check_tenant(caller, commit)
-        applied: list[Applied] = []
-        # A commit continues its own header's trace, else the request's `traceparent`.
-        with within_request_trace(request.headers.get("traceparent")):
-            for answers in await timers.apply_many(commits):
-                applied.extend(answers)
-        return applied
-
-    @router.get("/timers", responses=responses(403))
-    async def list_timers(
-        caller: CallerDep,
-        aggregate: Annotated[
-            str | None, filter_query("`context.aggregate`, e.g. eshop-order.order")
-        ] = None,
-        aggregate_id: Annotated[
-            str | None, filter_query("The aggregate's id", alias="aggregateId")
-        ] = None,
-        tenant: Annotated[
-            str | None, filter_query("The tenant (a tenant's token: its own)")
-        ] = None,
-        key: Annotated[str | None, filter_query("The schedule's key")] = None,
-        status: Annotated[
-            str | None,
-            filter_query("Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
-        ] = None,
-        running: bool | None = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> list[TimerInfo]:
-        """Timers matching the filters, newest first (a tenant's token sees its own only, and
-        naming another tenant is refused, as `GET /schedules` refuses it)."""
-        if caller.tenant is not None:
-            if tenant is not None and tenant != caller.tenant:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f"this token reaches only tenant {caller.tenant!r}, not {tenant!r}",
-                )
-            tenant = caller.tenant
-        try:
-            where = TimerFilter(
-                aggregate=aggregate,
-                aggregate_id=aggregate_id,
-                tenant=tenant,
-                key=key,
-                status=status,  # any case of a Status name
-                running=running,
-            )
-        except ValidationError as error:  # an unknown status
-            raise ApiError(400, "InvalidStatus", explain(error)) from None
-        return await timers.list(where, limit=limit)
-
-    @router.get("/timers/{workflow_id:path}", responses=responses(404))
-    async def show_timer(workflow_id: str, caller: CallerDep) -> TimerInfo:
-        """One timer with its full state."""
-        _check_timer_id(workflow_id)
-        try:
-            return await timers.show(workflow_id, tenant=caller.tenant)
-        except TimerNotFoundError as error:
-            raise ApiError(404, "TimerNotFound", str(error)) from None
-        except TimerError as error:
-            raise ApiError(400, "InvalidTimerId", str(error)) from None
-
-    @router.post("/timers/{workflow_id:path}/retry", responses=responses(404, 409))
-    async def retry_timer(workflow_id: str, caller: CallerDep) -> TimerState:
-        """Retry a parked timer's delivery now, with the same request id; the state after."""
-        return await _operate(
-            workflow_id, lambda: timers.retry(workflow_id, tenant=caller.tenant), "retry"
-        )
-
-    @router.post("/timers/{workflow_id:path}/cancel", responses=responses(404, 409))
-    async def cancel_timer(workflow_id: str, caller: CallerDep) -> TimerState:
-        """Cancel a pending or parked timer (a command already sent is not recalled)."""
-        return await _operate(
-            workflow_id, lambda: timers.cancel(workflow_id, tenant=caller.tenant), "cancel"
-        )
-
-    return router
+@timer_router.post("/timers/{workflow_id:path}/cancel", responses=responses(404, 409))
+async def cancel_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> TimerState:
+    """Cancel a pending or parked timer (a command already sent is not recalled)."""
+    return await _operate(
+        workflow_id, lambda: timers.cancel(workflow_id, tenant=scope.tenant), "cancel"
+    )
 
 
 def _commits_of(raw: bytes) -> list[Commit]:
@@ -213,28 +228,26 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON number")
 
 
-def _check_tenant(caller: Caller, commit: Commit) -> None:
+def _check_tenant(scope: TenantScope, commit: Commit) -> None:
     """A tenant's caller hands over only its own tenant's commits, targeting its own tenant."""
-    if caller.tenant is None:
-        return
-    if commit.tenant_id != caller.tenant:
+    if not scope.reaches(commit.tenant_id):
         raise ApiError(
             403,
             "Forbidden",
             f"commit {commit.id!r} belongs to tenant {commit.tenant_id!r}; "
-            f"this token reaches only tenant {caller.tenant!r}",
+            f"this token reaches only tenant {scope.tenant!r}",
         )
     for _, event in commit.schedule_events():
         if (
             isinstance(event, ScheduleSet)
             and event.target is not None
-            and event.target.tenant_id != caller.tenant
+            and not scope.reaches(event.target.tenant_id)
         ):
             raise ApiError(
                 403,
                 "Forbidden",
                 f"commit {commit.id!r} schedules a command for tenant "
-                f"{event.target.tenant_id!r}; this token reaches only tenant {caller.tenant!r}",
+                f"{event.target.tenant_id!r}; this token reaches only tenant {scope.tenant!r}",
             )
 
 

@@ -3,7 +3,8 @@ check cron expressions, hand over commits and operate timers.
 
 Errors a user can act on end in one line on stderr, `error: ...`: exit 2 for bad input
 (arguments, settings, commits), exit 1 when the world is not as needed (Temporal unreachable,
-a port or the dev data directory in use, the dev server gone).
+a port or the dev data directory in use, the dev server gone). A closed stdout (`| head`) ends
+quietly with 141, as a SIGPIPE ends other tools.
 """
 
 from __future__ import annotations
@@ -71,10 +72,16 @@ def _run_app() -> None:
 
     try:
         code = app(standalone_mode=False)
+    except SystemExit as done:
+        # Typer's and rich's own answer to a closed stdout (exit 1, raised while handling the
+        # BrokenPipeError): end as every other closed stdout ends here instead.
+        if isinstance(done.__context__, BrokenPipeError):
+            _quiet_closed_stdout()
+        raise
     except click_errors.UsageError as error:
         if not error.format_message():  # no arguments: the help was printed
             raise SystemExit(2) from None
-        where = error.ctx.command_path if error.ctx is not None else "wow-temporal"
+        where = error.ctx.command_path if error.ctx is not None else _command_path(sys.argv[1:])
         typer.echo(f"error: {error.format_message()} (see `{where} --help`)", err=True)
         raise SystemExit(2) from None
     except click_errors.ClickException as error:
@@ -87,11 +94,31 @@ def _run_app() -> None:
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
+def _command_path(args: list[str]) -> str:
+    """The command the words of `args` name (`wow-temporal timers list`), for a usage error
+    the parser raises without saying whose option it was (`--running=x`)."""
+    command: object = typer.main.get_command(app)
+    path = ["wow-temporal"]
+    for word in args:
+        commands: dict[str, object] = getattr(command, "commands", {})
+        found = commands.get(word)
+        if found is None:
+            break
+        path.append(word)
+        command = found
+    return " ".join(path)
+
+
+CLOSED_STDOUT_EXIT = 141
+"""The exit when the reader of stdout went away (`| head`): 128 + SIGPIPE, what a shell reports
+for `yes | head` or `git log | head`; nothing is printed."""
+
+
 def _quiet_closed_stdout() -> None:
     """The reader of stdout went away: say nothing more, exit as a SIGPIPE would."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    raise SystemExit(141)
+    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    raise SystemExit(CLOSED_STDOUT_EXIT)
 
 
 def main() -> None:

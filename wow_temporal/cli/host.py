@@ -28,7 +28,8 @@ from wow_temporal.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from temporalio.runtime import Runtime
+    from wow_temporal.domain.app import App as DomainApp
+    from wow_temporal.settings import Settings
 
 
 def domain_host(
@@ -56,14 +57,11 @@ def domain_host(
     its commits set to the timers on TEMPORAL_ADDRESS (commands never wait for Temporal)."""
     import sqlite3
 
-    import uvicorn
     from eventsourcing.persistence import PersistenceError
 
-    from wow_temporal.connect import connect, connect_reason
     from wow_temporal.dev.errors import PortInUseError
     from wow_temporal.dev.ports import port_is_free
-    from wow_temporal.host.runtime import HostRuntime, StoreInUseError
-    from wow_temporal.timers.client import TimerClient
+    from wow_temporal.host.runtime import StoreInUseError
 
     fmt = _log_format(log_format)
     apps = _load_apps(app_ref)
@@ -73,12 +71,35 @@ def domain_host(
     _check_metrics_port(settings, metrics_port, "--metrics-port")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-host")
+    try:
+        asyncio.run(_serve(apps, db, host, port, metrics_port, settings))
+    except _CommandError as error:  # the metrics port was taken since the check
+        raise _fail(str(error), error.code) from None
+    except StoreInUseError as error:
+        raise _fail(str(error), 1) from None
+    except (OSError, PersistenceError, sqlite3.Error) as error:
+        raise _fail(f"--db {db}: {error}", 1) from None
+    except KeyboardInterrupt:
+        pass
+
+
+async def _serve(
+    apps: list[DomainApp], db: Path, host: str, port: int, metrics_port: int, settings: Settings
+) -> None:
+    """Serve `apps` until stopped; the relay connects to Temporal when it first hands over
+    (and again after losing it), so commands never wait for Temporal."""
+    import uvicorn
+
+    from wow_temporal.connect import connect, connect_reason
+    from wow_temporal.host.runtime import HostRuntime
+    from wow_temporal.timers.client import TimerClient
+
     log = logging.getLogger("wow_temporal.host")
-    runtime: list[Runtime | None] = [None]  # set once serving: it binds the metrics port
+    runtime = _metrics(settings, metrics_port, "--metrics-port")  # binds the metrics port
 
     async def timers() -> TimerClient:
         try:
-            client = await connect(settings, runtime[0])
+            client = await connect(settings, runtime)
         except RuntimeError as error:
             config = settings.temporal_connect_config()
             raise ConnectionError(
@@ -88,30 +109,17 @@ def domain_host(
         log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
         return TimerClient.from_settings(client, settings)
 
-    async def serve() -> None:
-        runtime[0] = _metrics(settings, metrics_port, "--metrics-port")
-        hosting = HostRuntime(apps, db, timers)
-        hosting.start()
-        log.info(
-            "domain host for %s on http://%s:%d, store %s",
-            ", ".join(a.context for a in apps), host, port, db,
-        )
-        config = uvicorn.Config(hosting.asgi, host=host, port=port, log_level="warning")
-        try:
-            await uvicorn.Server(config).serve()
-        finally:
-            await hosting.stop()
-
+    hosting = HostRuntime(apps, db, timers)
+    hosting.start()
+    log.info(
+        "domain host for %s on http://%s:%d, store %s",
+        ", ".join(a.context for a in apps), host, port, db,
+    )
+    config = uvicorn.Config(hosting.asgi, host=host, port=port, log_level="warning")
     try:
-        asyncio.run(serve())
-    except _CommandError as error:  # the metrics port was taken since the check
-        raise _fail(str(error), error.code) from None
-    except StoreInUseError as error:
-        raise _fail(str(error), 1) from None
-    except (OSError, PersistenceError, sqlite3.Error) as error:
-        raise _fail(f"--db {db}: {error}", 1) from None
-    except KeyboardInterrupt:
-        pass
+        await uvicorn.Server(config).serve()
+    finally:
+        await hosting.stop()
 
 
 def manifest(

@@ -46,8 +46,6 @@ def worker(
     (8081); Prometheus metrics on WOW_WORKER_METRICS_PORT (9464); spans on, exported to
     WOW_TELEMETRY_OTLP_ENDPOINT if set. While Temporal cannot be reached it stays up,
     unready, and keeps trying."""
-    import signal
-
     from wow_temporal.dev.errors import PortInUseError
     from wow_temporal.dev.ports import port_is_free
     from wow_temporal.worker import WorkerFailedError, run_worker
@@ -71,26 +69,34 @@ def worker(
         from wow_temporal.logs import configure_temporal_runtime
 
         configure_temporal_runtime()
-        stop = asyncio.Event()
-
-        def on_signal(name: str) -> None:
-            if stop.is_set():
-                log.info("%s: already stopping", name)
-                return
-            log.info("%s: stopping", name)
-            stop.set()
-
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal, sig.name)
         try:
-            await run_worker(settings, stop=stop, app=domain)
+            await run_worker(settings, stop=_stop_on_signals(log), app=domain)
         except WorkerFailedError as error:
             raise _CommandError(str(error), 1) from None
         except OSError as error:  # the metrics port was taken since the check
             raise _CommandError(str(error), 1) from None
 
     _run(work)
+
+
+def _stop_on_signals(log: logging.Logger) -> asyncio.Event:
+    """An event SIGTERM or Ctrl-C sets (on the running loop): the worker stops on it, letting
+    the deliveries in flight finish."""
+    import signal
+
+    stop = asyncio.Event()
+
+    def on_signal(name: str) -> None:
+        if stop.is_set():
+            log.info("%s: already stopping", name)
+            return
+        log.info("%s: stopping", name)
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    return stop
 
 
 def api(

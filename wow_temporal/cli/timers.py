@@ -8,7 +8,7 @@ import logging
 import sys
 from datetime import UTC
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -24,6 +24,9 @@ from wow_temporal.cli._common import (
     _settings,
 )
 from wow_temporal.schedule import InvalidCommitError, explain
+
+if TYPE_CHECKING:
+    from wow_temporal.timers.core import TimerState
 
 timers_app = typer.Typer(no_args_is_help=True, help="List, show, retry and cancel timers.")
 
@@ -155,7 +158,18 @@ def _operate(
     async def work() -> None:
         timers = TimerClient.from_settings(await _connect(settings), settings)
         state = await getattr(timers, operation)(workflow_id)
-        typer.echo(f"{workflow_id}: {state.status.value}")
+        typer.echo(f"{workflow_id}: {_outcome(state)}")
 
     _run(work)
+
+
+def _outcome(state: TimerState) -> str:
+    """What an operation did, in words that stay true: a retried slot is delivered again at
+    once (the state the update answers still says `Scheduled`, a moment before `Delivering`)."""
+    from wow_temporal.timers.core import Status
+
+    if state.status is Status.SCHEDULED and state.pending is not None:
+        slot = state.pending
+        return f"retried: slot {slot.slot} is being delivered again (request id {slot.request_id})"
+    return state.status.value
 
