@@ -69,7 +69,7 @@ from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.jobs.client import JobClient
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -80,7 +80,7 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage
 from wow_temporal.host.store import COMMIT_TOPIC, stream_id
 from wow_temporal.ids import encode_part, timer_workflow_id
-from wow_temporal.schedule import AggregateRef, Commit, CommitEvent
+from wow_temporal.model import AggregateRef, Commit, CommitEvent
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.wire import (

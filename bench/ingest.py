@@ -57,7 +57,7 @@ from bench.soak import WorkerProcess
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
 
 IDLE_QUEUE = "bench-ingest-idle"  # no worker polls it: nothing ever runs

@@ -92,7 +92,7 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import HostRule, RuleLayer
-from wow_temporal.schedule import ScheduledCommand, Scope
+from wow_temporal.model import ScheduledCommand, Scope
 from wow_temporal.worker import STICKY_TIMEOUT, job_worker
 
 BARE_QUEUE = "bench-jobs-bare"

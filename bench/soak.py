@@ -69,7 +69,7 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
-from wow_temporal.schedule import AggregateRef, Commit, ScheduleRule
+from wow_temporal.model import AggregateRef, Commit, ScheduleRule
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.fold import Horizon

@@ -70,7 +70,7 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.store import EventStore
 from wow_temporal.ids import job_workflow_id, timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
-from wow_temporal.schedule import AggregateRef, Commit, ScheduleRule
+from wow_temporal.model import AggregateRef, Commit, ScheduleRule
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "wow-temporal"

@@ -42,7 +42,7 @@ from wow_temporal import App, Commit
 from wow_temporal.delivery import CommandSender
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.ids import timer_workflow_id
-from wow_temporal.schedule import AggregateRef
+from wow_temporal.model import AggregateRef
 from wow_temporal.timers.client import Applied, TimerClient
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.fold import Horizon

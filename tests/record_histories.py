@@ -47,7 +47,7 @@ from wow_temporal.jobs import core as job_core
 from wow_temporal.jobs.core import HostRule, JobRule, RuleLayer
 from wow_temporal.jobs.directory import TenantDirectory, directory_id
 from wow_temporal.jobs.workflow import DISABLE, ENABLE, RESCHEDULE, JobInput, JobWorkflow
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.testing import ScheduleSpec, schedule_spec
 from wow_temporal.testing.time_skipping import start_time_skipping
 from wow_temporal.timers import core as timer_core

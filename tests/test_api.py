@@ -32,7 +32,7 @@ from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_s
 from wow_temporal.api import create_app, serve
 from wow_temporal.delivery import CommandSender
 from wow_temporal.jobs.client import JobClient
-from wow_temporal.schedule import ScheduleRule
+from wow_temporal.model import ScheduleRule
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings

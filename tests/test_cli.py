@@ -29,7 +29,7 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker

@@ -30,7 +30,7 @@ from wow_temporal.delivery import (
     activity_clock,
     encode_header_value,
 )
-from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -20,7 +20,7 @@ from wow_temporal.host.echo import create_echo_host, echo_fallback
 from wow_temporal.host.server import create_host_app
 from wow_temporal.host.service import CommandMessage, DomainHost
 from wow_temporal.host.store import EventStore
-from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
 from wow_temporal.wire import WireCommand, command_headers
 
 

@@ -47,7 +47,7 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.system import SetSchedule
 from wow_temporal.host.relay import RELAY
 from wow_temporal.host.store import EventStore
-from wow_temporal.schedule import AggregateRef
+from wow_temporal.model import AggregateRef
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.workflow import TimerWorkflow

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
 from wow_temporal.timers.core import TimerChange, TimerState

@@ -71,7 +71,7 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient
-from wow_temporal.schedule import CRON_FORMAT, ZONE_FORMAT, Commit
+from wow_temporal.model import CRON_FORMAT, ZONE_FORMAT, Commit
 from wow_temporal.search_attributes import register_search_attributes
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon

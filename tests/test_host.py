@@ -42,7 +42,7 @@ from wow_temporal.cli import app as cli
 from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.fold import Horizon
 
 T = TypeVar("T")

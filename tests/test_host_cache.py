@@ -14,7 +14,7 @@ from workers.eshop.stock import STOCK
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.service import CommandMessage, DomainHost
 from wow_temporal.host.store import EventStore
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 
 MUG = STOCK.ref("t1", "mug")
 

@@ -14,7 +14,7 @@ from wow_temporal.ids import (
     parse_timer_workflow_id,
     timer_workflow_id,
 )
-from wow_temporal.schedule import AggregateRef
+from wow_temporal.model import AggregateRef
 
 OWNER = AggregateRef(
     context_name="eshop-order", aggregate_name="order", tenant_id="t1", aggregate_id="42"

@@ -37,7 +37,7 @@ from temporalio.service import RPCError
 
 from tests.sim_temporal import SimTemporal
 from wow_temporal.ids import timer_workflow_id
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import TimerChange
 from wow_temporal.timers.fold import Horizon

@@ -23,7 +23,7 @@ from tests.test_timers_e2e import DELETED, Rig, cancelled, request_id, rig, sche
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import JOB_WORKFLOW, JobWorkflow
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
 from wow_temporal.timers.client import TimerClient, TimerError, TimerNotAnsweredError

@@ -38,7 +38,7 @@ from wow_temporal.jobs.core import (
     RuleLayer,
     Sleep,
 )
-from wow_temporal.schedule import JobScope, Misfire
+from wow_temporal.model import JobScope, Misfire
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)

@@ -19,12 +19,12 @@ from wow_temporal.api.jobs import RescheduleRequest
 from wow_temporal.jobs import core as job_core
 from wow_temporal.jobs.core import JobRule, RuleLayer
 from wow_temporal.jobs.workflow import JobInput
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     LATEST_INSTANT,
     LONGEST_DELAY,
     Commit,
     InvalidCommitError,
-    _iso_duration,
+    iso_duration,
 )
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import KeyChange, changes_of
@@ -43,8 +43,8 @@ def mostly(valid: st.SearchStrategy[Any], *junk: st.SearchStrategy[Any]) -> st.S
 
 
 durations = mostly(
-    st.timedeltas(min_value=timedelta(microseconds=1), max_value=LONGEST_DELAY).map(_iso_duration),
-    st.timedeltas(min_value=LONGEST_DELAY, max_value=timedelta(days=999_999)).map(_iso_duration),
+    st.timedeltas(min_value=timedelta(microseconds=1), max_value=LONGEST_DELAY).map(iso_duration),
+    st.timedeltas(min_value=LONGEST_DELAY, max_value=timedelta(days=999_999)).map(iso_duration),
     st.integers(),
     st.integers(min_value=10**9, max_value=10**13),  # seconds for centuries
     st.floats(allow_nan=True),

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     MAX_COMMAND_BODY_BYTES,
     AggregateDeleted,
     AggregateRef,

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from wow_temporal.schedule import Misfire
+from wow_temporal.model import Misfire
 from wow_temporal.settings import (
     ApiSettings,
     DeliverySettings,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateRef,
     Commit,
     InvalidCommitError,

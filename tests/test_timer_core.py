@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from wow_temporal.engine import slots as engine_slots
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateRef,
     Misfire,
     ScheduledCommand,

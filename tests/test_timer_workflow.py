@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from tests.told import told
 from wow_temporal.delivery import DELIVERY_PARKED, DeliveryOutcome, DeliveryRequest
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import KeyChange, changes_of
 from wow_temporal.timers.client import TimerClient, TimerError

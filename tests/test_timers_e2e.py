@@ -24,7 +24,7 @@ from tests.quiescent import quiescent
 from tests.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.told import told
 from wow_temporal.delivery import CommandSender
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers.attributes import SA_STATUS
 from wow_temporal.timers.client import TimerClient, TimerError, TimerFilter, TimerInfo
 from wow_temporal.timers.core import Status, TimerState

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 
 from wow_temporal.delivery import CommandSender, DeliveryRequest, ScheduleDetails
 from wow_temporal.domain.messages import ScheduleInfo
-from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
 from wow_temporal.wire import (
     DEFAULT_TENANT,
     PROCESSED,

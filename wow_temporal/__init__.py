@@ -22,7 +22,7 @@ from wow_temporal.domain import (
     on_schedule,
     on_sourcing,
 )
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateDeleted,
     AggregateRef,
     Commit,

@@ -44,7 +44,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from wow_temporal.metrics import record_delivery, record_lateness_bound
-from wow_temporal.schedule import AggregateRef, ScheduledCommand, Scope, WireModel
+from wow_temporal.model import AggregateRef, ScheduledCommand, Scope, WireModel
 from wow_temporal.tracing import continued_span, traceparent_context
 from wow_temporal.wire import (
     COMMAND_SEND_PATH,

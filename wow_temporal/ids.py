@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from wow_temporal.schedule import AggregateRef
+from wow_temporal.model import AggregateRef
 
 __all__ = [
     "DELETION_ID_PREFIX",

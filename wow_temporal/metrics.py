@@ -41,7 +41,7 @@ from temporalio.common import MetricMeter
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, TelemetryConfig
 
 from wow_temporal.logs import core_logging
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.settings import TelemetrySettings
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from wow_temporal.api.errors import ApiError, responses
 from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.jobs.client import JobClient, JobError, JobInfo, UnknownJobError
 from wow_temporal.jobs.core import RuleLayer
-from wow_temporal.schedule import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
+from wow_temporal.model import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
 
 __all__ = ["JobInfo", "RescheduleRequest", "job_router"]
 

@@ -18,7 +18,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from wow_temporal.api.errors import GUARD_RESPONSES
 from wow_temporal.api.timers import COMMITS_SCHEMA
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 
 _COMMITS_BODY = TypeAdapter(Commit | list[Commit])
 _ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}

@@ -12,7 +12,7 @@ from fastapi import Query, Request
 from pydantic import BeforeValidator
 
 from wow_temporal.api.errors import ApiError
-from wow_temporal.schedule import NO_CONTROL, has_control
+from wow_temporal.model import NO_CONTROL, has_control
 
 __all__ = ["NO_CONTROL", "WholeNumber", "declared_query_only", "filter_query", "has_control"]
 

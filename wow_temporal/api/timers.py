@@ -25,7 +25,7 @@ from wow_temporal.ids import (
     parse_timer_workflow_id,
     timer_workflow_id,
 )
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     Commit,
     InvalidCommitError,
     ScheduleCancelled,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel
 
-from wow_temporal.schedule import InvalidCommitError, InvalidScheduleError
+from wow_temporal.model import InvalidCommitError, InvalidScheduleError
 from wow_temporal.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import typer
 
 from wow_temporal.cli._common import _fail
 from wow_temporal.cron import CronExpression, CronSyntaxError
-from wow_temporal.schedule import InvalidScheduleError, zone_info
+from wow_temporal.model import InvalidScheduleError, zone_info
 
 
 def cron(

@@ -22,7 +22,7 @@ from wow_temporal.cli._common import (
     _run,
     _settings,
 )
-from wow_temporal.schedule import InvalidScheduleError, explain, validate_key
+from wow_temporal.model import InvalidScheduleError, explain, validate_key
 
 if TYPE_CHECKING:
     from wow_temporal.jobs.client import JobInfo

@@ -23,7 +23,7 @@ from wow_temporal.cli._common import (
     _run,
     _settings,
 )
-from wow_temporal.schedule import InvalidCommitError, explain
+from wow_temporal.model import InvalidCommitError, explain
 
 if TYPE_CHECKING:
     from wow_temporal.timers.core import TimerState
@@ -39,7 +39,7 @@ def apply_commits(
     namespace: _Namespace = None,
 ) -> None:
     """Hand commits' schedule events to the timers (as a host's relay would)."""
-    from wow_temporal.schedule import Commit
+    from wow_temporal.model import Commit
     from wow_temporal.timers.client import TimerClient
 
     commits: list[Commit] = []

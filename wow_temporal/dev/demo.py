@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from wow_temporal.ids import job_workflow_id, timer_workflow_id
-from wow_temporal.schedule import NamedAggregate
+from wow_temporal.model import NamedAggregate
 
 __all__ = ["DemoError", "run_demo"]
 

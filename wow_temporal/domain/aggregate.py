@@ -27,7 +27,7 @@ from wow_temporal.domain.system import (
     CancelSchedule,
     SetSchedule,
 )
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateDeleted,
     AggregateRef,
     InvalidScheduleError,

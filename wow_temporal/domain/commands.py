@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from wow_temporal.domain.messages import type_name
-from wow_temporal.schedule import AggregateRef, ScheduledCommand
+from wow_temporal.model import AggregateRef, ScheduledCommand
 
 __all__ = ["Command", "command_type"]
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from wow_temporal.domain.messages import type_name
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateRef,
     ScheduleCancelled,
     ScheduledCommand,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_key, validate_zone
+from wow_temporal.model import JobScope, Misfire, validate_cron, validate_key, validate_zone
 
 __all__ = ["JOB_ATTRIBUTE", "JobDefinition", "check_handler", "on_schedule"]
 

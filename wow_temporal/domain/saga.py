@@ -16,7 +16,7 @@ from wow_temporal.domain.commands import B, Command
 from wow_temporal.domain.decision import declared_types, scheduled_command
 from wow_temporal.domain.messages import event_name
 from wow_temporal.domain.system import CancelSchedule, SetSchedule
-from wow_temporal.schedule import AggregateRef, ScheduleRule, validate_key
+from wow_temporal.model import AggregateRef, ScheduleRule, validate_key
 
 __all__ = [
     "EventHandler",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wow_temporal.schedule import ScheduledCommand, ScheduleKey, ScheduleRule
+from wow_temporal.model import ScheduledCommand, ScheduleKey, ScheduleRule
 
 __all__ = [
     "DELETE_AGGREGATE",

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from wow_temporal.host.service import DomainHost
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 
 __all__ = ["Follower", "FollowerStatus"]
 

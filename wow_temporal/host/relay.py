@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
-from wow_temporal.schedule import Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers.fold import Horizon
 
 __all__ = ["RELAY", "Relay", "Timers"]

@@ -21,7 +21,7 @@ from wow_temporal.domain.commands import Command
 from wow_temporal.domain.saga import EventHandler, Rejected, RejectedHandler, SagaContext
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
-from wow_temporal.schedule import Commit, CommitEvent
+from wow_temporal.model import Commit, CommitEvent
 from wow_temporal.tracing import continued_span, current_traceparent
 
 __all__ = ["SagaFollower", "saga_followers"]

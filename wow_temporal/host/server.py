@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect
 from wow_temporal.api.docs import install_docs
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.service import CommandMessage, DomainHost
-from wow_temporal.schedule import MAX_COMMAND_BODY_BYTES, AggregateRef, Commit
+from wow_temporal.model import MAX_COMMAND_BODY_BYTES, AggregateRef, Commit
 from wow_temporal.tracing import current_traceparent
 from wow_temporal.wire import (
     AGGREGATE_CONTEXT_HEADER,

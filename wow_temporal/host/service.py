@@ -29,7 +29,7 @@ from wow_temporal.host.store import (
     VersionConflictError,
     stream_id,
 )
-from wow_temporal.schedule import AggregateRef, Commit, CommitEvent
+from wow_temporal.model import AggregateRef, Commit, CommitEvent
 from wow_temporal.wire import CommandResult
 
 __all__ = ["CommandMessage", "CommandResult", "DomainHost", "Fallback"]

@@ -19,7 +19,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
 from wow_temporal.ids import encode_part
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 
 __all__ = [
     "COMMIT_TOPIC",

@@ -46,7 +46,7 @@ from wow_temporal.jobs.workflow import (
     RETRY,
     JobInput,
 )
-from wow_temporal.schedule import JobScope, Misfire, validate_key
+from wow_temporal.model import JobScope, Misfire, validate_key
 from wow_temporal.settings.delivery import DeliverySettings
 from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_or_signal
 

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 from pydantic import ConfigDict, Field
 
 from wow_temporal.engine import Frozen, latest_due, parsed_cron, short_instant
-from wow_temporal.schedule import JobScope, Misfire, validate_cron, validate_zone, zone_info
+from wow_temporal.model import JobScope, Misfire, validate_cron, validate_zone, zone_info
 
 __all__ = [
     "RECENT_TICKS",

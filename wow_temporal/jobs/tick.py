@@ -31,7 +31,7 @@ from wow_temporal.domain.commands import Command
 from wow_temporal.domain.saga import SagaContext
 from wow_temporal.jobs.core import HostRule
 from wow_temporal.metrics import record_tick
-from wow_temporal.schedule import ScheduleTick, Scope
+from wow_temporal.model import ScheduleTick, Scope
 from wow_temporal.tracing import continued_span
 
 __all__ = [

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from wow_temporal.schedule import Misfire
+from wow_temporal.model import Misfire
 from wow_temporal.settings.delivery import DeliverySettings
 from wow_temporal.settings.durations import Duration, GraceDuration, show_duration
 from wow_temporal.settings.errors import SettingsError

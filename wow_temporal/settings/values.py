@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
-from wow_temporal.schedule import CronText, Misfire, ZoneName, validate_key
+from wow_temporal.model import CronText, Misfire, ZoneName, validate_key
 
 __all__ = [
     "AtLeastOne",

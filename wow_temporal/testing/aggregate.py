@@ -16,7 +16,7 @@ from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import CommandBody, ScheduleInfo, event_name, type_name
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.ids import timer_workflow_id
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateDeleted,
     AggregateRef,
     ScheduleCancelled,

@@ -27,7 +27,7 @@ from wow_temporal.jobs.core import JobState, RuleLayer
 from wow_temporal.jobs.directory import TenantsWorkflow
 from wow_temporal.jobs.tick import TickActivities, TickRequest
 from wow_temporal.jobs.workflow import JobWorkflow
-from wow_temporal.schedule import ScheduleTick
+from wow_temporal.model import ScheduleTick
 from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import WORKFLOW_RUNNER

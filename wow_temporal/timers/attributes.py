@@ -10,7 +10,7 @@ from typing import Any
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from wow_temporal.schedule import AggregateRef
+from wow_temporal.model import AggregateRef
 from wow_temporal.timers.core import TimerState
 
 __all__ = [

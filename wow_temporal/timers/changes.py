@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateDeleted,
     Commit,
     ScheduleCancelled,

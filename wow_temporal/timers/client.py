@@ -40,7 +40,7 @@ from wow_temporal.ids import (
 )
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
 from wow_temporal.timers.attributes import (

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 from wow_temporal.engine import Frozen, latest_due, short_instant
-from wow_temporal.schedule import (
+from wow_temporal.model import (
     AggregateRef,
     Misfire,
     ScheduledCommand,

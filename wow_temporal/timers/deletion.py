@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.ids import deletion_record_id
-    from wow_temporal.schedule import AggregateRef
+    from wow_temporal.model import AggregateRef
     from wow_temporal.timers.attributes import aggregate_search_attributes
 
 __all__ = ["DeletionRecord", "DeletionRecords", "DeletionWorkflow"]

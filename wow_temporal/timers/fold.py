@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from wow_temporal.schedule import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
 from wow_temporal.timers.core import TimerChange
 
