@@ -45,3 +45,12 @@ def test_nothing_public_is_exported_by_accident() -> None:
         if not name.startswith("_") and not isinstance(value, ModuleType)
     }
     assert public == set(wow_temporal.__all__)
+
+
+def test_the_old_import_path_of_the_wire_model_still_works_until_0_2() -> None:
+    import wow_temporal.model as model
+    import wow_temporal.schedule as schedule
+
+    assert schedule.__all__ == model.__all__
+    for name in model.__all__:
+        assert getattr(schedule, name) is getattr(model, name), name
