@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import Literal, Protocol, Self
+from typing import Literal, NoReturn, Protocol, Self
 
 import httpx
 from opentelemetry import propagate, trace
@@ -371,6 +371,64 @@ def refuse_early(early_ms: float, message: str, error_type: str) -> None:
         )
 
 
+def _raise_failure(request: DeliveryRequest, failures: int, error: DeliveryFailure) -> NoReturn:
+    """The host failed for the `failures`-th time: retry (the next attempt reads the count from
+    the heartbeat), or park once the budget is spent."""
+    details = {"httpStatus": error.http_status, "errorCode": error.error_code}
+    if failures >= request.max_failures:
+        log.warning(
+            "parking %s %s after %d failures of the host: %s",
+            request.command.type, request.request_id, failures, error,
+            extra=_fields(request, "parked"),
+        )
+        record_delivery("parked")
+        raise ApplicationError(
+            f"the host failed {failures} times; last: {error}",
+            details,
+            type=DELIVERY_PARKED,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
+        ) from None
+    log.warning(
+        "delivery of %s %s failed (%d of %d before parking): %s",
+        request.command.type, request.request_id, failures, request.max_failures, error,
+        extra=_fields(request, "failed"),
+    )
+    record_delivery("failed")
+    activity.heartbeat(failures)
+    raise ApplicationError(
+        str(error), details, type=DELIVERY_FAILURE, category=ApplicationErrorCategory.BENIGN
+    ) from None
+
+
+def _record_outcome(request: DeliveryRequest, outcome: DeliveryOutcome) -> None:
+    """Count and log what the host decided: delivered (perhaps a duplicate) or rejected."""
+    fields = _fields(request, outcome.status)
+    lateness = fields["lateness_ms"]
+    record_delivery(outcome.status, lateness if isinstance(lateness, int) else None)
+    if outcome.status == "delivered":
+        log.info(
+            "delivered %s %s to %s, %d ms after due%s",
+            request.command.type,
+            request.request_id,
+            request.target,
+            fields["lateness_ms"],
+            " (duplicate: already decided)" if outcome.duplicate else "",
+            extra=fields,
+        )
+    else:
+        log.warning(
+            "%s %s rejected by %s: %s %s (HTTP %d)",
+            request.command.type,
+            request.request_id,
+            request.target,
+            outcome.error_code,
+            outcome.error_msg,
+            outcome.http_status,
+            extra=fields,
+        )
+
+
 class DeliveryActivities:
     """The delivery activity, bound to one `CommandSender` (register the bound method).
 
@@ -438,71 +496,30 @@ class DeliveryActivities:
     ) -> DeliveryOutcome:
         """Check the deletion records, send, and record the outcome (log line and metrics);
         a technical failure is raised as the retryable or the parking `ApplicationError`."""
-        if self.deletions is not None and request.owner is not None:
-            deleted = await self.deletions.deleted_at(request.owner)
-            if deleted is not None and deleted > request.set_order:
-                message = f"{request.owner} was deleted at version {deleted[0]}"
-                log.info("not sending %s %s: %s", request.command.type, request.request_id, message)
-                record_delivery("cancelled")
-                return DeliveryOutcome(
-                    status="cancelled", error_code="AggregateDeleted", error_msg=message,
-                    http_status=0,
-                )
+        cancelled = await self._cancelled_by_deletion(request)
+        if cancelled is not None:
+            return cancelled
         try:
             outcome = await self._send(request, failures, heartbeat_timeout)
         except DeliveryFailure as error:
-            failures += 1
-            details = {"httpStatus": error.http_status, "errorCode": error.error_code}
-            if failures >= request.max_failures:
-                log.warning(
-                    "parking %s %s after %d failures of the host: %s",
-                    request.command.type, request.request_id, failures, error,
-                    extra=_fields(request, "parked"),
-                )
-                record_delivery("parked")
-                raise ApplicationError(
-                    f"the host failed {failures} times; last: {error}",
-                    details,
-                    type=DELIVERY_PARKED,
-                    non_retryable=True,
-                    category=ApplicationErrorCategory.BENIGN,
-                ) from None
-            log.warning(
-                "delivery of %s %s failed (%d of %d before parking): %s",
-                request.command.type, request.request_id, failures, request.max_failures, error,
-                extra=_fields(request, "failed"),
-            )
-            record_delivery("failed")
-            activity.heartbeat(failures)  # the next attempt reads how many failures so far
-            raise ApplicationError(
-                str(error), details, type=DELIVERY_FAILURE,
-                category=ApplicationErrorCategory.BENIGN,
-            ) from None
-        fields = _fields(request, outcome.status)
-        lateness = fields["lateness_ms"]
-        record_delivery(outcome.status, lateness if isinstance(lateness, int) else None)
-        if outcome.status == "delivered":
-            log.info(
-                "delivered %s %s to %s, %d ms after due%s",
-                request.command.type,
-                request.request_id,
-                request.target,
-                fields["lateness_ms"],
-                " (duplicate: already decided)" if outcome.duplicate else "",
-                extra=fields,
-            )
-        else:
-            log.warning(
-                "%s %s rejected by %s: %s %s (HTTP %d)",
-                request.command.type,
-                request.request_id,
-                request.target,
-                outcome.error_code,
-                outcome.error_msg,
-                outcome.http_status,
-                extra=fields,
-            )
+            _raise_failure(request, failures + 1, error)
+        _record_outcome(request, outcome)
         return outcome
+
+    async def _cancelled_by_deletion(self, request: DeliveryRequest) -> DeliveryOutcome | None:
+        """The outcome of a delivery whose aggregate was deleted after its timer was set, or
+        None: the deletion record is read before every send, not trusted to have arrived."""
+        if self.deletions is None or request.owner is None:
+            return None
+        deleted = await self.deletions.deleted_at(request.owner)
+        if deleted is None or deleted <= request.set_order:
+            return None
+        message = f"{request.owner} was deleted at version {deleted[0]}"
+        log.info("not sending %s %s: %s", request.command.type, request.request_id, message)
+        record_delivery("cancelled")
+        return DeliveryOutcome(
+            status="cancelled", error_code="AggregateDeleted", error_msg=message, http_status=0
+        )
 
     async def _send(
         self, request: DeliveryRequest, failures: int, heartbeat_timeout: timedelta | None

@@ -111,6 +111,20 @@ def request_id(workflow_id: str, slot: int, index: int) -> str:
     return f"{workflow_id}#{slot}:{index}"
 
 
+def _count(progress: _Progress, delivery: DeliveryRequest, outcome: DeliveryOutcome) -> None:
+    """Count a command the host decided: delivered (perhaps a duplicate) or rejected (logged)."""
+    if outcome.status == "delivered":
+        progress.delivered += 1
+        progress.duplicates += outcome.duplicate
+        return
+    progress.rejected += 1
+    log.info(
+        "%s %s rejected by %s: %s %s",
+        delivery.command.type, delivery.request_id, delivery.target,
+        outcome.error_code, outcome.error_msg,
+    )
+
+
 class TickActivities:
     """The `wow.tick` activity of one `App`, sending through `sink` (register the bound method)."""
 
@@ -206,16 +220,7 @@ class TickActivities:
             except DeliveryFailure as error:
                 self._failed(request, progress, f"command {index} of {len(commands)}: {error}")
             progress.sent = index + 1
-            if outcome.status == "delivered":
-                progress.delivered += 1
-                progress.duplicates += outcome.duplicate
-            else:
-                progress.rejected += 1
-                log.info(
-                    "%s %s rejected by %s: %s %s",
-                    delivery.command.type, delivery.request_id, delivery.target,
-                    outcome.error_code, outcome.error_msg,
-                )
+            _count(progress, delivery, outcome)
             if time.monotonic() - last_beat >= beat:  # heartbeats are billed: only if long
                 activity.heartbeat(progress.model_dump())
                 last_beat = time.monotonic()
