@@ -65,12 +65,20 @@ from wow_temporal import (
     ScheduleTick,
     on_schedule,
 )
-from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    DEFAULT_TENANT,
+    DUPLICATE_REQUEST_ID,
+    ERROR_CODE_HEADER,
+    OK,
+    REQUEST_ID_HEADER,
+    CommandResult,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(sys.executable).parent / "wow-temporal"
@@ -122,6 +130,18 @@ APP = App(CONTEXT, sagas=[CapacitySaga()])
 # -- the domain host (its own process) --------------------------------------------------------
 
 
+_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
+
+
+def _answer(code: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """Wow's `CommandResult` of `code` and its `Wow-Error-Code` header, made once: the host
+    answers fast (the ids in the body are not the request's; no sender reads them)."""
+    result = CommandResult.of(
+        TARGET.ref(DEFAULT_TENANT, "bench"), command_id="bench", request_id="bench", code=code
+    )
+    return result.model_dump_json().encode(), [(ERROR_CODE_HEADER.lower().encode(), code.encode())]
+
+
 def host_app() -> Callable[..., Awaitable[None]]:
     """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`); records each
     first arrival by the body's `run` as `[request id, received ms, due ms]`.
@@ -131,11 +151,13 @@ def host_app() -> Callable[..., Awaitable[None]]:
     runs: dict[str, list[tuple[str, float, int]]] = {}
     seen: set[str] = set()
     duplicates = 0
+    answers = {code: _answer(code) for code in (OK, DUPLICATE_REQUEST_ID)}
 
     async def reply(send: Any, body: Any, extra: list[Any] | None = None) -> None:
         headers = [(b"content-type", b"application/json"), *(extra or [])]
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        await send({"type": "http.response.body", "body": content})
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal duplicates
@@ -152,18 +174,17 @@ def host_app() -> Callable[..., Awaitable[None]]:
         run = query.get("run", [""])[0]
         path = scope["path"]
         if path == COMMAND_SEND_PATH:
-            request_id = dict(scope["headers"]).get(b"command-request-id", b"").decode()
+            request_id = dict(scope["headers"]).get(_REQUEST_ID, b"").decode()
             if request_id in seen:
                 duplicates += 1
-                code = "DuplicateRequestId"
+                code = DUPLICATE_REQUEST_ID
             else:
                 seen.add(request_id)
                 body = json.loads(b"".join(chunks) or b"{}")
                 entry = (request_id, now_ms, int(body.get("due", 0)))
                 runs.setdefault(str(body.get("run", "")), []).append(entry)
-                code = "Ok"
-            answer = {"id": request_id, "requestId": request_id, "errorCode": code, "errorMsg": ""}
-            await reply(send, answer, [(b"wow-error-code", code.encode())])
+                code = OK
+            await reply(send, *answers[code])
         elif path == "/_count":
             await reply(send, {"n": len(runs.get(run, []))})
         elif path == "/_records":

@@ -206,7 +206,7 @@ class HttpSender:
             )
         finally:
             self.free.put_nowait(client)
-        return response.headers.get("wow-error-code", f"HTTP {response.status_code}")
+        return response.headers.get(ERROR_CODE_HEADER, f"HTTP {response.status_code}")
 
     async def aclose(self) -> None:
         await asyncio.gather(*(client.aclose() for client in self.clients))

@@ -82,7 +82,6 @@ from wow_temporal import (
     on_schedule,
 )
 from wow_temporal.delivery import (
-    COMMAND_SEND_PATH,
     CommandSender,
     DeliveryRequest,
     ScheduleDetails,
@@ -93,6 +92,15 @@ from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import HostRule, RuleLayer
 from wow_temporal.model import ScheduledCommand, Scope
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    DEFAULT_TENANT,
+    DUPLICATE_REQUEST_ID,
+    ERROR_CODE_HEADER,
+    OK,
+    REQUEST_ID_HEADER,
+    CommandResult,
+)
 from wow_temporal.worker import STICKY_TIMEOUT, job_worker
 
 BARE_QUEUE = "bench-jobs-bare"
@@ -154,6 +162,18 @@ class Woken:
 # -- the domain host (its own process) --------------------------------------------------------
 
 
+_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
+
+
+def _answer(code: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """Wow's `CommandResult` of `code` and its `Wow-Error-Code` header, made once: the host
+    answers fast (the ids in the body are not the request's; no sender reads them)."""
+    result = CommandResult.of(
+        TARGET.ref(DEFAULT_TENANT, "bench"), command_id="bench", request_id="bench", code=code
+    )
+    return result.model_dump_json().encode(), [(ERROR_CODE_HEADER.lower().encode(), code.encode())]
+
+
 def host_app() -> Callable[..., Awaitable[None]]:
     """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`); records each
     first arrival (epoch ms) with the body's `run` and `due`.
@@ -164,11 +184,13 @@ def host_app() -> Callable[..., Awaitable[None]]:
     runs: dict[str, list[tuple[str, float, int]]] = {}
     seen: set[str] = set()
     duplicates = 0
+    answers = {code: _answer(code) for code in (OK, DUPLICATE_REQUEST_ID)}
 
     async def reply(send: Any, status: int, body: Any, extra: list[Any] | None = None) -> None:
         headers = [(b"content-type", b"application/json"), *(extra or [])]
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        await send({"type": "http.response.body", "body": content})
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal duplicates
@@ -186,20 +208,19 @@ def host_app() -> Callable[..., Awaitable[None]]:
         if path == COMMAND_SEND_PATH:
             request_id = ""
             for name, value in scope["headers"]:
-                if name == b"command-request-id":
+                if name == _REQUEST_ID:
                     request_id = value.decode()
                     break
             if request_id in seen:
                 duplicates += 1
-                code = "DuplicateRequestId"
+                code = DUPLICATE_REQUEST_ID
             else:
                 seen.add(request_id)
                 body = json.loads(b"".join(chunks) or b"{}")
                 run = str(body.get("run", ""))
                 runs.setdefault(run, []).append((request_id, now_ms, int(body.get("due", 0))))
-                code = "Ok"
-            answer = {"id": request_id, "requestId": request_id, "errorCode": code, "errorMsg": ""}
-            await reply(send, 200, answer, [(b"wow-error-code", code.encode())])
+                code = OK
+            await reply(send, 200, *answers[code])
         elif path == "/_count":
             await reply(send, 200, {"n": len(runs.get(query.get("run", [""])[0], []))})
         elif path == "/_records":

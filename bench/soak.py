@@ -63,7 +63,6 @@ import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
@@ -74,6 +73,14 @@ from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    DUPLICATE_REQUEST_ID,
+    ERROR_CODE_HEADER,
+    OK,
+    CommandResult,
+    parse_command,
+)
 
 CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
 BEHAVIOURS = (("ok", 0.70), ("reject", 0.07), ("fail", 0.06), ("flaky", 0.09), ("slow", 0.08))
@@ -107,18 +114,21 @@ def host_app() -> Callable[..., Awaitable[None]]:
     async def reply(send: Any, status: int, body: Any, code: str = "") -> None:
         headers = [(b"content-type", b"application/json")]
         if code:
-            headers.append((b"wow-error-code", code.encode()))
+            headers.append((ERROR_CODE_HEADER.lower().encode(), code.encode()))
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        await send({"type": "http.response.body", "body": content})
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal healed
         if scope["type"] != "http":
             return
         arrived = time.time() * 1000
+        chunks = []
         more = True
         while more:
             message = await receive()
+            chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         path = scope["path"]
         if path == "/_ledger":
@@ -132,12 +142,12 @@ def host_app() -> Callable[..., Awaitable[None]]:
             await reply(send, 404, {})
             return
         headers = {name.decode(): value.decode() for name, value in scope["headers"]}
-        request_id = headers.get("command-request-id", "")
-        aggregate_id = headers.get("command-aggregate-id", "")
+        command = parse_command(headers, b"".join(chunks))
+        request_id, aggregate_id = command.request_id, command.aggregate_id
         behaviour = aggregate_id.split("-", 1)[0]
         attempts[request_id] += 1
         if request_id in decided:
-            status, code = 200, "DuplicateRequestId"
+            status, code = 200, DUPLICATE_REQUEST_ID
         elif behaviour == "reject":
             status, code = 400, "IllegalState"
         elif (behaviour == "fail" and not healed) or (
@@ -145,23 +155,24 @@ def host_app() -> Callable[..., Awaitable[None]]:
         ):
             status, code = 503, "InternalServerError"
         else:
-            status, code = 200, "Ok"
-        if code in ("Ok", "IllegalState"):
+            status, code = 200, OK
+        if code in (OK, "IllegalState"):
             decided[request_id] = code
         ledger.append(
             {
                 "requestId": request_id,
                 "arrivedMs": arrived,
                 "code": code,
-                "dueMs": int(headers.get("command-header-schedule_due", "0")),
-                "slot": int(headers.get("command-header-schedule_slot", "0")),
-                "skipped": int(headers.get("command-header-schedule_skipped", "0")),
+                "dueMs": int(command.headers.get("schedule_due", "0")),
+                "slot": int(command.headers.get("schedule_slot", "0")),
+                "skipped": int(command.headers.get("schedule_skipped", "0")),
                 "aggregateId": aggregate_id,
             }
         )
-        if behaviour == "slow" and code == "Ok":
+        if behaviour == "slow" and code == OK:
             await asyncio.sleep(random.uniform(0.2, 1.5))
-        await reply(send, status, {"id": request_id, "errorCode": code, "errorMsg": ""}, code)
+        result = CommandResult.of(command, command_id=request_id, request_id=request_id, code=code)
+        await reply(send, status, result.model_dump_json().encode(), code)
 
     return app
 

@@ -64,13 +64,19 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from workers.eshop.inventory import PRODUCTS, SupplierFeed
 from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from workers.eshop.stock import STOCK
-from wow_temporal.delivery import COMMAND_SEND_PATH
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.store import EventStore
 from wow_temporal.ids import job_workflow_id, timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
 from wow_temporal.model import AggregateRef, Commit, ScheduleRule
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    ERROR_CODE_HEADER,
+    WireCommand,
+    command_headers,
+    read_result,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "wow-temporal"
@@ -368,24 +374,30 @@ class Shop:
     ) -> Sent:
         """Send until the host answers (a transport error or a 5xx is retried, same id)."""
         sent = Sent(kind, order_id, request_id)
-        headers = {
-            "Command-Type": command_type,
-            "Command-Aggregate-Context": ref.context_name,
-            "Command-Aggregate-Name": ref.aggregate_name,
-            "Command-Aggregate-Id": ref.aggregate_id,
-            "Command-Tenant-Id": ref.tenant_id,
-            "Command-Request-Id": request_id,
-        }
+        command = WireCommand(
+            type=command_type,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            aggregate_id=ref.aggregate_id,
+            tenant_id=ref.tenant_id,
+            request_id=request_id,
+            wait_stage=None,
+        )
+        headers = command_headers(command)
         deadline = time.monotonic() + COMMAND_DEADLINE_S
         while time.monotonic() < deadline:
             try:
                 response = await self.http.post(
                     self.url + COMMAND_SEND_PATH, json=body, headers=headers
                 )
-                code = str(response.json().get("errorCode", ""))
-            except (httpx.HTTPError, ValueError):
+            except httpx.HTTPError:
                 await asyncio.sleep(random.uniform(0.2, 0.5))
                 continue
+            answer = read_result(response.content, response.headers.get(ERROR_CODE_HEADER))
+            if answer.body is None:  # not a CommandResult: as a dropped connection
+                await asyncio.sleep(random.uniform(0.2, 0.5))
+                continue
+            code = answer.code or ""
             if response.status_code >= 500:
                 self.host_errors.append(f"{kind} {order_id} ({request_id}): {response.text}")
                 await asyncio.sleep(0.5)

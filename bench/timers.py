@@ -69,7 +69,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender
+from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import core_logging
@@ -78,6 +78,17 @@ from wow_temporal.settings import TelemetrySettings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.tracing import client_interceptors, configure_tracing
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    DUPLICATE_REQUEST_ID,
+    ERROR_CODE_HEADER,
+    OK,
+    REQUEST_ID_HEADER,
+    CommandResult,
+    WireCommand,
+    command_headers,
+    read_result,
+)
 from wow_temporal.worker import STICKY_TIMEOUT, timer_worker
 
 WOW_QUEUE = "bench-wow"
@@ -117,6 +128,23 @@ class BareTimer:
 
 # -- the domain host (its own process) --------------------------------------------------------
 
+CANCEL = WireCommand(
+    type="eshop.order.CancelOrder",
+    context_name="eshop-order",
+    aggregate_name="order",
+    tenant_id="t1",
+    body={"reason": "PAYMENT_TIMEOUT"},
+)
+"""The command every timer of the bench sends, but for its aggregate and request ids."""
+_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
+
+
+def _answer(code: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """Wow's `CommandResult` of `code` and its `Wow-Error-Code` header, made once: the host
+    answers fast (the ids in the body are not the request's; no sender reads them)."""
+    result = CommandResult.of(CANCEL, command_id="bench", request_id="bench", code=code)
+    return result.model_dump_json().encode(), [(ERROR_CODE_HEADER.lower().encode(), code.encode())]
+
 
 def host_app() -> Callable[..., Awaitable[None]]:
     """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`), and records.
@@ -127,6 +155,7 @@ def host_app() -> Callable[..., Awaitable[None]]:
     received: dict[str, float] = {}
     per_tag: dict[str, int] = {}
     duplicates = 0
+    answers = {code: _answer(code) for code in (OK, DUPLICATE_REQUEST_ID)}
 
     async def reply(send: Any, status: int, body: bytes, extra: list[Any] | None = None) -> None:
         headers = [(b"content-type", b"application/json"), *(extra or [])]
@@ -146,19 +175,18 @@ def host_app() -> Callable[..., Awaitable[None]]:
         if path == COMMAND_SEND_PATH:
             request_id = ""
             for name, value in scope["headers"]:
-                if name == b"command-request-id":
+                if name == _REQUEST_ID:
                     request_id = value.decode()
                     break
             if request_id in received:
                 duplicates += 1
-                code = "DuplicateRequestId"
+                code = DUPLICATE_REQUEST_ID
             else:
                 received[request_id] = now_ms
                 tag = request_id.split("-", 1)[0]
                 per_tag[tag] = per_tag.get(tag, 0) + 1
-                code = "Ok"
-            body = {"id": request_id, "requestId": request_id, "errorCode": code, "errorMsg": ""}
-            await reply(send, 200, json.dumps(body).encode(), [(b"wow-error-code", code.encode())])
+                code = OK
+            await reply(send, 200, *answers[code])
         elif path == "/_count":
             await reply(send, 200, json.dumps({"tags": per_tag, "duplicates": duplicates}).encode())
         elif path == "/_records":
@@ -240,25 +268,17 @@ class BareHttp:
             timeout=httpx.Timeout(10.0),
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
         )
-        self.headers = {
-            "Command-Type": "eshop.order.CancelOrder",
-            "Command-Aggregate-Context": "eshop-order",
-            "Command-Aggregate-Name": "order",
-            "Command-Tenant-Id": "t1",
-            "Command-Wait-Stage": "PROCESSED",
-        }
+        self.headers = command_headers(CANCEL)
 
     @activity.defn(name="bench.http")
     async def post(self, request_id: str) -> None:
         response = await self.client.post(
             self.url,
-            json={"reason": "PAYMENT_TIMEOUT"},
-            headers={**self.headers, "Command-Request-Id": request_id},
+            json=CANCEL.body,
+            headers={**self.headers, REQUEST_ID_HEADER: request_id},
         )
-        if response.status_code != 200 or response.json().get("errorCode") not in (
-            "Ok",
-            "DuplicateRequestId",
-        ):
+        answer = read_result(response.content, response.headers.get(ERROR_CODE_HEADER))
+        if response.status_code != 200 or answer.code not in (OK, DUPLICATE_REQUEST_ID):
             raise RuntimeError(f"host answered {response.status_code}")
 
 

@@ -41,12 +41,27 @@ from workers.eshop.stock import STOCK
 from wow_temporal import App, Commit
 from wow_temporal.delivery import CommandSender
 from wow_temporal.host.runtime import HostRuntime
+from wow_temporal.host.server import ErrorInfo
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.model import AggregateRef
 from wow_temporal.timers.client import Applied, TimerClient
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.wire import (
+    AGGREGATE_ID_HEADER,
+    COMMAND_SEND_PATH,
+    COMMAND_TYPE_HEADER,
+    ERROR_CODE_HEADER,
+    MESSAGE_HEADER_PREFIX,
+    OK,
+    REQUEST_ID_HEADER,
+    TENANT_ID_HEADER,
+    CommandResult,
+    WireCommand,
+    WireError,
+    command_headers,
+)
 from wow_temporal.worker import timer_worker
 
 __all__ = [
@@ -63,7 +78,9 @@ __all__ = [
     "wait_until",
 ]
 
-COMMAND_SEND = "/wow/command/send"
+RESTARTING = WireError("ServiceUnavailable", "the host is restarting")
+"""What the front answers while there is no host (with HTTP 503)."""
+_ERROR_CODE = ERROR_CODE_HEADER.lower().encode()
 
 FAST_DELIVERY = DeliverySettings(
     max_attempts=10,
@@ -163,19 +180,16 @@ class Front:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if scope["path"] != COMMAND_SEND or scope["method"] != "POST":
+        if scope["path"] != COMMAND_SEND_PATH or scope["method"] != "POST":
             await self._forward(scope, receive, send, None)
             return
-        headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1")
-            for name, value in scope["headers"]
-        }
+        headers = _headers(scope)
         seen = Seen(
-            request_id=headers.get("command-request-id", ""),
-            command_type=headers.get("command-type", ""),
-            tenant_id=headers.get("command-tenant-id", ""),
-            aggregate_id=headers.get("command-aggregate-id", ""),
-            timer=headers.get("command-header-schedule_timer", ""),
+            request_id=headers.get(REQUEST_ID_HEADER.lower(), ""),
+            command_type=headers.get(COMMAND_TYPE_HEADER.lower(), ""),
+            tenant_id=headers.get(TENANT_ID_HEADER.lower(), ""),
+            aggregate_id=headers.get(AGGREGATE_ID_HEADER.lower(), ""),
+            timer=headers.get(MESSAGE_HEADER_PREFIX.lower() + "schedule_timer", ""),
             received_ms=int(time.time() * 1000),
         )
         self.seen.append(seen)
@@ -190,7 +204,7 @@ class Front:
         app = self.app
         if app is None:
             if seen is not None:
-                seen.status, seen.error_code, seen.answered = 503, "ServiceUnavailable", True
+                seen.status, seen.error_code, seen.answered = 503, RESTARTING.code, True
             await send(
                 {
                     "type": "http.response.start",
@@ -198,8 +212,7 @@ class Front:
                     "headers": [(b"content-type", b"application/json")],
                 }
             )
-            body = b'{"errorCode":"ServiceUnavailable","errorMsg":"the host is restarting"}'
-            await send({"type": "http.response.body", "body": body})
+            await send({"type": "http.response.body", "body": _restarting(scope, seen)})
             return
         if seen is None:
             await app(scope, receive, send)
@@ -209,7 +222,7 @@ class Front:
             if message["type"] == "http.response.start":
                 seen.status = int(message["status"])
                 for name, value in message.get("headers", []):
-                    if name.lower() == b"wow-error-code":
+                    if name.lower() == _ERROR_CODE:
                         seen.error_code = value.decode("latin-1")
                 if seen.timer:
                     await self.answers.wait()
@@ -217,6 +230,23 @@ class Front:
             await send(message)
 
         await app(scope, receive, recording)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name (the last of each)."""
+    return {
+        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
+    }
+
+
+def _restarting(scope: Scope, seen: Seen | None) -> bytes:
+    """The body of the front's 503 while there is no host: Wow's `CommandResult` for a command
+    (`seen`), its `ErrorInfo` for anything else."""
+    if seen is None:
+        info = ErrorInfo(error_code=RESTARTING.code, error_msg=RESTARTING.message)
+        return info.model_dump_json().encode()
+    result = CommandResult.refusing(_headers(scope), RESTARTING, command_id=uuid.uuid4().hex)
+    return result.model_dump_json().encode()
 
 
 class _Server(uvicorn.Server):
@@ -267,7 +297,7 @@ class Answer:
 
     @property
     def ok(self) -> bool:
-        return self.error_code == "Ok"
+        return self.error_code == OK
 
 
 @dataclass(frozen=True)
@@ -427,25 +457,23 @@ class EshopStack:
         body: dict[str, Any] | None = None,
         *,
         request_id: str | None = None,
-        extra_headers: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> Answer:
-        headers = {
-            "Command-Type": command_type,
-            "Command-Aggregate-Context": ref.context_name,
-            "Command-Aggregate-Name": ref.aggregate_name,
-            "Command-Aggregate-Id": ref.aggregate_id,
-            "Command-Tenant-Id": ref.tenant_id,
-            "Command-Request-Id": request_id or uuid.uuid4().hex,
-            "Command-Wait-Stage": "PROCESSED",
-            **(extra_headers or {}),
-        }
-        response = await self.http.post(self.url + COMMAND_SEND, json=body or {}, headers=headers)
-        data = response.json()
+        command = WireCommand(
+            type=command_type,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            aggregate_id=ref.aggregate_id,
+            tenant_id=ref.tenant_id,
+            request_id=request_id or uuid.uuid4().hex,
+            traceparent=traceparent,
+        )
+        response = await self.http.post(
+            self.url + COMMAND_SEND_PATH, json=body or {}, headers=command_headers(command)
+        )
+        result = CommandResult.model_validate_json(response.content)
         return Answer(
-            response.status_code,
-            data["errorCode"],
-            data.get("errorMsg", ""),
-            data.get("aggregateVersion"),
+            response.status_code, result.error_code, result.error_msg, result.aggregate_version
         )
 
     async def read(self, ref: AggregateRef) -> dict[str, Any] | None:
@@ -493,9 +521,8 @@ class EshopStack:
         """Create an order (one `mug` unless `items` say), answered Ok; its ref."""
         ref = ORDER.ref(tenant, order_id)
         lines = [{"product_id": p, "quantity": q} for p, q in (items or {"mug": 1}).items()]
-        extra = {"traceparent": traceparent} if traceparent else None
         answer = await self.send(
-            "eshop.order.CreateOrder", ref, {"items": lines}, extra_headers=extra
+            "eshop.order.CreateOrder", ref, {"items": lines}, traceparent=traceparent
         )
         assert answer.ok, answer
         return ref

@@ -25,6 +25,7 @@ from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.jobs.client import JobClient, JobError, JobInfo, UnknownJobError
 from wow_temporal.jobs.core import RuleLayer
 from wow_temporal.model import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
+from wow_temporal.wire import TENANT_ID_HEADER
 
 __all__ = ["JobInfo", "RescheduleRequest", "job_router"]
 
@@ -79,7 +80,7 @@ _TenantQuery = Annotated[
 _TenantHeader = Annotated[
     str | None,
     Header(
-        alias="Command-Tenant-Id",
+        alias=TENANT_ID_HEADER,
         description="The instance's tenant, as Wow's command API takes it",
     ),
 ]

@@ -18,6 +18,15 @@ import httpx
 
 from wow_temporal.ids import job_workflow_id, timer_workflow_id
 from wow_temporal.model import NamedAggregate
+from wow_temporal.wire import (
+    COMMAND_SEND_PATH,
+    ERROR_CODE_HEADER,
+    OK,
+    ReadResult,
+    WireCommand,
+    command_headers,
+    read_result,
+)
 
 __all__ = ["DemoError", "run_demo"]
 
@@ -63,24 +72,21 @@ class _Walk:
         aggregate_id: str,
         body: dict[str, Any],
         tenant: str | None = None,
-    ) -> dict[str, Any]:
-        response = await self.host.post(
-            "/wow/command/send",
-            json=body,
-            headers={
-                "Command-Type": kind,
-                "Command-Aggregate-Context": aggregate.context_name,
-                "Command-Aggregate-Name": aggregate.aggregate_name,
-                "Command-Aggregate-Id": aggregate_id,
-                "Command-Tenant-Id": tenant or self.tenant,
-                "Command-Wait-Stage": "PROCESSED",
-            },
+    ) -> ReadResult:
+        command = WireCommand(
+            type=kind,
+            context_name=aggregate.context_name,
+            aggregate_name=aggregate.aggregate_name,
+            aggregate_id=aggregate_id,
+            tenant_id=tenant or self.tenant,
         )
-        result: dict[str, Any] = response.json()
-        code = result.get("errorCode")
+        response = await self.host.post(
+            COMMAND_SEND_PATH, json=body, headers=command_headers(command)
+        )
+        result = read_result(response.content, response.headers.get(ERROR_CODE_HEADER))
         self.say(
-            f"   → {kind.rsplit('.', 1)[-1]} {aggregate} {aggregate_id}: {code}"
-            + (f" ({result.get('errorMsg')})" if code != "Ok" else "")
+            f"   → {kind.rsplit('.', 1)[-1]} {aggregate} {aggregate_id}: {result.code}"
+            + (f" ({result.message})" if result.code != OK else "")
         )
         return result
 

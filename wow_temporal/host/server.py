@@ -309,7 +309,7 @@ def _error(rejection: Rejection) -> JSONResponse:
     return JSONResponse(
         ErrorInfo(error_code=rejection.code, error_msg=rejection.message).model_dump(),
         status_code=rejection.status,
-        headers={"Wow-Error-Code": rejection.code},
+        headers={ERROR_CODE_HEADER: rejection.code},
     )
 
 
