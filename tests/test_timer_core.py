@@ -614,6 +614,61 @@ def test_coalesce_past_the_count_limit_counts_up_to_the_limit() -> None:
     ]
 
 
+def _latest_due_of_0_1(
+    rule: ScheduleRule, slot: int, due: datetime, now: datetime
+) -> tuple[int, datetime]:
+    """0.1.x's coalesced slot number and due time, verbatim (the oracle its histories hold)."""
+    skipped = 0
+    while True:
+        following = rule.next_cron(due)
+        if following is None or following > now:
+            return slot, due
+        if skipped >= 100_000:
+            break
+        slot, due, skipped = slot + 1, following, skipped + 1
+    for window in (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1),
+                   timedelta(days=32), timedelta(days=366 * 400)):
+        found = rule.next_cron(max(due, now - window))
+        if found is not None and found <= now:
+            count = 1
+            while (following := rule.next_cron(found)) is not None and following <= now:
+                found, count = following, count + 1
+            return slot + count, found
+    raise AssertionError
+
+
+def test_a_catch_up_past_the_cap_is_numbered_as_the_run_recorded_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the cap the engine numbers the slot `next + cap`; a run recorded under 0.1.x
+    numbered it `next + missed` and already sent that request id, so its replay (the shell
+    asks its patch) numbers it as then: the ids it sends next were never sent."""
+    monkeypatch.setattr(engine_slots, "MAX_MISSED_COUNTED", 3)
+    rule = cron_rule("0 */15 * * * *")
+    state = core.initial(set_change(rule))
+    assert state.next_due is not None
+    now = state.next_due + timedelta(minutes=15 * 7, seconds=1)
+    _, new = core.step(state, now)
+    _, old = core.step(state, now, numbered_before_0_2=True)
+    assert core.passed_the_cap(new)
+    assert isinstance(new, Deliver) and isinstance(old, Deliver)
+    assert (new.delivery.slot, new.delivery.skipped) == (4, 3)
+    assert old.delivery.slot == _latest_due_of_0_1(rule, 1, state.next_due, now)[0] == 8
+    assert old.delivery.due == new.delivery.due
+    _, short = core.step(state, state.next_due + timedelta(minutes=15 * 2, seconds=1))
+    assert not core.passed_the_cap(short), "within the cap both numberings agree"
+
+
+def test_the_0_1_numbering_past_its_own_walk_matches_0_1() -> None:
+    """A one-second rule 100,050 s behind: 0.1.x walked 100,000 due times, then counted the
+    last minute's; the kept numbering gives the same slot."""
+    rule = cron_rule("* * * * * *")
+    first = datetime(2026, 12, 1, tzinfo=UTC)
+    now = first + timedelta(seconds=100_050, milliseconds=500)
+    want, _ = _latest_due_of_0_1(rule, 1, first, now)
+    assert core._numbered_before_0_2(rule, 1, first, now) == want
+
+
 LIMIT_CRONS = (
     "0 */15 * * * *",
     "*/30 * * * * *",

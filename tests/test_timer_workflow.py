@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from tests.told import told
 from wow_temporal.delivery import DELIVERY_PARKED, DeliveryOutcome, DeliveryRequest
+from wow_temporal.engine import slots as engine_slots
 from wow_temporal.model import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import KeyChange, changes_of
@@ -315,6 +316,37 @@ async def test_cron_slots_missed_while_no_worker_ran(rig: Rig, misfire: str, exp
         assert request.request_id == f"{commit['id']}:e0#{request.schedule.slot}"
     assert state.next_slot == due_by_now + 1
     assert state.next_due == first_due + timedelta(hours=due_by_now)
+
+
+async def test_a_catch_up_past_the_cap_is_numbered_by_the_engine_and_marks_its_history(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the cap at 2, five missed hourly slots coalesce into slot 3 (the engine's rule),
+    # and the run records the patch that says so: a replay of a run without it (recorded
+    # under 0.1.x) numbers as 0.1.x did, so it never sends a request id twice.
+    monkeypatch.setattr(engine_slots, "MAX_MISSED_COUNTED", 2)
+    now = await rig.now()
+    created = now - timedelta(hours=5, minutes=30)
+    commit = await rig.commit(
+        1, schedule_set("capped", {"cron": "0 0 * * * *", "zone": "UTC"}), created=created
+    )
+    async with rig.worker():
+        await rig.timers.apply(commit)
+        handle = rig.client.get_workflow_handle(rig.workflow_id("capped"))
+        for _ in range(100):
+            state = await handle.query(TimerWorkflow.state)
+            if state.delivered >= 1:
+                break
+            await asyncio.sleep(0.1)
+        await rig.timers.cancel(rig.workflow_id("capped"))
+    assert [(r.schedule.slot, r.schedule.skipped) for r, _ in rig.host.requests] == [(3, 2)]
+    markers = [
+        event.marker_recorded_event_attributes
+        for event in (await handle.fetch_history()).events
+        if event.HasField("marker_recorded_event_attributes")
+    ]
+    recorded = [str(m.details) for m in markers]
+    assert any("wow-one-missed-cap" in text for text in recorded), recorded
 
 
 async def test_cron_timer_continues_as_new_and_keeps_counting(rig: Rig) -> None:

@@ -12,10 +12,10 @@ longer pending), so the state always says how many commands the host decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
-from wow_temporal.engine import Frozen, latest_due, short_instant
+from wow_temporal.engine import Frozen, latest_due, short_instant, slots
 from wow_temporal.model import (
     AggregateRef,
     Misfire,
@@ -335,8 +335,12 @@ def retry(state: TimerState) -> TimerState:
 # --- what to do next --------------------------------------------------------------------------
 
 
-def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
-    """What to do at `now`: sleep, deliver a slot (never before it is due), wait, or finish."""
+def step(
+    state: TimerState, now: datetime, *, numbered_before_0_2: bool = False
+) -> tuple[TimerState, Step]:
+    """What to do at `now`: sleep, deliver a slot (never before it is due), wait, or finish.
+    `numbered_before_0_2`: number a catch-up past `MAX_MISSED_COUNTED` as 0.1.x did (see
+    `_numbered_before_0_2`)."""
     spec = state.spec
     if spec is None and state.status is Status.PARKED:
         return state, AwaitOperator()  # it cannot read its input: an operator decides
@@ -355,12 +359,49 @@ def step(state: TimerState, now: datetime) -> tuple[TimerState, Step]:
     delivery = Delivery(timer=spec.timer, slot=state.next_slot, due=due)
     if spec.recurring and spec.rule.misfire is Misfire.COALESCE:
         latest = latest_due(spec.rule.next_cron, due, now)  # one slot, numbered past those skipped
-        delivery = Delivery(
-            timer=spec.timer, slot=state.next_slot + latest.skipped, due=latest.due,
-            skipped=latest.skipped,
-        )
+        slot = state.next_slot + latest.skipped
+        if numbered_before_0_2 and latest.skipped >= slots.MAX_MISSED_COUNTED:
+            slot = _numbered_before_0_2(spec.rule, state.next_slot, due, now)
+        delivery = Delivery(timer=spec.timer, slot=slot, due=latest.due, skipped=latest.skipped)
     new = state.model_copy(update={"pending": delivery, "status": Status.DELIVERING})
     return new, Deliver(delivery)
+
+
+def passed_the_cap(step: Step) -> bool:
+    """Whether `step` delivers a catch-up past `MAX_MISSED_COUNTED`, whose slot number 0.1.x
+    gave otherwise: the shell asks its patch which numbering the run's history used."""
+    return isinstance(step, Deliver) and step.delivery.skipped >= slots.MAX_MISSED_COUNTED
+
+
+def _numbered_before_0_2(rule: ScheduleRule, slot: int, due: datetime, now: datetime) -> int:
+    """The slot 0.1.x numbered a catch-up from (`slot`, `due`) at `now`: one a missed due time
+    up to 100,000, then one a due time of the first window before `now` that held one (a
+    minute, an hour, a day, 32 days, 400 years). Kept only so that a timer which caught up that
+    far under 0.1.x replays with the request ids it already sent; remove in 0.2."""
+    walked = 0
+    while (following := rule.next_cron(due)) is not None and following <= now:
+        if walked >= 100_000:
+            break
+        due, walked = following, walked + 1
+    else:
+        return slot + walked
+    for window in _WINDOWS_BEFORE_0_2:
+        found = rule.next_cron(max(due, now - window))
+        if found is not None and found <= now:
+            count = 1
+            while (following := rule.next_cron(found)) is not None and following <= now:
+                found, count = following, count + 1
+            return slot + walked + count
+    raise AssertionError("a slot is due by now: the walk saw one")  # pragma: no cover
+
+
+_WINDOWS_BEFORE_0_2 = (
+    timedelta(minutes=1),
+    timedelta(hours=1),
+    timedelta(days=1),
+    timedelta(days=32),
+    timedelta(days=366 * 400),
+)
 
 
 # --- delivery outcomes ------------------------------------------------------------------------

@@ -41,6 +41,10 @@ __all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow", "read_payload"]
 
 _T = TypeVar("_T")
 
+_ONE_MISSED_CAP = "wow-one-missed-cap"
+"""Patch: a catch-up past `MAX_MISSED_COUNTED` slots is numbered by the engine's one rule
+(runs that caught up under 0.1.x replay with the slot numbers, so the request ids, they sent)."""
+
 _CONTINUE_ON_IGNORED = "wow-continue-on-ignored"
 """Patch: ignored changes, and a parked timer, lead to continue-as-new too (runs recorded
 before it replay as they ran)."""
@@ -112,7 +116,7 @@ class TimerWorkflow:
 
     async def _run(self) -> TimerState:
         while True:
-            self._state, next_step = core.step(self._state, workflow.now())
+            self._state, next_step = self._step()
             self._show(next_step)
             match next_step:
                 case core.Finish():
@@ -127,6 +131,16 @@ class TimerWorkflow:
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
+
+    def _step(self) -> tuple[core.TimerState, core.Step]:
+        """The core's next step; a catch-up past the cap is numbered as the run's history
+        says: as 0.1.x did when it was recorded without the patch (asked only then, so no
+        other timer's history gains a marker)."""
+        now = workflow.now()
+        state, next_step = core.step(self._state, now)
+        if core.passed_the_cap(next_step) and not workflow.patched(_ONE_MISSED_CAP):
+            state, next_step = core.step(self._state, now, numbered_before_0_2=True)
+        return state, next_step
 
     @workflow.signal(name="apply")
     def apply_signal(self, raw: RawValue) -> None:
