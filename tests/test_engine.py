@@ -59,7 +59,7 @@ class Counting:
         return self.rule(instant)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     expression=st.sampled_from(EXPRESSIONS),
     zone=st.sampled_from(ZONES),

@@ -1,9 +1,9 @@
-"""Slots over a cron rule: the one cache of parsed expressions, and the one misfire algorithm
-both cores use (of the due times missed by now, the latest, and how many it skips)."""
+"""Slots over a cron rule: parsing it (over `CronExpression.parse`, the one cache), and the one
+misfire algorithm both cores use (of the due times missed by now, the latest, and how many it
+skips)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,9 +24,9 @@ stays well under the SDK's 2 s limit on a workflow task (about 7 µs a due time)
 _SECOND = timedelta(seconds=1)
 
 
-@functools.lru_cache(maxsize=1024)
 def parsed_cron(expression: str) -> CronExpression:
-    """A six-field Spring cron expression, parsed once per process (raises `CronSyntaxError`)."""
+    """A six-field Spring cron expression (raises `CronSyntaxError`), parsed once per process:
+    `CronExpression.parse` keeps the one cache of parsed expressions."""
     return CronExpression.parse(expression)
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from functools import lru_cache
 from typing import Literal
-from zoneinfo import ZoneInfo
 
 from pydantic import ConfigDict, Field
 
@@ -86,7 +84,7 @@ class JobRule(Frozen):
 
     def next_after(self, instant: datetime) -> datetime | None:
         """The first due time strictly after `instant`, in UTC; None if it never matches."""
-        found = parsed_cron(self.expression).next(instant.astimezone(_zone(self.zone)))
+        found = parsed_cron(self.expression).next(instant.astimezone(zone_info(self.zone)))
         return None if found is None else found.astimezone(UTC)
 
     def describe(self) -> str:
@@ -232,11 +230,6 @@ class AwaitOperator(Frozen):
 
 
 Step = Sleep | Handle | AwaitOperator
-
-
-@lru_cache(maxsize=256)
-def _zone(name: str) -> ZoneInfo:
-    return zone_info(name)
 
 
 def initial(
