@@ -110,7 +110,10 @@ def test_what_a_command_without_ids_sends_and_how_it_is_read() -> None:
         "Command-Type": "x.Create",
         "Command-Aggregate-Context": "ctx",
         "Command-Aggregate-Name": "thing",
+        "Command-Aggregate-Id": "",
         "Command-Tenant-Id": DEFAULT_TENANT,
+        "Command-Owner-Id": "",
+        "Wow-Space-Id": "",
         "Command-Wait-Stage": PROCESSED,
     }
     routing = {
@@ -178,7 +181,7 @@ def test_a_delivery_is_read_by_the_host_as_the_timer_meant_it() -> None:
     assert (schedule.timer, schedule.key, schedule.slot, schedule.due) == (
         "timer-1", "grace", 3, 1_764_470_000_000,
     )  # fmt: skip
-    assert "Wow-Space-Id" not in headers  # an empty id is not sent: absent reads as empty
+    assert headers["Wow-Space-Id"] == "", "every id header goes, empty or not, as Wow sends it"
 
 
 # --- what Wow refuses -----------------------------------------------------------------------

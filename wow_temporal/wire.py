@@ -204,10 +204,8 @@ def command_headers(command: WireCommand) -> dict[str, str]:
         SPACE_ID_HEADER: command.space_id,
         REQUEST_ID_HEADER: command.request_id,
     }
-    optional = (AGGREGATE_ID_HEADER, OWNER_ID_HEADER, SPACE_ID_HEADER, REQUEST_ID_HEADER)
-    for name in optional:
-        if not raw[name]:
-            del raw[name]
+    if not raw[REQUEST_ID_HEADER]:  # the host makes one; the others go as Wow sends them
+        del raw[REQUEST_ID_HEADER]
     if command.expected_version is not None:
         raw[AGGREGATE_VERSION_HEADER] = str(command.expected_version)
     if command.wait_stage is not None:
