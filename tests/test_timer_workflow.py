@@ -259,6 +259,8 @@ async def test_failures_park_then_retry_delivers_the_same_request(rig: Rig) -> N
     assert state.status is Status.DELIVERED
     assert set(rig.host.request_ids) == {f"{commit['id']}:e0#1"}
     assert len(rig.host.requests) == 4
+    # the operator's retry says so: it starts late by design and is not counted late
+    assert [r.retried for r, _ in rig.host.requests] == [False, False, False, True]
 
 
 async def test_a_newer_schedule_ends_a_parked_one(rig: Rig) -> None:

@@ -193,13 +193,14 @@ async def test_the_control_api_serves_the_commits_it_ingests(
 
 
 @pytest.mark.parametrize(
-    ("attempt", "started_after_due", "bound", "late"),
+    ("attempt", "started_after_due", "bound", "late", "retried"),
     [
-        (1, timedelta(seconds=1.5), timedelta(seconds=1), 1),  # later than the bound
-        (1, timedelta(seconds=0.5), timedelta(seconds=1), 0),  # within it
-        (1, timedelta(seconds=1.5), timedelta(seconds=2), 0),  # the bound is the setting's
-        (2, timedelta(seconds=30), timedelta(seconds=1), 0),  # a retry: the first attempt counts
-        (1, timedelta(seconds=30), None, 0),  # no bound given: nothing counted
+        (1, timedelta(seconds=1.5), timedelta(seconds=1), 1, False),  # later than the bound
+        (1, timedelta(seconds=0.5), timedelta(seconds=1), 0, False),  # within it
+        (1, timedelta(seconds=1.5), timedelta(seconds=2), 0, False),  # the bound is the setting's
+        (2, timedelta(seconds=30), timedelta(seconds=1), 0, False),  # a retry: the first counts
+        (1, timedelta(seconds=30), None, 0, False),  # no bound given: nothing counted
+        (1, timedelta(hours=2), timedelta(seconds=1), 0, True),  # an operator's retry of a park
     ],
 )
 @on_the_session_loop
@@ -209,10 +210,11 @@ async def test_a_delivery_whose_first_attempt_starts_later_than_the_bound_is_cou
     started_after_due: timedelta,
     bound: timedelta | None,
     late: int,
+    retried: bool,
 ) -> None:
     buffer = MetricBuffer(1000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
-    request = make_request()
+    request = make_request().model_copy(update={"retried": retried})
     due = datetime.fromtimestamp(request.schedule.due / 1000, UTC)
     env = ActivityEnvironment()
     env.metric_meter = runtime.metric_meter

@@ -147,6 +147,8 @@ class DeliveryRequest(WireModel):
     """(version, event index) of the `wow.ScheduleSet` in force, against the deletion's."""
     max_failures: int = Field(default=10, ge=1)
     """Technical failures of the host before the delivery is parked (lost workers don't count)."""
+    retried: bool = False
+    """An operator's retry of a parked delivery: not counted late (it starts late by design)."""
 
 
 class DeliveryOutcome(WireModel):
@@ -466,7 +468,8 @@ class DeliveryActivities:
             EARLY_DELIVERY,
         )
         schedule = request.schedule
-        record_lateness_bound(schedule.due, self.late_after)
+        if not request.retried:
+            record_lateness_bound(schedule.due, self.late_after)
         attributes: dict[str, str | int | bool] = {
             "wow.command.type": request.command.type,
             "wow.request_id": request.request_id,

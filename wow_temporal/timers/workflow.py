@@ -89,6 +89,8 @@ class TimerWorkflow:
         """The order in force before that activation's changes."""
         self._cancel_seen = 0
         """The history length at which a cancel request interrupted a delivery, if one did."""
+        self._retried = ""
+        """The request id an operator retried after it was parked (not counted late)."""
         self._operator_cancels: list[str] = []
         """Ids of the operators' cancels taken (an update and its fallback signal are one)."""
         current = workflow.info().typed_search_attributes
@@ -180,6 +182,8 @@ class TimerWorkflow:
     @workflow.update(name="retry")
     def retry(self) -> TimerState:
         """An operator's retry of the parked slot, with the same request id."""
+        if self._state.pending is not None:
+            self._retried = self._state.pending.request_id  # it starts late by design
         self._update(core.retry(self._state))
         return self._state
 
@@ -289,6 +293,7 @@ class TimerWorkflow:
             owner=spec.owner,
             set_order=self._state.applied,
             max_failures=settings.max_attempts,
+            retried=delivery.request_id == self._retried,
         )
         handle = workflow.start_activity(
             "wow.deliver",
