@@ -54,3 +54,15 @@ def test_the_old_import_path_of_the_wire_model_still_works_until_0_2() -> None:
     assert schedule.__all__ == model.__all__
     for name in model.__all__:
         assert getattr(schedule, name) is getattr(model, name), name
+
+
+def test_the_old_module_paths_of_the_dev_stack_still_import_until_0_2() -> None:
+    import wow_temporal.dev as dev
+    import wow_temporal.embedded as embedded
+    from wow_temporal.dev import stack
+    from wow_temporal.testing import skip_time
+
+    assert dev.run_dev is stack.run_dev and dev.READY_LINE == stack.READY_LINE
+    assert embedded.skip_time is skip_time
+    for name in embedded.__all__:
+        assert getattr(embedded, name) is not None, name
