@@ -56,6 +56,7 @@ import httpx
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from bench.stats import percentile
 from wow_temporal import (
     App,
     Command,
@@ -468,13 +469,6 @@ def commit(aggregate_id: str, due_ms: int, run: str) -> Commit:
             ],
         }
     )
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 async def pool(

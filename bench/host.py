@@ -63,6 +63,7 @@ import httpx
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
+from bench.stats import percentile
 from workers.eshop.order import (
     ORDER,
     PAYMENT_GRACE_PERIOD,
@@ -215,14 +216,6 @@ class HttpSender:
 # -- measuring --------------------------------------------------------------------------------
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    """The q-quantile (nearest rank) of `values`; nan if none."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 @dataclass
 class Run:
     """A load: how many commands, how long, each one's latency (ms), the refusals."""
@@ -242,11 +235,11 @@ class Run:
 
     @property
     def p50(self) -> float:
-        return pct(self.latencies, 0.5)
+        return percentile(self.latencies, 0.5)
 
     @property
     def p99(self) -> float:
-        return pct(self.latencies, 0.99)
+        return percentile(self.latencies, 0.99)
 
     @property
     def error_count(self) -> int:
@@ -771,11 +764,11 @@ class Lag:
 
     @property
     def p50(self) -> float:
-        return pct(self.lags, 0.5)
+        return percentile(self.lags, 0.5)
 
     @property
     def p99(self) -> float:
-        return pct(self.lags, 0.99)
+        return percentile(self.lags, 0.99)
 
     @property
     def max(self) -> float:
@@ -783,7 +776,7 @@ class Lag:
 
     def third(self, which: int) -> float:
         k = len(self.lags) // 3
-        return pct(self.lags[which * k : (which + 1) * k] if k else self.lags, 0.5)
+        return percentile(self.lags[which * k : (which + 1) * k] if k else self.lags, 0.5)
 
     @property
     def behind(self) -> bool:
@@ -1056,7 +1049,7 @@ def print_report(r: Report) -> None:
         )
         print(
             f"    commit -> timer workflow start time ({len(lag.started)} read by id) "
-            f"p50 {pct(lag.started, 0.5):.1f} ms  p99 {pct(lag.started, 0.99):.1f} ms"
+            f"p50 {percentile(lag.started, 0.5):.1f} ms  p99 {percentile(lag.started, 0.99):.1f} ms"
         )
         print(
             f"    confirms sent at {s.rate:.0f}/s  p50 {s.p50:.2f} ms  p99 {s.p99:.2f} ms  "
@@ -1162,8 +1155,8 @@ def to_json(report: Report) -> dict[str, Any]:
             "behind": lag.behind,
             "drain_s": lag.drain_s,
             "server_cpu_share": lag.server_cpu_s / lag.sent.seconds if lag.sent.seconds else None,
-            "timer_start_p50_ms": pct(lag.started, 0.5),
-            "timer_start_p99_ms": pct(lag.started, 0.99),
+            "timer_start_p50_ms": percentile(lag.started, 0.5),
+            "timer_start_p99_ms": percentile(lag.started, 0.99),
             "sent": run_json(lag.sent),
         }
 

@@ -36,7 +36,6 @@ import contextlib
 import functools
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +53,7 @@ from temporalio import workflow
 from temporalio.client import Client
 
 from bench.soak import WorkerProcess
+from bench.stats import percentile
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
@@ -116,10 +116,6 @@ async def timed(
     began = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     return done / (time.perf_counter() - began), latencies
-
-
-def p(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -208,7 +204,8 @@ async def run(args: argparse.Namespace) -> None:
             for name, (rate, latencies) in results.items():
                 print(
                     f"  {name:24} {rate:7.0f} commits/s  ratio {rate / base:4.2f}  "
-                    f"request p50 {p(latencies, 50):7.1f} ms  p99 {p(latencies, 99):7.1f} ms"
+                    f"request p50 {percentile(latencies, 0.5):7.1f} ms  "
+                    f"p99 {percentile(latencies, 0.99):7.1f} ms"
                 )
             if args.timers:
                 await run_changes(server, http, client, args)
@@ -348,7 +345,7 @@ async def run_changes(
             await workers.stop()
         healthy = [r for r in results if r[0] == "healthy"]
         base_rate, base_latencies = max((r[1], r[2]) for r in healthy)
-        base_p99 = p(base_latencies, 99)
+        base_p99 = percentile(base_latencies, 0.99)
         print(
             f"=== changes of {args.timers} running timers x {args.rounds_per_case} rounds, "
             f"POST /commits from {CHANGE_CLIENTS} clients ==="
@@ -357,8 +354,9 @@ async def run_changes(
             applied = f"applied in {settle:5.1f} s" if settle >= 0 else "applied once one runs"
             print(
                 f"  {name:28} {rate:6.0f} commits/s  x{rate / base_rate:4.2f}  "
-                f"p50 {p(latencies, 50):6.1f} ms  p99 {p(latencies, 99):6.1f} ms "
-                f"x{p(latencies, 99) / base_p99:4.2f}  {applied}"
+                f"p50 {percentile(latencies, 0.5):6.1f} ms  "
+                f"p99 {percentile(latencies, 0.99):6.1f} ms "
+                f"x{percentile(latencies, 0.99) / base_p99:4.2f}  {applied}"
             )
 
 

@@ -72,6 +72,7 @@ from temporalio.client import (
 )
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
+from bench.stats import percentile
 from wow_temporal import (
     App,
     Command,
@@ -525,13 +526,6 @@ def describe_metric(delta: dict[str, float], ticks: int) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def cpu_seconds(pid: int | None) -> float:

@@ -45,7 +45,6 @@ import logging
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +62,7 @@ import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from bench.stats import summary
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
@@ -612,23 +612,6 @@ class Report:
         )
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    cut = (
-        statistics.quantiles(ordered, n=100, method="inclusive")
-        if len(ordered) > 1
-        else ordered * 99
-    )
-    return {
-        "n": len(ordered),
-        "p50": round(cut[49], 1),
-        "p99": round(cut[98], 1),
-        "max": round(ordered[-1], 1),
-    }
-
-
 def check(
     report: Report,
     schedules: list[Schedule],
@@ -757,9 +740,9 @@ def check(
                 report.decided_once += 1
     report.latest_outside = sorted(report.latest_outside, reverse=True)[:5]
     report.latest_inside = sorted(report.latest_inside, reverse=True)[:5]
-    report.lateness_outside = percentiles(outside)
-    report.lateness_inside = percentiles(inside)
-    report.lateness_unhealthy = percentiles(unhealthy)
+    report.lateness_outside = summary(outside)
+    report.lateness_inside = summary(inside)
+    report.lateness_unhealthy = summary(unhealthy)
 
 
 def ingest_in_chaos(
@@ -795,8 +778,8 @@ def ingest_in_chaos(
     report.ingest_outside_per_s = round(outside, 1)
     report.ingest_inside_per_s = round(inside, 1)
     report.ingest_inside_ratio = round(inside / outside, 2) if outside else 0.0
-    report.apply_p99_outside_ms = percentiles(took["outside"]).get("p99", 0.0)
-    report.apply_p99_inside_ms = percentiles(took["worker"]).get("p99", 0.0)
+    report.apply_p99_outside_ms = summary(took["outside"]).get("p99", 0.0)
+    report.apply_p99_inside_ms = summary(took["worker"]).get("p99", 0.0)
 
 
 async def count_task_timeouts(client: Client, workflow_ids: list[str]) -> int:
@@ -917,7 +900,7 @@ async def soak(args: argparse.Namespace) -> Report:
                 / max(ingest_done, 1e-9),
                 1,
             )
-            lat = percentiles([took * 1000 for _, took in applies])
+            lat = summary([took * 1000 for _, took in applies])
             report.apply_p50_ms, report.apply_p99_ms = lat.get("p50", 0.0), lat.get("p99", 0.0)
             report.workers = args.workers
             first_planned = min(at for a in aggregates for c in a.commits for at in c.handovers)

@@ -44,7 +44,6 @@ import logging
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from bench.stats import summary
 from workers.eshop.inventory import PRODUCTS, SupplierFeed
 from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from workers.eshop.stock import STOCK
@@ -630,24 +630,6 @@ class Report:
             self.problems.append(f"{count}: {text}")
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    cut = (
-        statistics.quantiles(ordered, n=100, method="inclusive")
-        if len(ordered) > 1
-        else ordered * 99
-    )
-    return {
-        "n": len(ordered),
-        "p50": round(cut[49], 1),
-        "p90": round(cut[89], 1),
-        "p99": round(cut[98], 1),
-        "max": round(ordered[-1], 1),
-    }
-
-
 def read_log(store_path: Path) -> tuple[list[Commit], EventStore]:
     """Every commit of the host's notification log, in order (the host has stopped)."""
     store = EventStore(store_path)
@@ -783,8 +765,8 @@ def check_orders(
                     "repeat_answered_otherwise",
                     f"{one.kind} {one.order_id}: {one.code}, then {one.again}",
                 )
-    report.lateness_timers = percentiles(late_all)
-    report.lateness_timers_outside = percentiles(late_outside)
+    report.lateness_timers = summary(late_all, (0.5, 0.9, 0.99))
+    report.lateness_timers_outside = summary(late_outside, (0.5, 0.9, 0.99))
     return orders
 
 
@@ -950,8 +932,8 @@ def check_stock_and_job(
             f"the last slot ({report.slots_last}) was due at {last_due}, the "
             f"job worker stopped at {job_stopped_ms}",
         )
-    report.lateness_ticks = percentiles(ticks_all)
-    report.lateness_ticks_outside = percentiles(ticks_outside)
+    report.lateness_ticks = summary(ticks_all)
+    report.lateness_ticks_outside = summary(ticks_outside)
     report.latest_outside = sorted(report.latest_outside, reverse=True)[:6]
 
 

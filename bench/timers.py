@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import importlib
 import json
-import math
 import re
 import secrets
 import subprocess
@@ -69,6 +68,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
+from bench.stats import percentile
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
@@ -478,11 +478,6 @@ class Burst:
     late_ingest: bool
     p50_ms: float
     last_ms: float
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 async def run_side(
