@@ -1,4 +1,4 @@
-"""Re-record the workflow histories that `tests/test_replay.py` replays (run by hand, not in CI):
+"""Re-record the workflow histories that `tests/unit/test_replay.py` replays (by hand, not in CI):
 
     .venv/bin/python tests/record_histories.py            # every history
     .venv/bin/python tests/record_histories.py timer_cron job_ticks   # only these
@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from tests.recording_host import RecordingHost
+from tests.helpers.recording_host import RecordingHost
 from wow_temporal import (
     Command,
     JobScope,
