@@ -30,6 +30,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from tests.helpers.eventually import eventually
 from workers.eshop.inventory import app as inventory_app
 from workers.eshop.order import (
     ORDER,
@@ -75,7 +76,6 @@ __all__ = [
     "Seen",
     "new_tenant",
     "timer_result",
-    "wait_until",
 ]
 
 RESTARTING = WireError("ServiceUnavailable", "the host is restarting")
@@ -96,27 +96,6 @@ FAST_DELIVERY = DeliverySettings(
 def new_tenant() -> str:
     """A tenant of the test's own: tests on the shared dev server never see each other."""
     return f"t-{uuid.uuid4().hex[:12]}"
-
-
-async def wait_until(
-    probe: Callable[[], Any],
-    *,
-    timeout: float,  # noqa: ASYNC109 - a plain deadline reads best in tests
-    what: str,
-    interval: float = 0.05,
-) -> Any:
-    """Await `probe()` (sync or async) until it is truthy; its value. AssertionError saying
-    `what` was not reached, with the last value, when `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"not reached in {timeout:g}s: {what} (last: {value!r})")
-        await asyncio.sleep(interval)
 
 
 # --- the front: what reaches the host -----------------------------------------------------------
@@ -404,9 +383,9 @@ class EshopStack:
         )
         self._server = _Server(config)
         self._serving = asyncio.create_task(self._server.serve(sockets=[sock]))
-        await wait_until(
+        await eventually(
             lambda: self._server is not None and self._server.started,
-            timeout=10,
+            within=10,
             what="the host serves",
             interval=0.01,
         )
@@ -539,8 +518,8 @@ class EshopStack:
             view = await self.order(ref)
             return view if view.status == status else None
 
-        found: OrderView = await wait_until(
-            reached, timeout=timeout, what=f"order {ref.aggregate_id} {status}"
+        found: OrderView = await eventually(
+            reached, within=timeout, what=f"order {ref.aggregate_id} {status}"
         )
         return found
 

@@ -89,7 +89,7 @@ def timer_id(aggregate_id: str, key: str, tenant: str = "t1") -> str:
     return f"wow-timer:eshop-order.order:{tenant}:{aggregate_id}:{key}"
 
 
-async def eventually(
+async def polled(
     fetch: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 5.0
 ) -> T:
     """Poll `fetch` until `check` holds (visibility lags); the last value if it never does."""
@@ -121,7 +121,7 @@ class Api:
             found: list[dict[str, Any]] = response.json()
             return found
 
-        return await eventually(fetch, lambda found: len(found) == expect)
+        return await polled(fetch, lambda found: len(found) == expect)
 
     async def show(self, workflow_id: str, token: str = OPERATOR) -> httpx.Response:
         return await self.http.get(f"/timers/{workflow_id}", headers=auth(token))
@@ -645,7 +645,7 @@ async def test_parked_timer_is_retried_with_the_same_request_id(api: Api) -> Non
         value: str = shown.json()["status"]
         return value
 
-    assert await eventually(status, lambda s: s == "Parked", within=10) == "Parked"
+    assert await polled(status, lambda s: s == "Parked", within=10) == "Parked"
     failed = [r for r in api.host.requests if r.aggregate_id == api.aggregate_id]
     assert len(failed) == 2  # max_attempts
     assert {r.behaviour for r in failed} == {"fail"}
@@ -663,7 +663,7 @@ async def test_parked_timer_is_retried_with_the_same_request_id(api: Api) -> Non
     assert delivered.request_id == failed[0].request_id == f"{commit['id']}:e-1#1"
 
     # Not parked any more: nothing to retry.
-    assert await eventually(status, lambda s: s == "Delivered") == "Delivered"
+    assert await polled(status, lambda s: s == "Delivered") == "Delivered"
     again = await api.http.post(f"/timers/{workflow_id}/retry", headers=auth(OPERATOR))
     assert again.status_code == 409
     assert again.json()["error"] == "Conflict"
@@ -1080,7 +1080,7 @@ async def test_listed_job_instances_say_what_showing_them_says(
             found: list[dict[str, Any]] = answer.json()
             return sorted(found, key=lambda info: str(info["name"]))
 
-        listed = await eventually(lambda: listing(OPERATOR), lambda found: len(found) == 2)
+        listed = await polled(lambda: listing(OPERATOR), lambda found: len(found) == 2)
         shown = [
             (await http.get(path, headers=auth(OPERATOR))).json()
             for path in (

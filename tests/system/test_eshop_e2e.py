@@ -29,8 +29,8 @@ from tests.helpers.eshop_stack import (
     Seen,
     new_tenant,
     timer_result,
-    wait_until,
 )
+from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import quiescent
 from tests.helpers.worker_process import WorkerProcess
 from workers.eshop.order import (
@@ -136,7 +136,7 @@ async def test_an_unpaid_order_is_cancelled_once_by_its_timer_never_early(
         data = (await stack.http.get(stack.url + stock)).json()
         return bool(data["state"]["reserved"] == {})
 
-    await wait_until(released, timeout=10, what="the stock released")
+    await eventually(released, within=10, what="the stock released")
 
 
 @pytest.mark.timeout(60)
@@ -283,7 +283,7 @@ async def test_a_cancellation_in_flight_when_the_order_is_paid_is_refused_and_co
         return running.spec is None and running.pending is None
 
     # The relay hands the payment's cancel to the timer while its command is at the door.
-    await wait_until(cancelled_in_flight, timeout=10, what="the cancel reaches the timer")
+    await eventually(cancelled_in_flight, within=10, what="the cancel reaches the timer")
     # Handed over without waiting for the command's fate (nor for a worker).
     (answer,) = stack.timers.answers_for(pay_commit.id)
     assert [(a.kind, a.outcome) for a in answer] == [("cancel", "handed-over")]
@@ -457,7 +457,7 @@ async def test_a_crash_between_the_hand_over_and_the_checkpoint_applies_the_sche
             handed = trail.index(("handed", set_commit.id))
             return any(kind == "crash" for kind, _ in trail[handed:])
 
-        await wait_until(crashed_after_hand_over, timeout=10, what="a crash after the hand-over")
+        await eventually(crashed_after_hand_over, within=10, what="a crash after the hand-over")
         await stack.stop_runtime()
         crashing = False
         first = stack.timers.answers_for(set_commit.id)
@@ -475,9 +475,9 @@ async def test_a_crash_between_the_hand_over_and_the_checkpoint_applies_the_sche
         assert set_commit.id in [c.id for _, c in log], "the relay recorded its position"
 
         stack.start_runtime()
-        await wait_until(
+        await eventually(
             lambda: len(stack.timers.answers_for(set_commit.id)) > len(first),
-            timeout=15,
+            within=15,
             what="the new host hands the commit over again",
         )
         again = stack.timers.answers_for(set_commit.id)[len(first)]
@@ -494,8 +494,8 @@ async def test_a_crash_between_the_hand_over_and_the_checkpoint_applies_the_sche
         assert cancelled["timer"] == timer
         assert cancel_commit.create_time >= set_commit.create_time + GRACE_MS
         only(stack.front.by_timer(timer))
-        await wait_until(
-            lambda: _relay_caught_up(stack), timeout=15, what="the new relay records its position"
+        await eventually(
+            lambda: _relay_caught_up(stack), within=15, what="the new relay records its position"
         )
 
 
@@ -579,17 +579,17 @@ async def test_a_worker_killed_while_grace_periods_fire_cancels_every_order_once
             for n in range(count):  # over ~2 s, so the grace periods end one after another
                 refs.append(await stack.place_order(tenant, f"o-{n}"))
                 await asyncio.sleep(0.04)
-            await wait_until(
+            await eventually(
                 lambda: sum(s.answered for s in stack.front.from_timers(tenant)) >= count // 6,
-                timeout=30,
+                within=30,
                 what="the first grace periods end",
             )
             # From now on the host decides each timer's command but holds the answer, so the
             # worker dies with answers on their way.
             stack.front.answers.clear()
-            await wait_until(
+            await eventually(
                 lambda: any(s.status and not s.answered for s in stack.front.from_timers(tenant)),
-                timeout=30,
+                within=30,
                 what="a decided command whose answer is held",
             )
             await worker.kill()
@@ -652,7 +652,7 @@ async def test_orders_placed_while_temporal_is_down_are_all_scheduled_once_it_is
                 followers = await stack.followers()
                 return all(f["behind"] == 0 for name, f in followers.items() if name != RELAY)
 
-            await wait_until(sagas_done, timeout=60, what="the inventory saga confirms")
+            await eventually(sagas_done, within=60, what="the inventory saga confirms")
             views = [await stack.order(ref) for ref in refs]
             assert {v.status for v in views} == {AWAITING_PAYMENT}
             relay = (await stack.followers())[RELAY]
@@ -667,7 +667,7 @@ async def test_orders_placed_while_temporal_is_down_are_all_scheduled_once_it_is
         assert all((s.delivered, s.rejected) == (1, 0) for s in states)
         views = [await stack.wait_order(ref, CANCELLED) for ref in refs]
         seen = stack.front.from_timers(tenant)
-        await wait_until(lambda: _relay_caught_up(stack), timeout=30, what="the relay catches up")
+        await eventually(lambda: _relay_caught_up(stack), within=30, what="the relay catches up")
     assert_cancelled_once_never_early(views, FAULT_GRACE_MS)
     assert len({s.request_id for s in seen}) == count
     assert all(s.received_ms >= back_ms for s in seen), "delivered while Temporal was down"

@@ -14,11 +14,11 @@ import re
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -33,6 +33,7 @@ from tests.apps.host_app import (
     SchedulerSaga,
     make_app,
 )
+from tests.helpers.eventually import eventually
 from workers.eshop import apps as eshop_apps
 from workers.eshop.inventory import app as inventory_app
 from workers.eshop.order import ORDER, Order, PaymentPolicy
@@ -44,8 +45,6 @@ from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.fold import Horizon
-
-T = TypeVar("T")
 
 TENANT = "t1"
 INVENTORY_SAGA = "saga:eshop-inventory.InventorySaga"
@@ -286,22 +285,6 @@ def expect(response: httpx.Response, code: str, status: int) -> dict[str, Any]:
     seen = (response.status_code, body.get("errorCode"), response.headers.get("Wow-Error-Code"))
     assert seen == (status, code, code), body
     return body
-
-
-async def until(
-    probe: Callable[[], Awaitable[T]],
-    what: str,
-    timeout: float = 30.0,  # noqa: ASYNC109  (generous: a loaded machine is slow)
-) -> T:
-    """Poll `probe` until it gives a truthy value, and return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not in {timeout} s (last: {value!r})")
-        await asyncio.sleep(0.02)
 
 
 def thing(aggregate_id: str, tenant: str = TENANT) -> AggregateRef:
@@ -606,7 +589,9 @@ async def test_a_deleted_aggregate_refuses_every_command_with_410(db: Path) -> N
         assert (found["version"], found["deleted"]) == (2, True)
         assert len(await host.commits()) == 2
         # the deletion is a schedule event: the relay hands it to the timers
-        await until(lambda: _handed(host, deleted[-1].id), "the deletion handed over")
+        await eventually(
+            lambda: _handed(host, deleted[-1].id), within=30, what="the deletion handed over"
+        )
 
 
 async def _handed(host: Served, commit_id: str) -> bool:
@@ -802,7 +787,9 @@ async def test_the_last_confirmation_commits_its_events_and_schedule_together(
         assert isinstance(last["createTime"], int)
         assert last["createTime"] > 1_700_000_000_000
         # the relay hands over that one commit (the others schedule nothing), as stored
-        await until(lambda: _handed(host, last["id"]), "the schedule handed over")
+        await eventually(
+            lambda: _handed(host, last["id"]), within=30, what="the schedule handed over"
+        )
         assert host.timers.handed_ids == [last["id"]]
         assert host.timers.handed[0].model_dump(mode="json") == last
         # the same confirmation again: a NoOp, nothing more committed
@@ -841,7 +828,7 @@ async def test_a_decision_that_only_schedules_commits_just_the_schedule_event(db
             ],
             [("wow.ScheduleCancelled", {"key": "reminder"})],
         ]
-        await until(lambda: _handed_count(host, 2), "both handed over")
+        await eventually(lambda: _handed_count(host, 2), within=30, what="both handed over")
         assert host.timers.handed_ids == [commits[1].id, commits[2].id]
 
 
@@ -917,7 +904,9 @@ async def test_an_order_for_stocked_products_awaits_payment_with_its_stock_reser
         await _stock(host, "mug", 10)
         await _stock(host, "cap", 5)
         order = await _order(host, "o-1", mug=2, cap=1)
-        await until(lambda: _status(host, order, "AWAITING_PAYMENT"), "awaiting payment")
+        await eventually(
+            lambda: _status(host, order, "AWAITING_PAYMENT"), within=30, what="awaiting payment"
+        )
         await host.settle()
         mug = await host.state(STOCK.ref(TENANT, "mug"))
         cap = await host.state(STOCK.ref(TENANT, "cap"))
@@ -951,7 +940,7 @@ async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(db
     async with serve(eshop(), db) as host:
         await _stock(host, "mug", 10)
         order = await _order(host, "o-2", mug=1, ghost=1)
-        await until(lambda: _status(host, order, "CANCELLED"), "cancelled")
+        await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
         await host.settle()
         state = await host.state(order)
         assert state["cancel_reason"] == "OUT_OF_STOCK"
@@ -969,7 +958,7 @@ async def test_a_shortage_cancels_the_order(db: Path) -> None:
     async with serve(eshop(), db) as host:
         await _stock(host, "mug", 1)
         order = await _order(host, "o-3", mug=5)
-        await until(lambda: _status(host, order, "CANCELLED"), "cancelled")
+        await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
         await host.settle()
         assert (await host.state(order))["cancel_reason"] == "OUT_OF_STOCK"
         mug = await host.state(STOCK.ref(TENANT, "mug"))
@@ -985,7 +974,7 @@ async def test_a_shortage_of_one_product_releases_the_others(db: Path) -> None:
         await _stock(host, "mug", 10)
         await _stock(host, "cap", 1)
         order = await _order(host, "o-4", mug=3, cap=2)
-        await until(lambda: _status(host, order, "CANCELLED"), "cancelled")
+        await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
         await host.settle()
         mug = await host.state(STOCK.ref(TENANT, "mug"))
         assert (mug["on_hand"], mug["reserved"]) == (10, {})
@@ -1106,7 +1095,7 @@ async def _until_set(event: threading.Event, what: str) -> None:
     async def is_set() -> bool:
         return event.is_set()
 
-    await until(is_set, what)
+    await eventually(is_set, within=30, what=what)
 
 
 async def test_a_commit_handed_over_but_not_recorded_is_handed_over_once_more(
@@ -1174,7 +1163,9 @@ async def test_a_saga_restarted_midway_decides_no_command_twice(
         created = next(n for n, c in await idle.log() if c.aggregate_id == "o-1")
         assert position < created  # the saga will handle the order again
     async with serve(eshop(), db) as second:
-        await until(lambda: _status(second, order, "AWAITING_PAYMENT"), "awaiting payment")
+        await eventually(
+            lambda: _status(second, order, "AWAITING_PAYMENT"), within=30, what="awaiting payment"
+        )
         await second.settle()
         commits = await second.commits()
         # 2 receipts, the order, 2 reservations (once each, though sent twice), 2 confirmations
@@ -1240,7 +1231,7 @@ async def test_commands_go_on_while_the_timers_are_away_and_none_is_lost(
             relay = (await host.followers())[RELAY]
             return relay if relay["lastError"] else {}
 
-        relay = await until(failing, "the relay reports the outage")
+        relay = await eventually(failing, within=30, what="the relay reports the outage")
         log = await host.log()
         first_scheduling = next(n for n, c in log if c.schedule_events())
         assert relay["position"] < first_scheduling

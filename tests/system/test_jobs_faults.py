@@ -26,6 +26,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.apps import jobs_app
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.helpers.worker_process import WorkerProcess
 from wow_temporal.delivery import CommandSender
@@ -50,19 +51,6 @@ FAST = DeliverySettings(
     max_interval=timedelta(milliseconds=200),
     heartbeat_timeout=timedelta(seconds=2),
 )
-
-
-async def until(
-    predicate: Callable[[], Any],
-    what: str,
-    timeout: float = 10.0,  # noqa: ASYNC109 - a plain deadline reads best in tests
-) -> Any:
-    """Poll `predicate` until it is truthy; fail naming `what` if it never is."""
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"not in {timeout}s: {what}"
-        await asyncio.sleep(0.02)
-    return value
 
 
 def now_ms() -> int:
@@ -174,7 +162,9 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
         # One slot in the test: the rule matches one second of the year, two seconds on.
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
         await jobs.reschedule(app.context, "bulk", {"expression": cron_at(due)})
-        await until(lambda: recording_host.for_request_id(ids[hang_at]), "command 400 sent", 15)
+        await eventually(
+            lambda: recording_host.for_request_id(ids[hang_at]), within=15, what="command 400 sent"
+        )
         # Kill it once the server holds its progress (heartbeats are sent throttled).
         deadline = time.monotonic() + 10
         while (progress := await recorded_progress(dev_client, workflow_id)) is None or (
@@ -192,7 +182,9 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
         def all_decided(host: RecordingHost) -> bool:
             return sum(decided(r) for r in host.requests) >= count
 
-        await until(lambda: all_decided(recording_host), "every command decided", 45)
+        await eventually(
+            lambda: all_decided(recording_host), within=45, what="every command decided"
+        )
         state = await wait_state(
             dev_client, workflow_id, lambda s: any(r.slot == 1 for r in s.recent)
         )
@@ -241,7 +233,7 @@ async def test_misfire_policies_across_a_killed_worker_skip_exactly_and_never_re
             oks = [r for r in host.requests if decided(r)]
             return len(ticks_of(oks, "coalesce")) >= 2 and len(ticks_of(oks, "catch-up")) >= 2
 
-        await until(lambda: two_each(recording_host), "two slots of each job", 15)
+        await eventually(lambda: two_each(recording_host), within=15, what="two slots of each job")
         await worker.kill()
         killed_ms = now_ms()
         at_kill = len(recording_host.requests)
@@ -258,7 +250,9 @@ async def test_misfire_policies_across_a_killed_worker_skip_exactly_and_never_re
             dues = [r.body["due"] for r in ticks_of(oks, "catch-up")]
             return len(later) >= 2 and max(dues) >= restarted_ms + 1000
 
-        await until(lambda: caught_up(recording_host), "both jobs past the restart", 25)
+        await eventually(
+            lambda: caught_up(recording_host), within=25, what="both jobs past the restart"
+        )
         for name in ("coalesce", "catch-up"):
             assert (await jobs.disable(app.context, name)).status == "Disabled"
         states = {
@@ -472,9 +466,13 @@ async def test_disable_is_in_force_when_it_answers_no_command_after(
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)
         elif how == "slow-host":
-            await until(lambda: len(recording_host.requests) >= 3, "the tick sending", 10)
+            await eventually(
+                lambda: len(recording_host.requests) >= 3, within=10, what="the tick sending"
+            )
         else:
-            await until(lambda: recording_host.requests, "the first command sent", 10)
+            await eventually(
+                lambda: recording_host.requests, within=10, what="the first command sent"
+            )
         disabled = await jobs.disable(app.context, "slow")
         answered_ms = now_ms()
         assert disabled.status == "Disabled" and disabled.note is None, disabled
@@ -514,9 +512,10 @@ async def test_a_send_slower_than_the_heartbeat_timeout_is_not_sent_again_alongs
         cleaned(dev_client, app),
     ):
         await jobs.enable(app.context, "slow")
-        await until(
+        await eventually(
             lambda: sum(decided(r) for r in slot_1()) >= jobs_app.SLOW_COMMANDS,
-            "every command of slot 1 decided", 20,
+            within=20,
+            what="every command of slot 1 decided",
         )
         state = await wait_state(
             dev_client, workflow_id, lambda s: any(r.slot == 1 for r in s.recent)

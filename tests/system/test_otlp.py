@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.helpers.builders import commit
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from tests.helpers.worker_process import WorkerProcess, on_the_session_loop
 from wow_temporal.dev.ports import free_port
@@ -92,13 +93,6 @@ def collector() -> Iterator[Collector]:
         yield running
 
 
-async def until(check: object, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.1)
-
-
 @on_the_session_loop
 async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
     dev_server: EmbeddedTemporal,
@@ -127,9 +121,10 @@ async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
             lambda host: any(r.aggregate_id == data["aggregateId"] for r in host.requests),
             timeout=30,
         )
-        await until(
-            lambda: "wow_deliveries" in collector.metrics, 20,
-            f"wow_deliveries never pushed; got {sorted(collector.metrics)}",
+        await eventually(
+            lambda: "wow_deliveries" in collector.metrics,
+            within=20,
+            what=f"wow_deliveries never pushed; got {sorted(collector.metrics)}",
         )
         assert not collector.spans, "a batch went before it was due"
         assert worker.proc is not None

@@ -29,6 +29,7 @@ from temporalio.api.enums.v1 import EventType
 from typer.testing import CliRunner
 
 from tests.helpers.builders import commit
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost, recording_host
 from tests.helpers.worker_process import REPO, WorkerProcess, on_the_session_loop
 from wow_temporal import connect_timers
@@ -53,23 +54,12 @@ async def health(port: int, path: str) -> tuple[int, dict[str, Any]]:
         return answer.status_code, answer.json()
 
 
-async def until(check: Any, within: float, what: str) -> Any:
-    """Poll the async `check` until it returns something truthy."""
-    deadline = time.monotonic() + within
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not within {within}s"
-        await asyncio.sleep(0.1)
-
-
 async def readyz_is(port: int, status: int, within: float) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         code, body = await health(port, "/readyz")
         return body if code == status else None
 
-    found: dict[str, Any] = await until(check, within, f"/readyz {status}")
+    found: dict[str, Any] = await eventually(check, within=within, what=f"/readyz {status}")
     return found
 
 
@@ -410,7 +400,8 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
         done = await asyncio.to_thread(_console, "setup", *flags, env=env)
         return done if done.returncode == 0 or "not found" not in done.stderr else None
 
-    result = await until(first, 20, "the new namespace")  # visible once the server caches it
+    # visible once the server caches it
+    result = await eventually(first, within=20, what="the new namespace")
     assert result.returncode == 0, result.stderr
     every = ", ".join(f"{name} ({SEARCH_ATTRIBUTES[name]})" for name in sorted(SEARCH_ATTRIBUTES))
     assert result.stdout.splitlines() == [f"namespace {namespace}: registered {every}"]
