@@ -1,4 +1,4 @@
-"""Benchmark-sized run of the model of ingest (`tests/test_ingest_model.py`): the real
+"""Benchmark-sized run of the model of ingest (`tests/unit/test_ingest_model.py`): the real
 `TimerClient` against the simulated Temporal, for many more examples and longer step
 sequences than the suite's bounded run, with a random (or given) seed.
 
@@ -31,7 +31,7 @@ def main() -> None:
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from tests.test_ingest_model import IngestModel
+    from tests.unit.test_ingest_model import IngestModel
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
     print(f"ingest model: {args.examples} examples of up to {args.steps} steps, seed {seed}")

@@ -12,24 +12,26 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import pytest
 import pytest_asyncio
 from opentelemetry import trace
-from opentelemetry.util._once import Once
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from tests import processes
-from wow_temporal import tracing
+from tests.helpers import processes
+from tests.helpers.tracing import reset_tracing
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
 from wow_temporal.worker import probe
 
 T = TypeVar("T")
 
-pytest_plugins = ["tests.recording_host"]  # the `recording_host` fixture: a real HTTP Wow host
+_TESTS = Path(__file__).resolve().parent
+
+pytest_plugins = ["tests.helpers.recording_host"]  # `recording_host`: a real HTTP Wow host
 
 
 TIERS = {
@@ -39,36 +41,29 @@ TIERS = {
 }
 """The tiers a developer can run alone: `./run test -m unit` (each test has exactly one)."""
 
-_WORKFLOW_FIXTURES = {"time_skipping_env", "time_skipping_client"}
-_SYSTEM_FIXTURES = {"dev_server", "dev_client", "recording_host"}
-_SYSTEM_MODULES = {
-    "test_bench_capacity_smoke",
-    "test_bench_host_smoke",
-    "test_bench_jobs_smoke",
-    "test_bench_smoke",
-    "test_soak",
-    "test_soak_eshop",
-    "test_cli",
-    "test_dev",
-    "test_dev_stack",
-    "test_embedded",
-    "test_host",
-    "test_echo_host",
-    "test_eshop_e2e",
-    "test_otlp",
-    "test_worker_prod",
-    "test_worker_metrics",
-    "test_processes",
-    "test_chart",
-    "test_docs",  # builds the site with `python -m mkdocs`
-}  # they start servers or processes of their own, without the shared fixtures
+_DIRECTORY_TIER = {"unit": "unit", "workflow": "workflow", "system": "system", "bench": "system"}
+"""A test's tier is its directory's; the benchmarks' smoke runs and the soaks are system tests
+(marked `bench` as well)."""
+
+_FIXTURE_TIER = {
+    "time_skipping_env": "workflow",
+    "time_skipping_client": "workflow",
+    "dev_server": "system",
+    "dev_client": "system",
+    "recording_host": "system",
+}
+"""The shared servers a fixture starts, by the tier that may start them."""
+
+_RANK = {"unit": 0, "workflow": 1, "system": 2}
+_MISPLACED = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the tiers; mark this run in the environment every process it starts inherits
-    (`tests.processes`)."""
+    (`tests.helpers.processes`)."""
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
+    config.addinivalue_line("markers", "bench: the benchmarks' smoke runs and the soaks (system)")
     os.environ.setdefault(processes.MARK, f"session-{uuid.uuid4().hex[:12]}")
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # each xdist worker checks its own children
     if worker and not os.environ[processes.MARK].endswith(f"/{worker}"):
@@ -91,21 +86,45 @@ def _module(item: pytest.Item) -> str:
     return item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
 
 
+def _directory(item: pytest.Item) -> str:
+    """The directory under tests/ the item's module is in ("" for tests/ itself)."""
+    parts = item.path.relative_to(_TESTS).parts if item.path.is_relative_to(_TESTS) else ()
+    return parts[0] if len(parts) > 1 else ""
+
+
+def _tier(item: pytest.Item) -> tuple[str, str | None]:
+    """The item's tier, from its directory under tests/, and why it is misplaced (None if not):
+    outside the tier directories, or asking for a server of a higher tier than its own."""
+    tier = _DIRECTORY_TIER.get(_directory(item))
+    if tier is None:
+        return "unit", f"a test module belongs under tests/{{{','.join(_DIRECTORY_TIER)}}}/"
+    fixtures = set(getattr(item, "fixturenames", ())) & _FIXTURE_TIER.keys()
+    needs = max((_FIXTURE_TIER[name] for name in fixtures), key=_RANK.__getitem__, default="unit")
+    if _RANK[needs] > _RANK[tier]:
+        return tier, f"its fixtures start {needs}-tier servers: move its module to tests/{needs}/"
+    return tier, None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give each test its tier: by the servers its fixtures start, else by its module; run the
+    """Give each test the tier of its directory (and `bench` under tests/bench/); run the
     longest modules first."""
     rank = {name: n for n, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_module(item), len(rank)))
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        module = _module(item)
-        if fixtures & _SYSTEM_FIXTURES or module in _SYSTEM_MODULES:
-            tier = "system"
-        elif fixtures & _WORKFLOW_FIXTURES:
-            tier = "workflow"
-        else:
-            tier = "unit"
+        tier, misplaced = _tier(item)
         item.add_marker(tier)
+        if _directory(item) == "bench":
+            item.add_marker("bench")
+        if misplaced is not None:
+            item.stash[_MISPLACED] = misplaced
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a test whose directory does not give its tier (before its fixtures start)."""
+    misplaced = item.stash.get(_MISPLACED, None)
+    if misplaced is not None:
+        pytest.fail(f"misplaced test: {misplaced}", pytrace=False)
 
 
 _leaked: list[str] = []
@@ -131,13 +150,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         listing = "\n".join(f"  {line}" for line in left)
         sys.stderr.write(f"\nthe suite left {len(left)} process(es) running (killed):\n{listing}\n")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def reset_tracing() -> None:
-    """Back to no tracer provider, as OpenTelemetry's own tests reset their globals."""
-    trace._TRACER_PROVIDER = None
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    tracing._configured = False
 
 
 @pytest.fixture(autouse=True)

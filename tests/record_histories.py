@@ -1,4 +1,4 @@
-"""Re-record the workflow histories that `tests/test_replay.py` replays (run by hand, not in CI):
+"""Re-record the workflow histories that `tests/unit/test_replay.py` replays (by hand, not in CI):
 
     .venv/bin/python tests/record_histories.py            # every history
     .venv/bin/python tests/record_histories.py timer_cron job_ticks   # only these
@@ -30,7 +30,8 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from tests.recording_host import RecordingHost
+from tests.helpers.eventually import eventually
+from tests.helpers.recording_host import RecordingHost
 from wow_temporal import (
     Command,
     JobScope,
@@ -86,14 +87,6 @@ async def save(name: str, handle: WorkflowHandle[Any, Any]) -> None:
     text = history.to_json()
     (HISTORIES / f"{name}.json").write_text(text + "\n")
     print(f"{name}.json: {len(history.events)} events, {len(text) / 1024:.1f} KB")
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(0.1)
 
 
 # --- timers: dev server, real worker and delivery activity, recording host -------------------
@@ -223,7 +216,7 @@ async def record_timer_cancel_request(rig: TimerRig) -> None:
     agg = rig.aggregate()
     await rig.undelayed.apply(rig.commit(agg, 1, schedule_set("daily", {"cron": "0 0 6 * * *"})))
     handle = rig.handle(agg, "daily")
-    await wait_until(lambda: _started(handle))
+    await eventually(lambda: _started(handle), within=30, what="started")
     await handle.cancel()
     assert (await asyncio.wait_for(handle.result(), 30)).status is Status.CANCELLED
     await save("timer_cancel_request", handle)
@@ -239,7 +232,7 @@ async def record_timer_parked_retried(rig: TimerRig) -> None:
     commit["body"][0]["body"]["command"]["type"] = "eshop.order.Park"
     await rig.timers.apply(commit)
     handle = rig.handle(agg, "grace")
-    await wait_until(lambda: _status_is(rig, handle, Status.PARKED))
+    await eventually(lambda: _status_is(rig, handle, Status.PARKED), within=30, what="parked")
     await rig.timers.retry(handle.id)
     assert (await asyncio.wait_for(handle.result(), 30)).status is Status.DELIVERED
     await save("timer_parked_retried", handle)
@@ -265,7 +258,7 @@ async def record_timer_continued_as_new(rig: TimerRig) -> None:
     async def continued() -> bool:
         return (await handle.describe()).run_id != started.result_run_id
 
-    await wait_until(continued, within=60)
+    await eventually(continued, within=60, what="continued as new")
     await rig.timers.cancel(handle.id)
     await save("timer_continued_as_new", first)
 
@@ -297,7 +290,7 @@ async def record_deletion_record_restarted(rig: TimerRig) -> None:
     record = await rig.timers.deletions.find(owner)
     assert record is not None and record.version == 4, record
     handle = rig.client.get_workflow_handle(deletion_record_id(owner))
-    await wait_until(lambda: _started(handle))
+    await eventually(lambda: _started(handle), within=30, what="started")
     await save("deletion_record_restarted", handle)
 
 

@@ -1,0 +1,1 @@
+"""What the tests share: servers, processes, polls, the e-shop stack."""

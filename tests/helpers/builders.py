@@ -1,0 +1,72 @@
+"""What the tests hand the timers: a commit that schedules one CancelOrder, and a delivery request
+with a distinct value in every field."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from wow_temporal.delivery import DeliveryRequest, ScheduleDetails
+from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
+
+
+def commit(after: float) -> dict[str, Any]:
+    """One commit scheduling one CancelOrder `after` seconds from now."""
+    return {
+        "id": f"c-{uuid.uuid4().hex[:8]}",
+        "contextName": "eshop-order",
+        "aggregateName": "order",
+        "tenantId": "t1",
+        "aggregateId": uuid.uuid4().hex,
+        "version": 1,
+        "createTime": int(time.time() * 1000),
+        "body": [
+            {
+                "id": "e1",
+                "name": "wow.ScheduleSet",
+                "body": {
+                    "key": "payment-grace-period",
+                    "rule": {"after": f"PT{after:.3f}S"},
+                    "command": {"type": "eshop.order.CancelOrder", "body": {}},
+                },
+            }
+        ],
+    }
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def make_request(
+    *,
+    request_id: str | None = None,
+    command_type: str = "eshop.order.CancelOrder",
+    due: int | None = None,
+    traceparent: str | None = None,
+    aggregate_id: str = "order-1",
+) -> DeliveryRequest:
+    """A delivery request with distinct values in every field."""
+    slot = next(_counter)
+    return DeliveryRequest(
+        command=ScheduledCommand(type=command_type, body={"reason": "unpaid", "n": [1, 2]}),
+        target=AggregateRef(
+            context_name="eshop-order",
+            aggregate_name="order",
+            tenant_id="tenant-t",
+            aggregate_id=aggregate_id,
+        ),
+        scope=Scope(tenant_id="tenant-s", owner_id="owner-7", space_id="space-3"),
+        request_id=request_id or f"timer-{slot}#{slot}",
+        upstream_id="commit-42",
+        upstream_name="eshop-cart.cart",
+        trace_id="trace-99",
+        traceparent=traceparent,
+        schedule=ScheduleDetails(
+            timer=f"timer-{slot}",
+            key="cancel-unpaid",
+            slot=slot,
+            due=int(time.time() * 1000) - 5 if due is None else due,
+            skipped=2,
+        ),
+    )

@@ -1,0 +1,334 @@
+"""A simulated Temporal for the model of ingest (`tests/unit/test_ingest_model.py`): the part of the
+client `TimerClient` and `DeletionRecords` call, with Temporal's semantics where ingest's order
+depends on them, and a simulated worker that runs each timer run through the pure core.
+
+Modelled: runs of a workflow id (running, completed, terminated, continued as new), id reuse
+and conflict policies, signals and cancel requests buffered until a worker runs the timer, the
+SDK's activation order (signals and updates first, then a cancel request), updates that time
+out with no worker, a run's result and history read by run id, the deletion record's memo,
+and visibility (lagging, or down). Not modelled: start delays (a timer sleeps in its workflow
+until due either way) and the wire (payloads are the models themselves, except in history
+events, which are real protos encoded by the pydantic data converter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.history.v1 import (
+    HistoryEvent,
+    WorkflowExecutionSignaledEventAttributes,
+    WorkflowExecutionStartedEventAttributes,
+)
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from wow_temporal.delivery import DeliveryRequest
+from wow_temporal.timers import core
+from wow_temporal.timers.attributes import SA_KEY
+from wow_temporal.timers.core import TimerState
+from wow_temporal.timers.deletion import DeletionRecord
+from wow_temporal.timers.workflow import TimerInput
+
+__all__ = ["Delivered", "SimTemporal"]
+
+RUNNING = WorkflowExecutionStatus.RUNNING
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A command the simulated host received: which slot, when, and when it was due."""
+
+    request_id: str
+    at: datetime
+    due: datetime
+    set_order: tuple[int, int]
+    step: int
+    """The model's step in which it was delivered (`SimTemporal.step`)."""
+
+
+@dataclass
+class _Run:
+    workflow_id: str
+    run_id: str
+    kind: str  # "timer" or "deletion"
+    state: Any  # TimerState or DeletionRecord
+    status: WorkflowExecutionStatus = RUNNING
+    started: TimerInput | DeletionRecord | None = None
+    inbox: list[tuple[str, Any]] = field(default_factory=list)
+    """Signals and updates a worker has yet to see, in the order the server took them."""
+    history: list[tuple[str, Any]] = field(default_factory=list)
+    cancel_requested: bool = False
+    cancel_seen: bool = False
+    operator_cancels: list[str] = field(default_factory=list)
+    received: int = 0
+    memo: dict[str, Any] = field(default_factory=dict)
+
+
+class _Description(SimpleNamespace):
+    async def memo_value(self, key: str, default: Any = None) -> Any:
+        return self.memo.get(key, default)
+
+
+class SimTemporal:
+    """One namespace's workflows, a clock, a worker that is up or down, and the host."""
+
+    def __init__(self, now: datetime, seed: int = 0, *, continue_as_new_after: int = 6) -> None:
+        self.now = now
+        self.rng = random.Random(seed)
+        self.runs: dict[str, list[_Run]] = {}
+        self.worker_up = True
+        self.visibility = "ok"  # "ok", "lagging" (shows nothing), "down" (raises)
+        self.delivered: list[Delivered] = []
+        self.continue_as_new_after = continue_as_new_after
+        self.worker_during_rpc = 0.3
+        self.step = 0
+        """Set by the model driving it: which of its steps runs now."""
+        self._ids = itertools.count(1)
+        self.data_converter = pydantic_data_converter
+        self.service_client = SimpleNamespace(config=SimpleNamespace(runtime=None))
+
+    # --- the client's calls ------------------------------------------------------------------
+
+    async def _rpc(self) -> None:
+        """Each call may be overtaken by another in flight (ingests interleave here), and a
+        worker may run meanwhile (it does not wait for ingest)."""
+        if self.rng.random() < self.worker_during_rpc:
+            self.run_worker()
+        for _ in range(self.rng.randint(0, 3)):
+            await asyncio.sleep(0)
+
+    def latest(self, workflow_id: str) -> _Run | None:
+        runs = self.runs.get(workflow_id)
+        return runs[-1] if runs else None
+
+    async def start_workflow(self, run_fn: Any, arg: Any, *, id: str, **options: Any) -> Any:
+        await self._rpc()
+        latest = self.latest(id)
+        reuse = options.get("id_reuse_policy", WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+        conflict = options.get("id_conflict_policy", WorkflowIDConflictPolicy.FAIL)
+        signal = options.get("start_signal")
+        if latest is not None and latest.status == RUNNING:
+            if conflict == WorkflowIDConflictPolicy.USE_EXISTING:
+                if signal:
+                    self._take(latest, signal, options["start_signal_args"][0])
+                return SimpleNamespace(id=id, result_run_id=latest.run_id)
+            if conflict == WorkflowIDConflictPolicy.TERMINATE_EXISTING:
+                latest.status = WorkflowExecutionStatus.TERMINATED
+            else:
+                raise WorkflowAlreadyStartedError(id, "wow", run_id=latest.run_id)
+        elif latest is not None and reuse == WorkflowIDReusePolicy.REJECT_DUPLICATE:
+            raise WorkflowAlreadyStartedError(id, "wow", run_id=latest.run_id)
+        kind = "deletion" if isinstance(arg, DeletionRecord) else "timer"
+        state = arg if kind == "deletion" else arg.state
+        run = _Run(id, f"run-{next(self._ids)}", kind, state, started=arg)
+        run.memo = dict(options.get("memo") or {})
+        self.runs.setdefault(id, []).append(run)
+        if signal:
+            self._take(run, signal, options["start_signal_args"][0])
+        return SimpleNamespace(id=id, result_run_id=run.run_id)
+
+    def _take(self, run: _Run, name: str, arg: Any) -> None:
+        run.inbox.append((name, arg))
+        run.history.append((name, arg))
+
+    def get_workflow_handle(
+        self, workflow_id: str, *, run_id: str | None = None, result_type: Any = None
+    ) -> _Handle:
+        return _Handle(self, workflow_id, run_id)
+
+    def list_workflows(self, query: str, limit: int | None = None) -> AsyncIterator[Any]:
+        return self._listed(query)
+
+    async def _listed(self, query: str) -> AsyncIterator[Any]:
+        await self._rpc()
+        if self.visibility == "down":
+            raise RPCError("visibility is down", RPCStatusCode.UNAVAILABLE, b"")
+        if self.visibility == "lagging":
+            return
+        for workflow_id, runs in list(self.runs.items()):
+            run = runs[-1]
+            if run.kind != "timer" or run.status != RUNNING:
+                continue
+            key = workflow_id.rsplit(":", 1)[1]
+            aggregate_id = workflow_id.rsplit(":", 2)[1]
+            if f'WowAggregateId = "{aggregate_id}"' in query:
+                yield SimpleNamespace(typed_search_attributes={SA_KEY: key})
+
+    # --- the worker --------------------------------------------------------------------------
+
+    def run_worker(self) -> None:
+        """What a worker does now: each running timer takes its signals, then steps."""
+        if not self.worker_up:
+            return
+        for workflow_id in list(self.runs):
+            run = self.latest(workflow_id)
+            if run is not None and run.kind == "timer" and run.status == RUNNING:
+                self._activate(run)
+
+    def _activate(self, run: _Run) -> None:
+        state: TimerState = run.state
+        before, came = state.applied, bool(run.inbox)
+        for name, arg in run.inbox:
+            run.received += 1
+            if name == "apply":
+                state, _ = core.receive(state, arg)
+            elif name == "cancel":
+                if arg and arg in run.operator_cancels:
+                    continue
+                run.operator_cancels.append(arg)
+                state = core.cancel(state)
+        run.inbox.clear()
+        if run.cancel_requested:  # the SDK applies it after the signals that came with it
+            run.cancel_requested = False
+            state = core.cancel_requested(state, before if came else None)
+        while True:
+            state, step = core.step(state, self.now)
+            if isinstance(step, core.Finish):
+                run.state = state
+                run.status = WorkflowExecutionStatus.COMPLETED
+                return
+            if isinstance(step, core.Deliver):
+                state = core.on_outcome(state, step.delivery, self._deliver(run, state, step), "")
+                continue
+            break
+        run.state = state
+        if run.received >= self.continue_as_new_after and state.pending is None:
+            run.status = WorkflowExecutionStatus.CONTINUED_AS_NEW
+            successor = _Run(run.workflow_id, f"run-{next(self._ids)}", "timer", state)
+            successor.started = TimerInput(state=state)
+            self.runs[run.workflow_id].append(successor)
+
+    def _deliver(self, run: _Run, state: TimerState, step: core.Deliver) -> core.Outcome:
+        """The delivery activity: the deletion record checked, then the host says Ok."""
+        assert state.spec is not None
+        request = DeliveryRequest.model_construct(owner=state.spec.owner, set_order=state.applied)
+        record = self.latest(_deletion_id(run.workflow_id))
+        if record is not None and "deleted" in record.memo:
+            deleted = DeletionRecord.model_validate(record.memo["deleted"])
+            if deleted.order > request.set_order:
+                return "cancelled"
+        self.delivered.append(
+            Delivered(
+                step.delivery.request_id, self.now, step.delivery.due, state.applied, self.step
+            )
+        )
+        return "delivered"
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.run_worker()
+
+
+def _deletion_id(timer_id: str) -> str:
+    """The deletion record's id for a timer's aggregate (`wow-deleted:` + its owner part)."""
+    owner = timer_id.removeprefix("wow-timer:").rsplit(":", 1)[0]
+    return f"wow-deleted:{owner}"
+
+
+@dataclass
+class _Accepted:
+    """An update a worker accepted; its answer."""
+
+    state: Any
+
+    async def result(self, **options: Any) -> Any:
+        return self.state
+
+
+class _Handle:
+    def __init__(self, sim: SimTemporal, workflow_id: str, run_id: str | None) -> None:
+        self.sim = sim
+        self.id = workflow_id
+        self.run_id = run_id
+
+    def _run(self) -> _Run:
+        runs = self.sim.runs.get(self.id, [])
+        for run in reversed(runs):
+            if self.run_id is None or run.run_id == self.run_id:
+                return run
+        raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+
+    async def describe(self) -> _Description:
+        await self.sim._rpc()
+        run = self._run()
+        return _Description(
+            id=self.id,
+            status=run.status,
+            run_id=run.run_id,
+            memo=run.memo,
+            typed_search_attributes={},
+        )
+
+    async def result(self, *, follow_runs: bool = True, rpc_timeout: Any = None) -> Any:
+        await self.sim._rpc()
+        run = self._run()
+        assert run.status == WorkflowExecutionStatus.COMPLETED, "read only once completed"
+        return run.state
+
+    async def signal(self, name: str, arg: Any = None, *, args: list[Any] | None = None) -> None:
+        if args is not None:
+            (arg,) = args
+        await self.sim._rpc()
+        run = self._run()
+        if run.status != RUNNING:
+            raise RPCError("workflow execution already completed", RPCStatusCode.NOT_FOUND, b"")
+        self.sim._take(run, name, arg)
+
+    async def cancel(self) -> None:
+        """A cancel request: once per run (the server ignores a second one)."""
+        await self.sim._rpc()
+        run = self._run()
+        if not run.cancel_seen:
+            run.cancel_requested = run.cancel_seen = True
+
+    async def terminate(self, reason: str | None = None) -> None:
+        await self.sim._rpc()
+        run = self._run()
+        if run.status != RUNNING:
+            raise RPCError("workflow execution already completed", RPCStatusCode.NOT_FOUND, b"")
+        run.status = WorkflowExecutionStatus.TERMINATED
+
+    async def execute_update(self, name: str, *, args: list[Any], **options: Any) -> Any:
+        return await (await self.start_update(name, args=args)).result()
+
+    async def start_update(self, name: str, *, args: list[Any], **options: Any) -> _Accepted:
+        """Accepted and applied at once by a worker that is up (the simulated worker never has
+        a delivery in flight); with none, the RPC times out as the real one does."""
+        await self.sim._rpc()
+        run = self._run()
+        if not self.sim.worker_up:
+            raise WorkflowUpdateRPCTimeoutOrCancelledError()
+        assert name == "cancel"
+        self.sim._take(run, "cancel", args[0])
+        self.sim._activate(run)
+        return _Accepted(run.state)
+
+    async def fetch_history_events(self) -> AsyncIterator[HistoryEvent]:
+        run = self._run()
+        converter = self.sim.data_converter
+        started = await converter.encode([run.started])
+        yield HistoryEvent(
+            workflow_execution_started_event_attributes=WorkflowExecutionStartedEventAttributes(
+                input=Payloads(payloads=started)
+            )
+        )
+        for name, arg in run.history:
+            payloads = await converter.encode([arg])
+            yield HistoryEvent(
+                workflow_execution_signaled_event_attributes=WorkflowExecutionSignaledEventAttributes(
+                    signal_name=name, input=Payloads(payloads=payloads)
+                )
+            )
+

@@ -1,0 +1,1 @@
+"""The dev server, real HTTP hosts and subprocesses."""

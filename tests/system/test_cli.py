@@ -1,0 +1,595 @@
+"""The command line: bad input exits 2 with a message and changes nothing; an unreachable
+Temporal or a port in use exits 1 with one line; the commands that talk to Temporal run against
+the session's dev server; logs are plain, one line per record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from typer.testing import CliRunner
+
+from tests.helpers.recording_host import RecordingHost
+from wow_temporal.cli import CLOSED_STDOUT_EXIT, app
+from wow_temporal.delivery import CommandSender
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
+from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
+from wow_temporal.model import Commit
+from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.worker import timer_worker
+
+WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
+"""The console script as installed, as a user runs it."""
+
+runner = CliRunner()
+
+
+def test_cron_prints_the_next_fire_times_in_the_zone() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "cron",
+            "0 0 6 * * *",
+            "--zone",
+            "Europe/Amsterdam",
+            "--from",
+            "2026-03-28T00:00:00Z",
+            "--count",
+            "3",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == [
+        "2026-03-28T06:00:00+01:00",
+        "2026-03-29T06:00:00+02:00",
+        "2026-03-30T06:00:00+02:00",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cron", "0 0 25 * * *"], "hour: value 25 is out of range 0-23"),
+        (["cron", "0 0 6 * *"], "6"),
+        (["cron", "0 0 6 * * *", "--zone", "Mars/Base"], "unknown time zone 'Mars/Base'"),
+        (["cron", "0 0 6 * * *", "--from", "yesterday"], "--from: not an ISO-8601 instant"),
+    ],
+)
+def test_cron_refuses_bad_input_with_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_cron_that_never_fires_says_so() -> None:
+    result = runner.invoke(app, ["cron", "0 0 0 31 6 *"])
+    assert result.exit_code == 1
+    assert "never fires" in result.output
+
+
+def test_apply_refuses_an_invalid_commit_before_connecting(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "id": "c",
+                "contextName": "x",
+                "aggregateName": "y",
+                "tenantId": "t",
+                "aggregateId": "1",
+                "version": 1,
+                "createTime": 1796000000000,
+                "body": [{"id": "e", "name": "wow.ScheduleFoo", "body": {}}],
+            }
+        )
+    )
+    result = runner.invoke(app, ["apply", str(bad)], env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert result.exit_code == 2
+    assert "unknown system event 'wow.ScheduleFoo'" in result.output
+
+
+def test_invalid_settings_fail_at_start_naming_the_key() -> None:
+    result = runner.invoke(app, ["timers", "list"], env={"WOW_TIMERS_MAX_ATTEMPTS": "0"})
+    assert result.exit_code == 2
+    assert "WOW_TIMERS_MAX_ATTEMPTS" in result.output
+
+
+def test_worker_needs_the_host_url() -> None:
+    result = runner.invoke(app, ["worker"], env={"WOW_HOST_URL": ""})
+    assert result.exit_code == 2
+    assert "WOW_HOST_URL" in result.output
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wow_temporal.cli", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_setup_apply_list_show_cancel_on_a_real_server(
+    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    setup = _cli("setup", env=env)
+    assert setup.returncode == 0, setup.stderr
+    assert "already there" in setup.stdout  # the dev server registered them at start
+
+    aggregate_id = uuid.uuid4().hex[:8]
+    commit = {
+        "id": f"c-{aggregate_id}",
+        "contextName": "eshop-order",
+        "aggregateName": "order",
+        "tenantId": "t-cli",
+        "aggregateId": aggregate_id,
+        "version": 1,
+        "createTime": int(datetime.now(UTC).timestamp() * 1000),
+        "body": [
+            {
+                "id": "e-1",
+                "name": "wow.ScheduleSet",
+                "body": {
+                    "key": "grace",
+                    "rule": {"after": "P1D"},
+                    "command": {"type": "eshop.order.CancelOrder", "body": {}},
+                    "target": None,
+                },
+            }
+        ],
+    }
+    path = tmp_path / "commit.json"
+    path.write_text(json.dumps(commit))
+    applied = _cli("apply", str(path), env=env)
+    assert applied.returncode == 0, applied.stderr
+    workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
+    assert f"started   set    {workflow_id}" in applied.stdout
+
+    for _ in range(50):  # visibility is eventually consistent
+        listed = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
+        assert listed.returncode == 0, listed.stderr
+        if json.loads(listed.stdout):
+            break
+    (info,) = json.loads(listed.stdout)
+    assert info["workflow_id"] == workflow_id
+    assert info["status"] == "Scheduled"
+    assert info["tenant"] == "t-cli"
+
+    shown = _cli("timers", "show", workflow_id, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state"]["spec"]["key"] == "grace"
+
+    retried = _cli("timers", "retry", workflow_id, env=env)
+    assert retried.returncode == 2
+    assert "only a parked timer can be retried" in retried.stderr
+    assert "is Scheduled" in retried.stderr
+
+    async with timer_worker(dev_client, CommandSender(recording_host.url)):  # the default queue
+        cancelled = await asyncio.to_thread(_cli, "timers", "cancel", workflow_id, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == f"{workflow_id}: Cancelled"
+    assert recording_host.requests == []
+
+    missing = _cli("timers", "show", "wow-timer:nope.x:t:1:k", env=env)
+    assert missing.returncode == 2
+    assert "no timer" in missing.stderr
+    malformed = _cli("timers", "show", "wow-timer:nope:t:1:k", env=env)
+    assert malformed.returncode == 2
+    assert "not a timer id" in malformed.stderr
+
+
+def _console(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `wow-temporal` console script."""
+    return subprocess.run(
+        [str(WOW_TEMPORAL), *args],
+        env={**os.environ, "WOW_CONFIG": "", **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _assert_one_error_line(result: subprocess.CompletedProcess[str], line: str) -> None:
+    """Exit 1, nothing on stdout, exactly `line` on stderr: no traceback, no colour codes."""
+    assert "Traceback" not in result.stderr
+    assert "\x1b[" not in result.stderr
+    assert result.stderr == line + "\n", result.stderr
+    assert result.stdout == ""
+    assert result.returncode == 1
+
+
+_COMMIT = {
+    "id": "c-unreachable",
+    "contextName": "eshop-order",
+    "aggregateName": "order",
+    "tenantId": "t1",
+    "aggregateId": "1",
+    "version": 1,
+    "createTime": 1796000000000,
+    "body": [{"id": "e", "name": "wow.ScheduleCancelled", "body": {"key": "k"}}],
+}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [  # not `worker`: it stays up, unready, and retries (tests/system/test_worker_prod.py)
+        ["api", "--port", "{port}"],
+        ["setup"],
+        ["apply", "{commit}"],
+        ["timers", "list"],
+        ["timers", "show", "wow-timer:a.b:t:1:k"],
+        ["timers", "retry", "wow-timer:a.b:t:1:k"],
+        ["timers", "cancel", "wow-timer:a.b:t:1:k"],
+    ],
+    ids=lambda args: " ".join(a for a in args if not a.startswith(("{", "wow-timer"))),
+)
+def test_an_unreachable_temporal_is_one_line_and_exit_1(args: list[str], tmp_path: Path) -> None:
+    commit = tmp_path / "commit.json"
+    commit.write_text(json.dumps(_COMMIT))
+    argv = [a.format(port=free_port(), commit=commit) for a in args]
+    env = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "WOW_HOST_URL": "http://127.0.0.1:9"}
+    result = _console(*argv, env=env)
+    _assert_one_error_line(
+        result,
+        "error: cannot reach Temporal at 127.0.0.1:1 (namespace default): Connection refused",
+    )
+
+
+def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_dev_main(data_dir: Path, **kwargs: Any) -> None:
+        seen.update(kwargs, data_dir=data_dir)
+
+    monkeypatch.setattr("wow_temporal.dev.stack.dev_main", fake_dev_main)
+    monkeypatch.setattr("wow_temporal.dev.ports.port_is_free", lambda *a, **k: False)
+    # In process: leave the pytest process's default Temporal runtime as it is.
+    monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
+    result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    # Passed on as asked: EmbeddedTemporal and the API use them or refuse, never swap them.
+    assert (seen["port"], seen["ui_port"]) == (7233, 8233)
+    assert [getattr(s, "port", None) for s in seen["services"]][-1] == 8088
+    assert seen["data_dir"] == Path(".wow-temporal")
+
+
+@pytest.mark.parametrize(
+    ("args", "api", "message"),
+    [
+        (
+            ["--port", "{taken}", "--headless"],
+            "{free}",
+            "Temporal gRPC port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --port (0: any free port)",
+        ),
+        (
+            ["--port", "0", "--ui-port", "{taken}"],
+            "{free}",
+            "Temporal Web UI port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --ui-port (0: any free port) or --headless",
+        ),
+        (
+            ["--port", "0", "--headless"],
+            "{taken}",
+            "control API port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with WOW_API_PORT",
+        ),
+    ],
+    ids=["grpc", "web-ui", "control-api"],
+)
+def test_dev_refuses_a_port_in_use_and_starts_nothing(
+    tmp_path: Path, args: list[str], api: str, message: str
+) -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as listener:
+        ports = {"taken": str(listener.getsockname()[1]), "free": str(free_port())}
+        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(**ports) for a in args)]
+        result = _console(*argv, env={"WOW_API_PORT": api.format(**ports), "WOW_HOST_URL": ""})
+    _assert_one_error_line(result, "error: " + message.format(**ports))
+    assert not (tmp_path / "temporal.log").exists()  # no server was spawned
+
+
+def test_api_refuses_a_port_in_use_before_connecting() -> None:
+    with socket.create_server(("127.0.0.1", free_port())) as listener:
+        port = listener.getsockname()[1]
+        result = _console("api", "--port", str(port), env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    _assert_one_error_line(
+        result,
+        f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
+        "another with --port or WOW_API_PORT",
+    )
+
+
+def test_log_records_are_one_plain_line() -> None:
+    formatter = OneLineFormatter(LOG_FORMAT)
+    try:
+        raise ValueError("bad\nvalue")
+    except ValueError:
+        record = logging.LogRecord(
+            "temporalio.core",
+            logging.WARNING,
+            "x",
+            1,
+            "\x1b[33mretried\x1b[0m\nagain",
+            (),
+            sys.exc_info(),
+        )
+    line = formatter.format(record)
+    assert "\n" not in line
+    assert "\x1b" not in line
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING temporalio\.core: retried \| again \| "
+        r"Traceback \(most recent call last\):.* \| ValueError: bad \| value",
+        line,
+    ), line
+
+
+def test_json_log_records_are_one_object_per_line_with_their_extra_fields() -> None:
+    formatter = JsonFormatter()
+    try:
+        raise ValueError("bad\nvalue")
+    except ValueError:
+        record = logging.LogRecord(
+            "wow_temporal.delivery",
+            logging.WARNING,
+            "x",
+            1,
+            "sent %s\nagain",
+            ("t#1",),
+            sys.exc_info(),
+        )
+    record.timer = "wow-timer:a.b:t:1:k"
+    record.slot = 3
+    record.opaque = object()
+    line = formatter.format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry.pop("time"))
+    assert entry.pop("exception").endswith("ValueError: bad\nvalue")
+    assert entry.pop("opaque").startswith("<object object at")
+    assert entry == {
+        "level": "WARNING",
+        "logger": "wow_temporal.delivery",
+        "message": "sent t#1\nagain",
+        "timer": "wow-timer:a.b:t:1:k",
+        "slot": 3,
+    }
+
+
+_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) [\w.]+: .+")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
+    # The SDK's Rust core warns about retried gRPC calls; unconfigured, it prints them in ANSI
+    # colours (on stdout). A worker whose server dies retries its polls: watch its output.
+    server = EmbeddedTemporal(tmp_path / "temporal", headless=True)
+    await server.start()
+    out_path, err_path = tmp_path / "worker.out", tmp_path / "worker.err"
+
+    def output() -> str:
+        return out_path.read_text() + err_path.read_text()
+
+    with out_path.open("w") as stdout, err_path.open("w") as stderr:
+        worker = await asyncio.create_subprocess_exec(
+            str(WOW_TEMPORAL),
+            "worker",
+            env={
+                **os.environ,
+                "WOW_CONFIG": "",
+                "TEMPORAL_ADDRESS": server.address,
+                "WOW_HOST_URL": "http://127.0.0.1:9",
+            },
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "timer worker on task queue" not in output():
+            assert worker.returncode is None, output()
+            assert time.monotonic() < deadline, output()
+            await asyncio.sleep(0.1)
+        await server.kill()
+        while "retried" not in output():
+            assert worker.returncode is None, output()
+            assert time.monotonic() < deadline + 60, output()
+            await asyncio.sleep(0.2)
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(worker.wait(), 30)
+        await server.stop()
+    assert "\x1b[" not in output()
+    assert "Traceback" not in output()
+    assert out_path.read_text() == ""  # logs go to stderr, one record per line
+    lines = err_path.read_text().splitlines()
+    assert lines and all(_RECORD.fullmatch(line) for line in lines), lines
+    retried = [line for line in lines if "retried" in line]
+    assert retried[0].split(": ", 1)[0].endswith(" WARNING temporalio.core"), retried[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["schedule", "show"],
+            "error: Missing argument 'context'. (see `wow-temporal schedule show --help`)",
+        ),
+        (
+            ["timers", "list", "--bogus"],
+            "error: No such option: --bogus (see `wow-temporal timers list --help`)",
+        ),
+        (["frobnicate"], "error: No such command 'frobnicate'. (see `wow-temporal --help`)"),
+        (  # the demo's closing hint, without its context
+            ["schedule", "show", "receive-deliveries"],
+            "error: Missing argument 'name'. (see `wow-temporal schedule show --help`)",
+        ),
+        (["host"], "error: Missing option '--app'. (see `wow-temporal host --help`)"),
+        (  # the parser names no command for these: the words given do
+            ["timers", "list", "--running=yes"],
+            "error: Option '--running' does not take a value. "
+            "(see `wow-temporal timers list --help`)",
+        ),
+        (
+            ["timers", "list", "--limit", "many"],
+            "error: Invalid value for '--limit': Input should be a valid integer, unable to "
+            "parse string as an integer (see `wow-temporal timers list --help`)",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_error_line_and_exit_2(args: list[str], said: str) -> None:
+    done = subprocess.run(
+        [str(WOW_TEMPORAL), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == said
+    assert done.stdout == ""
+
+
+def test_a_closed_stdout_ends_quietly() -> None:
+    """`wow-temporal cron … | head -1`: no traceback, no `error:` line, exit 141 as a SIGPIPE."""
+    command = [str(WOW_TEMPORAL), "cron", "* * * * * *"]
+    with subprocess.Popen(
+        [*command, "--count", "10000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    assert err == b""
+    assert code == CLOSED_STDOUT_EXIT
+
+
+def _into_closed_pipe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """Run the console script with a stdout whose reader went away before it wrote."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [str(WOW_TEMPORAL), *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "WOW_CONFIG": "", **env},
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["timers", "--help"],
+        ["--version"],
+        ["cron", "0 0 6 * * *"],
+        ["manifest", "--app", "workers.eshop:apps"],
+        ["timers", "list", "--json"],  # `[]` at least, from the dev server
+        ["schedule", "list", "--json"],
+    ],
+    ids=" ".join,
+)
+def test_every_command_ends_quietly_on_a_closed_stdout(
+    args: list[str], dev_server: EmbeddedTemporal
+) -> None:
+    """Not `error: cannot connect: [Errno 32] Broken pipe` (exit 1 or 2), even for the commands
+    that answer from Temporal: nothing on stderr, exit 141."""
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    done = _into_closed_pipe(*args, env=env)
+    assert done.stderr == b""
+    assert done.returncode == CLOSED_STDOUT_EXIT
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_timers_retry_says_what_is_true_of_the_retried_timer(
+    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost
+) -> None:
+    """Not `Scheduled` for a timer that `timers list` shows `Delivering` a moment later: the
+    retried slot is being delivered again, with its request id."""
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    task_queue = f"cli-retry-{uuid.uuid4().hex[:8]}"
+    command_type = f"cli.retry.Probe{uuid.uuid4().hex[:8]}"
+    recording_host.behave("fail", command_type=command_type, times=2)
+    timers = TimerClient(
+        dev_client,
+        task_queue=task_queue,
+        delivery=DeliverySettings(
+            max_attempts=2,
+            initial_interval=timedelta(milliseconds=100),
+            max_interval=timedelta(milliseconds=200),
+        ),
+    )
+    aggregate_id = uuid.uuid4().hex[:8]
+    commit = Commit.parse(
+        {
+            "id": f"c-{aggregate_id}",
+            "contextName": "eshop-order",
+            "aggregateName": "order",
+            "tenantId": "t-cli",
+            "aggregateId": aggregate_id,
+            "version": 1,
+            "createTime": int(datetime.now(UTC).timestamp() * 1000),
+            "body": [
+                {
+                    "id": "e-1",
+                    "name": "wow.ScheduleSet",
+                    "body": {
+                        "key": "grace",
+                        "rule": {"after": "PT0.1S"},
+                        "command": {"type": command_type, "body": {}},
+                    },
+                }
+            ],
+        }
+    )
+    workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
+    async with CommandSender(recording_host.url) as sender, timer_worker(
+        dev_client, sender, task_queue=task_queue
+    ):
+        await timers.apply(commit)
+        deadline = time.monotonic() + 30
+        while (await timers.show(workflow_id)).status != "Parked":
+            assert time.monotonic() < deadline, "the timer never parked"
+            await asyncio.sleep(0.2)
+        retried = await asyncio.to_thread(_cli, "timers", "retry", workflow_id, env=env)
+        assert retried.returncode == 0, retried.stderr
+        assert retried.stdout.strip() == (
+            f"{workflow_id}: retried: slot 1 is being delivered again "
+            f"(request id c-{aggregate_id}:e-1#1)"
+        )
+        (delivered,) = await recording_host.wait_for(
+            lambda host: [r for r in host.delivered() if r.aggregate_id == aggregate_id],
+            timeout=15,
+        )
+    assert delivered.request_id == f"c-{aggregate_id}:e-1#1"

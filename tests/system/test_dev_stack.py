@@ -1,0 +1,310 @@
+"""`wow-temporal dev` as a user runs it: the whole stack starts, `wow-temporal demo` walks the
+e-shop on it, a commit handed to the control API is delivered (the echo convention for a
+context the host does not serve), and Ctrl-C / SIGTERM leaves no process behind; a second one
+on the same data directory is refused; the stack stops when its server dies."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.processes import alive, descendants
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.stack import READY_LINE
+from wow_temporal.ids import job_workflow_id
+
+
+def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        lines.append(line)
+        if needle in line:
+            return
+    raise AssertionError(f"{needle!r} not seen; output:\n{''.join(lines)}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
+    tmp_path: Path,
+) -> None:
+    api_port, metrics_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "WOW_API_PORT": str(api_port),
+        "WOW_WORKER_METRICS_PORT": str(metrics_port),
+        "WOW_HOST_URL": "",
+        "WOW_CONFIG": "",
+        "ESHOP_PAYMENT_GRACE_PERIOD": "PT2S",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wow_temporal.cli",
+            "dev",
+            "--headless",
+            "--port",
+            "0",  # 7233 may be another stack's
+            "--host-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "dev"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    try:
+        _read_until(proc, READY_LINE, lines, timeout=90)
+        printed = "".join(lines)
+        for service in ("domain host:", "timer worker:", "control API:", "Temporal gRPC:"):
+            assert service in printed
+        children = descendants(proc.pid)
+        assert children, "the dev server runs as a child process"
+        host_url = printed.split("domain host:", 1)[1].split()[0]
+
+        demo = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "wow-temporal"),
+                "demo",
+                "--host-url",
+                host_url,
+                "--api-url",
+                f"http://127.0.0.1:{api_port}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        for seen in (
+            "wow.ScheduleSet",
+            "its timer is Cancelled",
+            "is CANCELLED (PAYMENT_TIMEOUT)",
+            "Its timer is Delivered",
+            "IllegalState",
+            "delivered",
+        ):
+            assert seen in demo.stdout, demo.stdout
+        _the_closing_hint_works(demo.stdout, printed, env)
+
+        created = int(datetime.now(UTC).timestamp() * 1000)
+        commit = {
+            "id": "commit-dev",
+            "contextName": "hand-made",
+            "aggregateName": "order",
+            "tenantId": "t1",
+            "aggregateId": "42",
+            "version": 1,
+            "createTime": created,
+            "body": [
+                {
+                    "id": "e-1",
+                    "name": "wow.ScheduleSet",
+                    "body": {
+                        "key": "payment-grace-period",
+                        "rule": {"after": "PT1S"},
+                        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "X"}},
+                        "target": None,
+                    },
+                }
+            ],
+        }
+        trace = "5bf92f3577b34da6a3ce929d0e0e4736"
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{api_port}/commits",
+            data=json.dumps(commit).encode(),
+            headers={
+                "content-type": "application/json",
+                "traceparent": f"00-{trace}-00f067aa0ba902b7-01",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.load(response)[0]["outcome"] == "started"
+        _read_until(proc, "request commit-dev:e-1#1", lines, timeout=30)
+        # Traced by default: the delivered command is in the trace of the request.
+        assert f"request commit-dev:e-1#1, trace {trace})" in lines[-1], lines[-1]
+
+        # One process, one Prometheus endpoint: deliveries, ingest (the API's and the relay's)
+        # and the relay's lag beside the SDK's own metrics.
+        assert f"Metrics:         http://127.0.0.1:{metrics_port}/metrics" in printed
+        assert "Traces:          on, not exported (WOW_TELEMETRY_OTLP_ENDPOINT" in printed
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{metrics_port}/metrics", timeout=10
+        ) as response:
+            metrics = response.read().decode()
+        assert any(
+            line.startswith("wow_parked{") and 'kind="timer"' in line
+            for line in metrics.splitlines()
+        ), "no wow_parked gauge in the dev stack's metrics"
+        for name, labels in (
+            ("wow_deliveries_total", ['outcome="delivered"']),
+            ("wow_commits_ingested_total", []),
+            ("wow_timer_changes_total", ['kind="set"', 'outcome="started"']),
+            ("wow_relay_lag_count", []),
+            ("temporal_request_total", []),
+        ):
+            assert any(
+                line.startswith(name) and all(label in line for label in labels)
+                and float(line.rsplit(" ", 1)[1]) > 0
+                for line in metrics.splitlines()
+            ), f"no {name} {labels} above 0 in the dev stack's metrics:\n{metrics}"
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _the_closing_hint_works(demo_output: str, printed: str, env: dict[str, str]) -> None:
+    """The `schedule show` the demo suggests at its end runs on that stack (Missing argument
+    'name' once)."""
+    hint = demo_output.strip().splitlines()[-1]
+    suggested = [c for c in hint.split("`")[1::2] if c.startswith("wow-temporal schedule show")]
+    assert len(suggested) == 1, hint
+    address = printed.split("Temporal gRPC:", 1)[1].split()[0]
+    shown = subprocess.run(
+        [str(Path(sys.executable).parent / "wow-temporal"), *shlex.split(suggested[0])[1:]],
+        capture_output=True,
+        text=True,
+        env={**env, "TEMPORAL_ADDRESS": address},
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    job = job_workflow_id("eshop-inventory", "receive-deliveries")
+    assert shown.stdout.startswith(f"{job}: Enabled\n"), shown.stdout
+    assert "rule      0 0 6 * * *" in shown.stdout, shown.stdout
+
+
+def _dev(
+    data_dir: Path, api_port: int, *extra: str, metrics_port: int = 0
+) -> subprocess.Popen[str]:
+    """`wow-temporal dev` on any free Temporal ports, the control API on `api_port`."""
+    env = {
+        **os.environ,
+        "WOW_API_PORT": str(api_port),
+        "WOW_WORKER_METRICS_PORT": str(metrics_port),
+        "WOW_HOST_URL": "",
+        "WOW_CONFIG": "",
+    }
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "wow-temporal"),
+            "dev",
+            "--port",
+            "0",
+            "--ui-port",
+            "0",
+            "--host-port",
+            "0",
+            "--data-dir",
+            str(data_dir),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_a_metrics_port_in_use_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _dev(tmp_path / "dev", free_port(), "--headless", metrics_port=port)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert err.strip().splitlines()[-1] == (
+        f"error: cannot serve metrics on port {port} (WOW_WORKER_METRICS_PORT): Failed starting "
+        "Prometheus exporter: Address already in use (os error 98)"
+    ), err
+    assert "Traceback" not in err
+    assert not descendants(proc.pid)
+    mine = str(tmp_path / "dev").encode()
+    running = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if mine in cmdline.read_bytes():
+                running.append(cmdline.parent.name)
+    assert running == [], "a dev server is still running"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "dev"
+    api_port = free_port()
+    first = _dev(data_dir, api_port)
+    lines: list[str] = []
+    try:
+        _read_until(first, READY_LINE, lines, timeout=90)
+        fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+        server_pid = int((data_dir / "temporal.pid").read_text())
+        assert server_pid in descendants(first.pid)
+
+        second = _dev(data_dir, free_port(), "--headless")
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 1, out + err
+        assert out == ""
+        assert err == (
+            f"error: another wow-temporal dev (pid {first.pid}) is using {data_dir}: "
+            f"Temporal {fields['Temporal gRPC']}, Web UI {fields['Temporal Web UI']}; "
+            "stop it or use --data-dir\n"
+        )
+        # The first stack is untouched: same server, control API still answering.
+        assert alive(server_pid)
+        assert int((data_dir / "temporal.pid").read_text()) == server_pid
+        with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/health", timeout=10) as reply:
+            assert reply.status == 200
+
+        children = descendants(first.pid)
+        os.kill(server_pid, signal.SIGKILL)  # the server dies under the running stack
+        assert first.wait(timeout=30) == 1
+        rest = first.stdout.read() if first.stdout else ""
+        assert rest.splitlines()[-1] == (
+            f"wow-temporal dev: the Temporal server (pid {server_pid}) was killed by SIGKILL "
+            "while wow-temporal dev was running; stopping everything (server log: "
+            f"{data_dir / 'temporal.log'})"
+        ), rest
+        stderr = first.stderr.read() if first.stderr else ""
+        assert "Traceback" not in stderr, stderr
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if alive(pid)]
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()

@@ -1,0 +1,1428 @@
+"""The domain host without Temporal, over real HTTP (uvicorn on 127.0.0.1) and real SQLite files:
+Wow's answers to bad input with nothing committed, request-id idempotency and tenant isolation,
+one commit per decision (its schedules with its events), the e-shop's inventory saga and a
+saga's schedule requests, the relay's at-least-once hand-over to a fake timers object, the host
+with the timers away, one host per store file, the manifest, and the OpenAPI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+import uvicorn
+from typer.testing import CliRunner
+
+from tests.apps.host_app import (
+    CONTEXT,
+    REMIND,
+    THING,
+    SchedulerSaga,
+    make_app,
+)
+from tests.helpers.eventually import eventually
+from workers.eshop import apps as eshop_apps
+from workers.eshop.inventory import app as inventory_app
+from workers.eshop.order import ORDER, Order, PaymentPolicy
+from workers.eshop.stock import STOCK
+from wow_temporal import App
+from wow_temporal.cli import app as cli
+from wow_temporal.host.relay import RELAY, Relay
+from wow_temporal.host.runtime import HostRuntime, StoreInUseError
+from wow_temporal.host.store import EventStore
+from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.fold import Horizon
+
+TENANT = "t1"
+INVENTORY_SAGA = "saga:eshop-inventory.InventorySaga"
+
+
+# --- the fakes the relay hands commits to -----------------------------------------------------
+
+
+class FakeTimers:
+    """What the relay needs of the timers: `apply_many`, recorded; `down` makes it raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[Commit]] = []
+        """Each successful `apply_many`, its commits in order."""
+        self.attempts = 0
+        self.down: Exception | None = None
+        self.takes: int | None = None
+        """How many more calls succeed before it goes down (None: no limit)."""
+        self.ahead: list[dict[tuple[AggregateRef, str], tuple[int, int]]] = []
+        """What the relay had read ahead of each successful call, per key."""
+
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> None:
+        self.attempts += 1
+        if self.takes == 0:
+            self.down = ConnectionError("the timers went away")
+        if self.down is not None:
+            raise self.down
+        if self.takes is not None:
+            self.takes -= 1
+        self.calls.append(list(commits))
+        self.ahead.append({} if later is None else dict(later.keys))
+
+    @property
+    def handed(self) -> list[Commit]:
+        return [commit for call in self.calls for commit in call]
+
+    @property
+    def handed_ids(self) -> list[str]:
+        return [commit.id for commit in self.handed]
+
+
+class FakeConnect:
+    """The relay's `connect`: gives `timers`, or raises `down`."""
+
+    def __init__(self, timers: FakeTimers) -> None:
+        self.timers = timers
+        self.attempts = 0
+        self.down: Exception | None = None
+
+    async def __call__(self) -> FakeTimers:
+        self.attempts += 1
+        if self.down is not None:
+            raise self.down
+        return self.timers
+
+
+# --- a host served over HTTP ------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    """A `HostRuntime` served by uvicorn on a free port, and a client on it."""
+
+    runtime: HostRuntime
+    client: httpx.AsyncClient
+    timers: FakeTimers
+    connect: FakeConnect
+
+    async def send(
+        self,
+        command_type: str,
+        ref: AggregateRef,
+        body: Any = None,
+        *,
+        content: bytes | None = None,
+        request_id: str | None = None,
+        version: int | str | None = None,
+        headers: dict[str, str] | None = None,
+        omit: Iterable[str] = (),
+    ) -> httpx.Response:
+        """POST /wow/command/send with Wow's headers; `content` replaces the JSON `body`."""
+        sent = {
+            "Command-Type": command_type,
+            "Command-Aggregate-Context": ref.context_name,
+            "Command-Aggregate-Name": ref.aggregate_name,
+            "Command-Aggregate-Id": ref.aggregate_id,
+            "Command-Tenant-Id": ref.tenant_id,
+            "Command-Wait-Stage": "PROCESSED",
+            "Content-Type": "application/json",
+        }
+        if request_id is not None:
+            sent["Command-Request-Id"] = request_id
+        if version is not None:
+            sent["Command-Aggregate-Version"] = str(version)
+        sent.update(headers or {})
+        for name in omit:
+            del sent[name]
+        raw = json.dumps({} if body is None else body).encode() if content is None else content
+        return await self.client.post("/wow/command/send", content=raw, headers=sent)
+
+    async def ok(self, command_type: str, ref: AggregateRef, body: Any = None, **kw: Any) -> int:
+        """Send a command that must be answered Ok; the aggregate's version after it."""
+        answer = expect(await self.send(command_type, ref, body, **kw), "Ok", 200)
+        version = answer["aggregateVersion"]
+        assert isinstance(version, int)
+        return version
+
+    async def read(self, ref: AggregateRef) -> dict[str, Any] | None:
+        """GET /wow/aggregate/...: the aggregate, or None when it does not exist (404)."""
+        response = await self.client.get(
+            f"/wow/aggregate/{ref.context_name}/{ref.aggregate_name}/{ref.tenant_id}/"
+            f"{ref.aggregate_id}"
+        )
+        if response.status_code == 404:
+            assert response.json()["errorCode"] == "NotFound"
+            return None
+        assert response.status_code == 200, response.text
+        data: dict[str, Any] = response.json()
+        return data
+
+    async def state(self, ref: AggregateRef) -> dict[str, Any]:
+        found = await self.read(ref)
+        assert found is not None, f"{ref} does not exist"
+        state: dict[str, Any] = found["state"]
+        return state
+
+    async def log(self) -> list[tuple[int, Commit]]:
+        """Every commit in the store, in log order, with its notification id."""
+        store = self.runtime.host.store
+        return await self.runtime.host.run(lambda: store.commits_after(0, 100_000))
+
+    async def commits(self) -> list[Commit]:
+        return [commit for _, commit in await self.log()]
+
+    async def followers(self) -> dict[str, dict[str, Any]]:
+        response = await self.client.get("/wow/followers")
+        assert response.status_code == 200
+        return {status["name"]: status for status in response.json()}
+
+    async def settle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Wait until every follower has handled the whole log, twice in a row."""
+        calm = 0
+        deadline = time.monotonic() + timeout
+        while calm < 2:
+            shown = await self.followers()
+            behind = all(s["behind"] == 0 and s["lastError"] is None for s in shown.values())
+            calm = calm + 1 if behind else 0
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the followers did not catch up: {shown}")
+            await asyncio.sleep(0.03)
+
+
+class _Dispatch:
+    """The ASGI app the module's one uvicorn server serves: the runtime of the running test."""
+
+    def __init__(self) -> None:
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        assert self.app is not None, "no host is served"
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class _Server:
+    dispatch: _Dispatch
+    url: str
+
+
+_server: _Server | None = None
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session", autouse=True)
+async def _http_server() -> AsyncIterator[None]:
+    """One real uvicorn server on 127.0.0.1 and a free port for the module's tests; each test's
+    `serve` puts its runtime's app behind it (starting a server per test costs ~0.3 s)."""
+    global _server
+    # proto IPPROTO_TCP: asyncio then sets TCP_NODELAY on each connection (with proto 0 it does
+    # not, and every answer waits ~40 ms for the client's delayed ACK)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    dispatch = _Dispatch()
+    config = uvicorn.Config(
+        dispatch,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+            await asyncio.sleep(0.005)
+        _server = _Server(dispatch, f"http://127.0.0.1:{sock.getsockname()[1]}")
+        yield
+    finally:
+        _server = None
+        server.should_exit = True
+        await asyncio.wait_for(serving, timeout=10)
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    apps: Sequence[App],
+    db: Path,
+    *,
+    timers: FakeTimers | None = None,
+    start: bool = True,
+) -> AsyncIterator[Served]:
+    """Run a `HostRuntime` over `db` (its followers started unless `start=False`) and serve it
+    over HTTP, with a client on it."""
+    assert _server is not None
+    assert _server.dispatch.app is None, "one host served at a time"
+    timers = timers if timers is not None else FakeTimers()
+    connect = FakeConnect(timers)
+    runtime = HostRuntime(apps, db, connect)
+    _server.dispatch.app = runtime.asgi
+    try:
+        if start:
+            runtime.start()
+        async with httpx.AsyncClient(base_url=_server.url, timeout=10) as client:
+            yield Served(runtime, client, timers, connect)
+    finally:
+        _server.dispatch.app = None
+        await runtime.stop()
+
+
+def expect(response: httpx.Response, code: str, status: int) -> dict[str, Any]:
+    """Wow's CommandResult: the status, `errorCode` in the body and `Wow-Error-Code` equal."""
+    body: dict[str, Any] = response.json()
+    seen = (response.status_code, body.get("errorCode"), response.headers.get("Wow-Error-Code"))
+    assert seen == (status, code, code), body
+    return body
+
+
+def thing(aggregate_id: str, tenant: str = TENANT) -> AggregateRef:
+    return THING.ref(tenant, aggregate_id)
+
+
+def names(commit: Commit) -> list[str]:
+    return [event.name for event in commit.body]
+
+
+def order_app(grace: timedelta = timedelta(seconds=20)) -> App:
+    return App("eshop-order", aggregates=[Order], services=[PaymentPolicy(grace)])
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "host" / "domain.db"
+
+
+# --- 1. bad input: Wow's error codes, nothing committed ---------------------------------------
+
+BIG = json.dumps({"name": "x" * (256 * 1024)}).encode()
+
+
+@pytest.mark.parametrize(
+    ("case", "command_type", "target", "body", "extra", "code", "status"),
+    [
+        ("unknown command type", "hosttest.Nope", "t", {}, {}, "BadRequest", 400),
+        (
+            "a field of the wrong type",
+            "hosttest.Touch",
+            "t",
+            {"count": "many"},
+            {},
+            "CommandValidation",
+            400,
+        ),
+        ("a missing field", "hosttest.Touch", "t", {}, {}, "CommandValidation", 400),
+        ("a field out of range", "hosttest.Touch", "t", {"count": 0}, {}, "CommandValidation", 400),
+        (
+            "a JSON array body",
+            "hosttest.Touch",
+            "t",
+            None,
+            {"content": b"[1, 2]"},
+            "CommandValidation",
+            400,
+        ),
+        (
+            "a JSON string body",
+            "hosttest.Touch",
+            "t",
+            None,
+            {"content": b'"count"'},
+            "CommandValidation",
+            400,
+        ),
+        (
+            "malformed JSON",
+            "hosttest.Touch",
+            "t",
+            None,
+            {"content": b'{"count": '},
+            "BadRequest",
+            400,
+        ),
+        (
+            "not UTF-8",
+            "hosttest.Touch",
+            "t",
+            None,
+            {"content": b'{"count": "\xff"}'},
+            "BadRequest",
+            400,
+        ),
+        (
+            "a wrong expected version",
+            "hosttest.Touch",
+            "t",
+            {"count": 1},
+            {"version": 5},
+            "CommandExpectVersionConflict",
+            409,
+        ),
+        (
+            "expected version 0 of an existing one",
+            "hosttest.Touch",
+            "t",
+            {"count": 1},
+            {"version": 0},
+            "CommandExpectVersionConflict",
+            409,
+        ),
+        (
+            "a version that is no number",
+            "hosttest.Touch",
+            "t",
+            {"count": 1},
+            {"version": "one"},
+            "BadRequest",
+            400,
+        ),
+        ("a body over 256 KiB", "hosttest.Touch", "t", None, {"content": BIG}, "BadRequest", 413),
+        (
+            "a bad wait stage",
+            "hosttest.Touch",
+            "t",
+            {"count": 1},
+            {"headers": {"Command-Wait-Stage": "EVENTUALLY"}},
+            "BadRequest",
+            400,
+        ),
+        ("an unknown context", "hosttest.Touch", "ctx", {"count": 1}, {}, "NotFound", 404),
+        ("an unknown aggregate", "hosttest.Touch", "agg", {"count": 1}, {}, "NotFound", 404),
+        (
+            "a non-create command to a missing aggregate",
+            "hosttest.Touch",
+            "missing",
+            {"count": 1},
+            {},
+            "NotFound",
+            404,
+        ),
+        (
+            "a schedule request to a missing aggregate",
+            "wow.schedule.Set",
+            "missing",
+            {"key": "k", "rule": {"after": "PT1M"}, "command": {"type": REMIND, "body": {}}},
+            {},
+            "NotFound",
+            404,
+        ),
+        (
+            "a schedule request with a bad rule",
+            "wow.schedule.Set",
+            "t",
+            {"key": "k", "rule": {"after": "soon"}, "command": {"type": REMIND, "body": {}}},
+            {},
+            "CommandValidation",
+            400,
+        ),
+        ("an empty Command-Type", "", "t", {"count": 1}, {}, "BadRequest", 400),
+        (
+            "a control character in the id",
+            "hosttest.Touch",
+            "t",
+            {"count": 1},
+            {"headers": {"Command-Request-Id": "a\tb"}},
+            "BadRequest",
+            400,
+        ),
+        ("a refusal by the domain", "hosttest.Refuse", "t", {}, {}, "IllegalState", 400),
+    ],
+)
+async def test_bad_input_is_answered_with_wows_error_code_and_commits_nothing(
+    db: Path,
+    case: str,
+    command_type: str,
+    target: str,
+    body: Any,
+    extra: dict[str, Any],
+    code: str,
+    status: int,
+) -> None:
+    existing = thing("t")
+    ref = {
+        "t": existing,
+        "missing": thing("missing"),
+        "ctx": AggregateRef(
+            context_name="nowhere", aggregate_name="thing", tenant_id=TENANT, aggregate_id="t"
+        ),
+        "agg": AggregateRef(
+            context_name=CONTEXT, aggregate_name="gizmo", tenant_id=TENANT, aggregate_id="t"
+        ),
+    }[target]
+    async with serve([make_app()], db) as host:
+        assert await host.ok("hosttest.CreateThing", existing, {"name": "one"}) == 1
+        answer = expect(await host.send(command_type, ref, body, **extra), code, status)
+        assert answer["errorMsg"], case
+        assert [commit.version for commit in await host.commits()] == [1]
+        found = await host.read(existing)
+        assert found is not None
+        assert (found["version"], found["state"]["touches"]) == (1, 0)
+        if target == "missing":
+            assert await host.read(ref) is None
+
+
+async def test_the_answers_say_what_is_wrong(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        unknown = expect(await host.send("hosttest.Nope", ref), "BadRequest", 400)
+        assert "hosttest.Nope" in unknown["errorMsg"]
+        assert "hosttest.Touch" in unknown["errorMsg"]  # the commands it has
+        wrong = expect(
+            await host.send("hosttest.Touch", ref, {"count": "many"}), "CommandValidation", 400
+        )
+        assert "count" in wrong["errorMsg"]
+        conflict = expect(
+            await host.send("hosttest.Touch", ref, {"count": 1}, version=5),
+            "CommandExpectVersionConflict",
+            409,
+        )
+        assert conflict["aggregateVersion"] == 1
+        assert "version 1" in conflict["errorMsg"]
+        assert "expects 5" in conflict["errorMsg"]
+        nowhere = AggregateRef(
+            context_name="nowhere", aggregate_name="thing", tenant_id=TENANT, aggregate_id="t"
+        )
+        missing_context = expect(await host.send("hosttest.Touch", nowhere), "NotFound", 404)
+        assert "nowhere" in missing_context["errorMsg"]
+        assert CONTEXT in missing_context["errorMsg"]  # what is served
+        big = expect(await host.send("hosttest.Touch", ref, content=BIG), "BadRequest", 413)
+        assert "256 KiB" in big["errorMsg"]
+        # the refusal names the command's aggregate, as Wow's CommandResult does
+        assert (big["contextName"], big["aggregateName"], big["aggregateId"]) == (
+            CONTEXT,
+            "thing",
+            "t",
+        )
+
+
+async def test_the_right_expected_version_is_decided(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        assert await host.ok("hosttest.CreateThing", ref, {"name": "one"}, version=0) == 1
+        assert await host.ok("hosttest.Touch", ref, {"count": 2}, version=1) == 2
+        expect(
+            await host.send("hosttest.Touch", ref, {"count": 2}, version=1),
+            "CommandExpectVersionConflict",
+            409,
+        )
+        assert (await host.state(ref))["touches"] == 2
+
+
+@pytest.mark.parametrize(
+    "header", ["Command-Type", "Command-Aggregate-Context", "Command-Aggregate-Name"]
+)
+async def test_a_missing_required_header_commits_nothing(db: Path, header: str) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        response = await host.send("hosttest.Touch", ref, {"count": 1}, omit=[header])
+        # FastAPI's own validation answers these (422, {"detail": [...]}), see the next test
+        assert response.status_code in (400, 422)
+        assert [commit.version for commit in await host.commits()] == [1]
+
+
+async def test_a_missing_command_type_is_answered_as_wow_does(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        response = await host.send("hosttest.Touch", thing("t"), {}, omit=["Command-Type"])
+        expect(response, "BadRequest", 400)
+
+
+async def test_the_answers_function_is_camel_case_as_the_rest(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        response = await host.send("hosttest.CreateThing", thing("t"), {"name": "one"})
+        assert expect(response, "Ok", 200)["function"] == {
+            "functionKind": "COMMAND",
+            "contextName": CONTEXT,
+            "processorName": "thing",
+            "name": "Thing.create",
+        }
+
+
+async def test_creating_twice_is_a_duplicate_aggregate_id(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "first"})
+        answer = expect(
+            await host.send("hosttest.CreateThing", ref, {"name": "second"}),
+            "DuplicateAggregateId",
+            400,
+        )
+        assert answer["aggregateVersion"] == 1
+        assert (await host.state(ref))["name"] == "first"
+        assert len(await host.commits()) == 1
+
+
+async def test_a_deleted_aggregate_refuses_every_command_with_410(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        assert await host.ok("wow.DeleteAggregate", ref) == 2
+        deleted = await host.commits()
+        assert names(deleted[-1]) == ["wow.AggregateDeleted"]
+        assert deleted[-1].body[0].body == {}
+        for command_type, body in [
+            ("hosttest.Touch", {"count": 1}),
+            ("hosttest.CreateThing", {"name": "again"}),
+            ("hosttest.DoNothing", {}),
+            ("wow.DeleteAggregate", {}),
+            ("wow.schedule.Cancel", {"key": "k"}),
+            ("hosttest.Nope", {}),
+        ]:
+            answer = expect(
+                await host.send(command_type, ref, body), "IllegalAccessDeletedAggregate", 410
+            )
+            assert answer["aggregateVersion"] == 2, command_type
+        found = await host.read(ref)
+        assert found is not None
+        assert (found["version"], found["deleted"]) == (2, True)
+        assert len(await host.commits()) == 2
+        # the deletion is a schedule event: the relay hands it to the timers
+        await eventually(
+            lambda: _handed(host, deleted[-1].id), within=30, what="the deletion handed over"
+        )
+
+
+async def _handed(host: Served, commit_id: str) -> bool:
+    return commit_id in host.timers.handed_ids
+
+
+# --- 2. request ids and tenants ----------------------------------------------------------------
+
+
+async def test_a_request_id_is_decided_once(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"}, request_id="r-1")
+        assert await host.ok("hosttest.Touch", ref, {"count": 3}, request_id="r-2") == 2
+        again = expect(
+            await host.send("hosttest.Touch", ref, {"count": 4}, request_id="r-2"),
+            "DuplicateRequestId",
+            400,
+        )
+        assert (again["aggregateVersion"], again["requestId"]) == (2, "r-2")
+        # the creation's request id again, even as another command: a duplicate too
+        expect(
+            await host.send("hosttest.Touch", ref, {"count": 5}, request_id="r-1"),
+            "DuplicateRequestId",
+            400,
+        )
+        commits = await host.commits()
+        assert [(c.version, c.request_id) for c in commits] == [(1, "r-1"), (2, "r-2")]
+        assert (await host.state(ref))["touches"] == 3
+
+
+async def test_a_command_without_request_id_is_stored_with_the_one_it_was_answered(
+    db: Path,
+) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db, start=False) as host:
+        created = expect(await host.send("hosttest.CreateThing", ref, {"name": "one"}), "Ok", 200)
+        touched = expect(await host.send("hosttest.Touch", ref, {"count": 1}), "Ok", 200)
+        answered = [created["requestId"], touched["requestId"]]
+        assert all(answered) and len(set(answered)) == 2
+        assert [c.request_id for c in await host.commits()] == answered
+        # the id answered is the command's from now on: sent again, it is decided already
+        again = await host.send("hosttest.Touch", ref, {"count": 1}, request_id=answered[1])
+        expect(again, "DuplicateRequestId", 400)
+
+
+async def test_a_refused_or_noop_request_id_is_decided_once(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        expect(await host.send("hosttest.Refuse", ref, request_id="r-x"), "IllegalState", 400)
+        await host.ok("hosttest.DoNothing", ref, request_id="r-y")
+        again = expect(
+            await host.send("hosttest.Touch", ref, {"count": 1}, request_id="r-x"),
+            "IllegalState",
+            400,
+        )
+        assert "decided before" in again["errorMsg"]
+        expect(
+            await host.send("hosttest.Touch", ref, {"count": 1}, request_id="r-y"),
+            "DuplicateRequestId",
+            400,
+        )
+        # a malformed request decides nothing: the same id, fixed, is decided
+        expect(
+            await host.send("hosttest.Touch", ref, {"count": "x"}, request_id="r-z"),
+            "CommandValidation",
+            400,
+        )
+        assert await host.ok("hosttest.Touch", ref, {"count": 1}, request_id="r-z") == 2
+        assert [commit.version for commit in await host.commits()] == [1, 2]
+
+
+async def test_the_same_request_id_in_another_tenant_is_another_command(db: Path) -> None:
+    mine, theirs = thing("t", "tenant-a"), thing("t", "tenant-b")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", mine, {"name": "a"}, request_id="r-1")
+        assert await host.ok("hosttest.CreateThing", theirs, {"name": "b"}, request_id="r-1") == 1
+        assert await host.ok("hosttest.Touch", mine, {"count": 1}, request_id="r-2") == 2
+        assert await host.ok("hosttest.Touch", theirs, {"count": 7}, request_id="r-2") == 2
+        expect(
+            await host.send("hosttest.Touch", theirs, {"count": 7}, request_id="r-2"),
+            "DuplicateRequestId",
+            400,
+        )
+        assert [(c.tenant_id, c.version) for c in await host.commits()] == [
+            ("tenant-a", 1),
+            ("tenant-b", 1),
+            ("tenant-a", 2),
+            ("tenant-b", 2),
+        ]
+        assert (await host.state(mine))["touches"] == 1
+        assert (await host.state(theirs))["touches"] == 7
+
+
+async def test_a_tenant_cannot_read_or_change_another_tenants_aggregate(db: Path) -> None:
+    mine, theirs = thing("shared", "tenant-a"), thing("shared", "tenant-b")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", mine, {"name": "a"})
+        assert await host.read(theirs) is None
+        expect(await host.send("hosttest.Touch", theirs, {"count": 1}), "NotFound", 404)
+        expect(await host.send("wow.DeleteAggregate", theirs), "NotFound", 404)
+        expect(
+            await host.send("hosttest.Touch", mine, {"count": 1}, version=0),
+            "CommandExpectVersionConflict",
+            409,
+        )
+        # its own aggregate of that id is another one, created at version 1
+        assert await host.ok("hosttest.CreateThing", theirs, {"name": "b"}) == 1
+        assert await host.ok("wow.DeleteAggregate", theirs) == 2
+        found = await host.read(mine)
+        assert found is not None
+        assert (found["version"], found["deleted"], found["state"]["name"]) == (1, False, "a")
+        assert await host.ok("hosttest.Touch", mine, {"count": 1}) == 2
+        # the default tenant, (0), is a tenant of its own too
+        expect(
+            await host.send(
+                "hosttest.Touch", thing("shared"), {"count": 1}, omit=["Command-Tenant-Id"]
+            ),
+            "NotFound",
+            404,
+        )
+
+
+# --- 3. one commit per decision ---------------------------------------------------------------
+
+
+async def test_the_last_confirmation_commits_its_events_and_schedule_together(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ESHOP_PAYMENT_GRACE_PERIOD", raising=False)
+    order = ORDER.ref(TENANT, "o-1")
+    items = [{"product_id": "mug", "quantity": 1}, {"product_id": "cap", "quantity": 2}]
+    async with serve([eshop_apps()[0]], db) as host:
+        await host.ok("eshop.order.CreateOrder", order, {"items": items}, request_id="r-1")
+        assert await host.ok("eshop.order.ConfirmOrderStock", order, {"product_id": "mug"}) == 2
+        assert (
+            await host.ok(
+                "eshop.order.ConfirmOrderStock",
+                order,
+                {"product_id": "cap"},
+                request_id="r-3",
+                headers={"Command-Header-trace_id": "trace-7", "Command-Owner-Id": "alice"},
+            )
+            == 3
+        )
+        commits = await host.commits()
+        assert [names(c) for c in commits] == [
+            ["eshop.order.OrderCreated"],
+            ["eshop.order.OrderStockItemConfirmed"],
+            [
+                "eshop.order.OrderStockItemConfirmed",
+                "eshop.order.OrderStockConfirmed",
+                "wow.ScheduleSet",
+            ],
+        ]
+        found = await host.read(order)
+        assert found is not None
+        assert found["state"]["status"] == "AWAITING_PAYMENT"
+        last = found["commits"][-1]
+        assert {k: v for k, v in last.items() if k not in ("id", "createTime", "commandId")} == {
+            "contextName": "eshop-order",
+            "aggregateName": "order",
+            "tenantId": TENANT,
+            "aggregateId": "o-1",
+            "ownerId": "alice",
+            "spaceId": "",
+            "version": 3,
+            "requestId": "r-3",
+            "header": {"trace_id": "trace-7"},
+            "body": [
+                {
+                    "id": f"{last['id']}-0",
+                    "name": "eshop.order.OrderStockItemConfirmed",
+                    "body": {"product_id": "cap"},
+                },
+                {"id": f"{last['id']}-1", "name": "eshop.order.OrderStockConfirmed", "body": {}},
+                {
+                    "id": f"{last['id']}-2",
+                    "name": "wow.ScheduleSet",
+                    "body": {
+                        "key": "payment-grace-period",
+                        "rule": {"after": "PT20S"},
+                        "command": {
+                            "type": "eshop.order.CancelOrder",
+                            "body": {"reason": "PAYMENT_TIMEOUT"},
+                        },
+                        "target": None,
+                    },
+                },
+            ],
+        }
+        assert isinstance(last["createTime"], int)
+        assert last["createTime"] > 1_700_000_000_000
+        # the relay hands over that one commit (the others schedule nothing), as stored
+        await eventually(
+            lambda: _handed(host, last["id"]), within=30, what="the schedule handed over"
+        )
+        assert host.timers.handed_ids == [last["id"]]
+        assert host.timers.handed[0].model_dump(mode="json") == last
+        # the same confirmation again: a NoOp, nothing more committed
+        assert await host.ok("eshop.order.ConfirmOrderStock", order, {"product_id": "cap"}) == 3
+        assert len(await host.commits()) == 3
+
+
+async def test_the_grace_period_is_the_policys(db: Path) -> None:
+    order = ORDER.ref(TENANT, "o-1")
+    async with serve([order_app(timedelta(minutes=30))], db, start=False) as host:
+        items = [{"product_id": "mug", "quantity": 1}]
+        await host.ok("eshop.order.CreateOrder", order, {"items": items})
+        await host.ok("eshop.order.ConfirmOrderStock", order, {"product_id": "mug"})
+        last = (await host.commits())[-1]
+        assert last.body[-1].body["rule"] == {"after": "PT30M"}
+
+
+async def test_a_decision_that_only_schedules_commits_just_the_schedule_event(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        assert await host.ok("hosttest.ScheduleOnly", ref, {"key": "reminder"}) == 2
+        assert await host.ok("hosttest.CancelOnly", ref, {"key": "reminder"}) == 3
+        commits = await host.commits()
+        assert [[(e.name, e.body) for e in c.body] for c in commits[1:]] == [
+            [
+                (
+                    "wow.ScheduleSet",
+                    {
+                        "key": "reminder",
+                        "rule": {"after": "PT5M"},
+                        "command": {"type": REMIND, "body": {"note": "later"}},
+                        "target": None,
+                    },
+                )
+            ],
+            [("wow.ScheduleCancelled", {"key": "reminder"})],
+        ]
+        await eventually(lambda: _handed_count(host, 2), within=30, what="both handed over")
+        assert host.timers.handed_ids == [commits[1].id, commits[2].id]
+
+
+async def _handed_count(host: Served, count: int) -> bool:
+    return len(host.timers.handed) >= count
+
+
+async def test_a_noop_commits_nothing(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        answer = expect(await host.send("hosttest.DoNothing", ref), "Ok", 200)
+        assert answer["aggregateVersion"] == 1
+        assert answer["function"]["name"] == "Thing.do_nothing"
+        assert len(await host.commits()) == 1
+        found = await host.read(ref)
+        assert found is not None
+        assert found["version"] == 1
+
+
+async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        answer = expect(await host.send("hosttest.Explode", ref), "InternalServerError", 500)
+        assert answer["errorMsg"] == "RuntimeError: the domain code has a bug"
+        assert len(await host.commits()) == 1
+        # the aggregate is whole after it: the next command is decided on version 1
+        assert await host.ok("hosttest.Touch", ref, {"count": 1}) == 2
+
+
+async def test_an_undeclared_scheduled_type_is_a_500_naming_function_and_type(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        answer = expect(
+            await host.send("hosttest.ScheduleUndeclared", ref), "InternalServerError", 500
+        )
+        assert answer["errorMsg"].startswith("UndeclaredError: ")
+        assert "Thing.schedule_undeclared" in answer["errorMsg"]
+        assert REMIND in answer["errorMsg"]
+        assert len(await host.commits()) == 1
+        assert host.timers.calls == []
+
+
+# --- 4. sagas ---------------------------------------------------------------------------------
+
+
+def eshop() -> list[App]:
+    return [order_app(), inventory_app]
+
+
+async def _stock(host: Served, product: str, quantity: int) -> None:
+    ref = STOCK.ref(TENANT, product)
+    await host.ok("eshop.inventory.ReceiveStock", ref, {"quantity": quantity})
+
+
+async def _order(host: Served, order_id: str, **items: int) -> AggregateRef:
+    ref = ORDER.ref(TENANT, order_id)
+    listed = [{"product_id": p, "quantity": q} for p, q in items.items()]
+    await host.ok("eshop.order.CreateOrder", ref, {"items": listed})
+    return ref
+
+
+async def _status(host: Served, ref: AggregateRef, status: str) -> bool:
+    return bool((await host.state(ref))["status"] == status)
+
+
+async def test_an_order_for_stocked_products_awaits_payment_with_its_stock_reserved(
+    db: Path,
+) -> None:
+    async with serve(eshop(), db) as host:
+        await _stock(host, "mug", 10)
+        await _stock(host, "cap", 5)
+        order = await _order(host, "o-1", mug=2, cap=1)
+        await eventually(
+            lambda: _status(host, order, "AWAITING_PAYMENT"), within=30, what="awaiting payment"
+        )
+        await host.settle()
+        mug = await host.state(STOCK.ref(TENANT, "mug"))
+        cap = await host.state(STOCK.ref(TENANT, "cap"))
+        assert (mug["on_hand"], mug["reserved"]) == (10, {"o-1": 2})
+        assert (cap["on_hand"], cap["reserved"]) == (5, {"o-1": 1})
+        state = await host.state(order)
+        assert state["confirmed_products"] == ["cap", "mug"]
+        scheduling = [c for c in await host.commits() if c.schedule_events()]
+        assert [(c.aggregate_id, c.version) for c in scheduling] == [("o-1", 3)]
+        assert host.timers.handed_ids == [scheduling[0].id]
+        # the saga's commands carry its request ids and the causation
+        commits = await host.commits()
+        reserved = [c for c in commits if c.aggregate_name == "stock" and c.version == 2]
+        assert len(reserved) == 2
+        for commit in reserved:
+            assert commit.request_id.startswith(f"{INVENTORY_SAGA}:")
+            assert commit.header["upstream_name"] == "eshop.order.OrderCreated"
+
+        # the customer cancels: the grace period is cancelled with it, the stock released
+        assert await host.ok("eshop.order.CancelOrder", order, {"reason": "CUSTOMER"}) == 4
+        await host.settle()
+        mug = await host.state(STOCK.ref(TENANT, "mug"))
+        cap = await host.state(STOCK.ref(TENANT, "cap"))
+        assert (mug["reserved"], cap["reserved"]) == ({}, {})
+        cancelled = [c for c in await host.commits() if c.aggregate_id == "o-1"][-1]
+        assert names(cancelled) == ["eshop.order.OrderCancelled", "wow.ScheduleCancelled"]
+        assert host.timers.handed_ids == [scheduling[0].id, cancelled.id]
+
+
+async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(db: Path) -> None:
+    async with serve(eshop(), db) as host:
+        await _stock(host, "mug", 10)
+        order = await _order(host, "o-2", mug=1, ghost=1)
+        await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
+        await host.settle()
+        state = await host.state(order)
+        assert state["cancel_reason"] == "OUT_OF_STOCK"
+        assert await host.read(STOCK.ref(TENANT, "ghost")) is None
+        mug = await host.state(STOCK.ref(TENANT, "mug"))
+        assert (mug["on_hand"], mug["reserved"]) == (10, {})  # reserved, then released
+        cancelling = [c for c in await host.commits() if "eshop.order.OrderCancelled" in names(c)]
+        assert len(cancelling) == 1
+        # sent by the saga's @on_rejected, with a request id derived from the refused one
+        assert cancelling[0].request_id.startswith(f"{INVENTORY_SAGA}:")
+        assert cancelling[0].request_id.endswith(":on_reserve_rejected:0")
+
+
+async def test_a_shortage_cancels_the_order(db: Path) -> None:
+    async with serve(eshop(), db) as host:
+        await _stock(host, "mug", 1)
+        order = await _order(host, "o-3", mug=5)
+        await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
+        await host.settle()
+        assert (await host.state(order))["cancel_reason"] == "OUT_OF_STOCK"
+        mug = await host.state(STOCK.ref(TENANT, "mug"))
+        assert (mug["on_hand"], mug["reserved"]) == (1, {})
+        shortage = [c for c in await host.commits() if "eshop.inventory.StockShortage" in names(c)]
+        assert [e.body for e in shortage[0].body] == [
+            {"order_id": "o-3", "quantity": 5, "available": 1}
+        ]
+
+
+async def test_a_shortage_of_one_product_releases_the_others(db: Path) -> None:
+    async with serve(eshop(), db) as host:
+        await _stock(host, "mug", 10)
+        await _stock(host, "cap", 1)
+        order = await _order(host, "o-4", mug=3, cap=2)
+        await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
+        await host.settle()
+        mug = await host.state(STOCK.ref(TENANT, "mug"))
+        assert (mug["on_hand"], mug["reserved"]) == (10, {})
+        assert host.timers.calls == []  # never confirmed: nothing scheduled
+
+
+async def test_a_saga_asks_an_existing_target_to_schedule_and_cancel(db: Path) -> None:
+    saga = SchedulerSaga()
+    target, asker = thing("target"), thing("asker")
+    async with serve([make_app(saga)], db) as host:
+        await host.ok("hosttest.CreateThing", target, {"name": "target"})
+        await host.ok("hosttest.CreateThing", asker, {"name": "asker"})
+        await host.ok("hosttest.Ask", asker, {"target_id": "target", "key": "k1"})
+        await host.settle()
+        commits = await host.commits()
+        asked, set_ = commits[2], commits[3]
+        assert (set_.aggregate_id, set_.version) == ("target", 2)
+        assert [(e.name, e.body) for e in set_.body] == [
+            (
+                "wow.ScheduleSet",
+                {
+                    "key": "k1",
+                    "rule": {"after": "PT10M"},  # ASKED_DELAY
+                    "command": {"type": REMIND, "body": {"note": "asked by asker"}},
+                    "target": None,
+                },
+            )
+        ]
+        assert set_.request_id.startswith("saga:host-test.SchedulerSaga:")
+        assert (set_.header["upstream_id"], set_.header["upstream_name"]) == (
+            asked.id,
+            "hosttest.Asked",
+        )
+        assert host.timers.handed_ids == [set_.id]
+
+        await host.ok("hosttest.Ask", asker, {"target_id": "target", "key": "k1", "cancel": True})
+        await host.settle()
+        cancelled = (await host.commits())[-1]
+        assert (cancelled.aggregate_id, cancelled.version) == ("target", 3)
+        assert [(e.name, e.body) for e in cancelled.body] == [
+            ("wow.ScheduleCancelled", {"key": "k1"})
+        ]
+        assert host.timers.handed_ids == [set_.id, cancelled.id]
+        assert saga.rejected == []
+
+
+async def test_a_saga_hears_that_a_missing_target_refused_its_schedule(db: Path) -> None:
+    saga = SchedulerSaga()
+    asker = thing("asker")
+    async with serve([make_app(saga)], db) as host:
+        await host.ok("hosttest.CreateThing", asker, {"name": "asker"})
+        await host.ok("hosttest.Ask", asker, {"target_id": "nobody", "key": "k1"})
+        await host.ok("hosttest.Ask", asker, {"target_id": "nobody", "key": "k2", "cancel": True})
+        await host.settle()
+        assert [(r.command_type, r.error_code, r.ref, r.body["key"]) for r in saga.rejected] == [
+            ("wow.schedule.Set", "NotFound", thing("nobody"), "k1"),
+            ("wow.schedule.Cancel", "NotFound", thing("nobody"), "k2"),
+        ]
+        assert saga.rejected[0].body["command"] == {
+            "type": REMIND,
+            "body": {"note": "asked by asker"},
+        }
+        assert "nobody" in saga.rejected[0].error_msg
+        assert await host.read(thing("nobody")) is None
+        assert [c.aggregate_id for c in await host.commits()] == ["asker"] * 3
+        assert host.timers.calls == []
+
+
+# --- 5. at least once: the relay and the sagas after a restart --------------------------------
+
+
+async def test_a_restarted_relay_does_not_hand_over_again_what_it_recorded(db: Path) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as first:
+        await first.ok("hosttest.CreateThing", ref, {"name": "one"})
+        await first.ok("hosttest.ScheduleOnly", ref, {"key": "a"})
+        await first.ok("hosttest.ScheduleOnly", ref, {"key": "b"})
+        await first.settle()
+        before = first.timers.handed_ids
+        assert len(before) == 2
+    async with serve([make_app()], db) as second:
+        assert (await second.followers())[RELAY]["behind"] == 0
+        await second.ok("hosttest.ScheduleOnly", ref, {"key": "c"})
+        await second.settle()
+        latest = (await second.commits())[-1]
+        assert second.timers.handed_ids == [latest.id]
+        assert len(second.timers.calls) == 1
+        assert (await second.followers())[RELAY]["position"] == (await second.log())[-1][0]
+
+
+def _advance_failing(
+    monkeypatch: pytest.MonkeyPatch,
+    follower: str,
+    *,
+    times: int | None = None,
+    when: Callable[[EventStore, int], bool] = lambda store, position: True,
+) -> threading.Event:
+    """Make `EventStore.advance` raise for `follower` (`times` times, or until undone), as a
+    crash between handling commits and recording the position would; the event is set at the
+    first failure."""
+    real = EventStore.advance
+    failed = threading.Event()
+    left = [times]
+
+    def advance(self: EventStore, name: str, position: int) -> None:
+        if name == follower and left[0] != 0 and when(self, position):
+            failed.set()
+            if left[0] is not None:
+                left[0] -= 1
+            raise RuntimeError("crashed before the position was recorded")
+        real(self, name, position)
+
+    monkeypatch.setattr(EventStore, "advance", advance)
+    return failed
+
+
+async def _until_set(event: threading.Event, what: str) -> None:
+    async def is_set() -> bool:
+        return event.is_set()
+
+    await eventually(is_set, within=30, what=what)
+
+
+async def test_a_commit_handed_over_but_not_recorded_is_handed_over_once_more(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as first:
+        await first.ok("hosttest.CreateThing", ref, {"name": "one"})
+        await first.settle()
+        failed = _advance_failing(monkeypatch, RELAY)
+        first.timers.takes = 1  # its retries after the crash fail: this runtime hands over once
+        await first.ok("hosttest.ScheduleOnly", ref, {"key": "a"})
+        await _until_set(failed, "the relay handed over, then crashed")
+        scheduled = (await first.commits())[-1]
+        assert first.timers.handed_ids == [scheduled.id]
+        assert (await first.followers())[RELAY]["position"] < (await first.log())[-1][0]
+    monkeypatch.undo()
+    async with serve([make_app()], db) as second:
+        await second.settle()
+        assert second.timers.handed_ids == [scheduled.id]
+        await second.ok("hosttest.ScheduleOnly", ref, {"key": "b"})
+        await second.settle()
+        latest = (await second.commits())[-1]
+        assert second.timers.handed_ids == [scheduled.id, latest.id]
+        assert second.timers.handed[0].model_dump() == scheduled.model_dump()
+
+
+async def test_a_relay_that_failed_to_record_hands_over_again_then_moves_on(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = thing("t")
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        await host.settle()
+        _advance_failing(monkeypatch, RELAY, times=1)
+        await host.ok("hosttest.ScheduleOnly", ref, {"key": "a"})
+        await host.settle()
+        scheduled = (await host.commits())[-1]
+        assert host.timers.handed_ids == [scheduled.id, scheduled.id]
+        await host.ok("hosttest.ScheduleOnly", ref, {"key": "b"})
+        await host.settle()
+        latest = (await host.commits())[-1]
+        assert host.timers.handed_ids == [scheduled.id, scheduled.id, latest.id]
+
+
+async def test_a_saga_restarted_midway_decides_no_command_twice(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def past_the_order(store: EventStore, position: int) -> bool:
+        handled = store.commits_after(0, 1000)
+        return any("eshop.order.OrderCreated" in names(c) for n, c in handled if n <= position)
+
+    failed = _advance_failing(monkeypatch, INVENTORY_SAGA, when=past_the_order)
+    async with serve(eshop(), db) as first:
+        await _stock(first, "mug", 10)
+        await _stock(first, "cap", 5)
+        order = await _order(first, "o-1", mug=2, cap=1)
+        await _until_set(failed, "the saga reserved the stock, then crashed")
+        reserved = [c for c in await first.commits() if "eshop.inventory.StockReserved" in names(c)]
+        assert len(reserved) == 2  # its commands were decided before the crash
+    monkeypatch.undo()
+    async with serve(eshop(), db, start=False) as idle:
+        store = idle.runtime.host.store
+        position = await idle.runtime.host.run(lambda: store.position(INVENTORY_SAGA))
+        created = next(n for n, c in await idle.log() if c.aggregate_id == "o-1")
+        assert position < created  # the saga will handle the order again
+    async with serve(eshop(), db) as second:
+        await eventually(
+            lambda: _status(second, order, "AWAITING_PAYMENT"), within=30, what="awaiting payment"
+        )
+        await second.settle()
+        commits = await second.commits()
+        # 2 receipts, the order, 2 reservations (once each, though sent twice), 2 confirmations
+        assert len(commits) == 7
+        assert [c.id for c in commits if "eshop.inventory.StockReserved" in names(c)] == [
+            c.id for c in reserved
+        ]
+        # each commit holds its request id: the saga's 4, the host's for the 3 sent without one
+        requests = [c.request_id for c in commits]
+        assert len(set(requests)) == 7
+        assert len([r for r in requests if r.startswith("saga:")]) == 4
+        mug = await second.state(STOCK.ref(TENANT, "mug"))
+        assert mug["reserved"] == {"o-1": 2}
+
+
+async def test_a_relay_catching_up_hands_each_batch_over_knowing_what_the_log_holds_later(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporal away while one key is set three times: each batch the relay hands over after
+    the outage comes with the later changes, so the timers never start the older sets."""
+    monkeypatch.setattr(Relay, "batch", 1)
+    monkeypatch.setattr(Relay, "read_ahead", 2)  # reading ahead takes several pages
+    ref = thing("t")
+    timers = FakeTimers()
+    async with serve([make_app()], db, timers=timers) as host:
+        timers.down = ConnectionError("temporal is down")
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        for _ in range(3):
+            await host.ok("hosttest.ScheduleOnly", ref, {"key": "a"})
+        timers.down = None
+        await host.settle()
+        scheduling = [c for _, c in await host.log() if c.schedule_events()]
+    assert timers.handed_ids == [c.id for c in scheduling]
+    latest = scheduling[-1].version
+    for call, ahead in zip(timers.calls, timers.ahead, strict=True):
+        (commit,) = call
+        assert ahead[(ref, "a")] == (latest, 0), (commit.version, ahead)
+
+
+# --- 6. the timers away -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["connect", "apply_many"])
+async def test_commands_go_on_while_the_timers_are_away_and_none_is_lost(
+    db: Path, where: str
+) -> None:
+    refs = [thing(f"t{n}") for n in range(3)]
+    timers = FakeTimers()
+    async with serve([make_app()], db, timers=timers) as host:
+        outage = ConnectionError("temporal is down")
+        if where == "connect":
+            host.connect.down = outage
+        else:
+            timers.down = outage
+        for ref in refs:
+            await host.ok("hosttest.CreateThing", ref, {"name": ref.aggregate_id})
+        for key in ("a", "b", "c"):
+            for ref in refs:
+                await host.ok("hosttest.ScheduleOnly", ref, {"key": key})  # timers down: Ok
+                await host.ok("hosttest.Touch", ref, {"count": 1})
+
+        async def failing() -> dict[str, Any]:
+            relay = (await host.followers())[RELAY]
+            return relay if relay["lastError"] else {}
+
+        relay = await eventually(failing, within=30, what="the relay reports the outage")
+        log = await host.log()
+        first_scheduling = next(n for n, c in log if c.schedule_events())
+        assert relay["position"] < first_scheduling
+        assert relay["behind"] == sum(1 for n, _ in log if n > relay["position"]) >= 18
+        assert relay["lastError"] == "ConnectionError: temporal is down"
+        assert isinstance(relay["failingSince"], float)
+        assert timers.calls == []
+        attempts = host.connect.attempts if where == "connect" else timers.attempts
+        assert attempts >= 1
+
+        host.connect.down = None
+        timers.down = None
+        await host.settle()
+        scheduling = [c for _, c in await host.log() if c.schedule_events()]
+        assert len(scheduling) == 9
+        assert timers.handed_ids == [c.id for c in scheduling]  # log order, each once
+        for ref in refs:
+            versions = [c.version for c in timers.handed if c.aggregate_id == ref.aggregate_id]
+            assert versions == [2, 4, 6]
+        relay = (await host.followers())[RELAY]
+        assert (relay["behind"], relay["lastError"], relay["failingSince"]) == (0, None, None)
+        assert relay["position"] == (await host.log())[-1][0]
+
+
+# --- 7. one host per store file ---------------------------------------------------------------
+
+
+async def test_a_second_runtime_on_the_same_store_file_is_refused(db: Path) -> None:
+    async with serve([make_app()], db) as host:
+        await host.ok("hosttest.CreateThing", thing("t"), {"name": "one"})
+        with pytest.raises(StoreInUseError, match="one host per store file") as refused:
+            HostRuntime([make_app()], db, FakeConnect(FakeTimers()))
+        assert str(db) in str(refused.value)
+        # the first one serves on
+        assert await host.ok("hosttest.Touch", thing("t"), {"count": 1}) == 2
+    # once it stopped, another may open the file, and finds what it committed
+    async with serve([make_app()], db, start=False) as again:
+        assert (await again.state(thing("t")))["touches"] == 1
+
+
+# --- 8. the manifest --------------------------------------------------------------------------
+
+
+def test_the_manifest_lists_functions_schedules_sagas_and_jobs() -> None:
+    result = CliRunner().invoke(cli, ["manifest", "--app", "workers.eshop:apps"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    contexts = {c["context"]: c for c in shown["contexts"]}
+    assert set(contexts) == {"eshop-order", "eshop-inventory"}
+    (order,) = contexts["eshop-order"]["aggregates"]
+    assert order["aggregate"] == "eshop-order.order"
+    functions = {f["function"]: f for f in order["functions"]}
+    assert functions["Order.confirm_stock"] == {
+        "function": "Order.confirm_stock",
+        "command": "eshop.order.ConfirmOrderStock",
+        "creates": False,
+        "produces": ["eshop.order.OrderStockItemConfirmed", "eshop.order.OrderStockConfirmed"],
+        "schedules": ["eshop.order.CancelOrder"],
+        "takes": ["PaymentPolicy", "DecideScope"],
+    }
+    assert functions["Order.create"]["creates"] is True
+    (saga,) = contexts["eshop-inventory"]["sagas"]
+    assert saga["saga"] == "InventorySaga"
+    handlers = {f["function"]: f for f in saga["functions"]}
+    assert {name: f.get("event") for name, f in handlers.items() if "event" in f} == {
+        "InventorySaga.on_order_created": "eshop.order.OrderCreated",
+        "InventorySaga.on_stock_reserved": "eshop.inventory.StockReserved",
+        "InventorySaga.on_stock_shortage": "eshop.inventory.StockShortage",
+        "InventorySaga.on_order_cancelled": "eshop.order.OrderCancelled",
+    }
+    assert handlers["InventorySaga.on_reserve_rejected"]["rejected"] == [
+        "eshop.inventory.ReserveStock"
+    ]
+    assert contexts["eshop-inventory"]["jobs"] == [
+        {
+            "name": "receive-deliveries",
+            "function": "InventorySaga.on_schedule",
+            "cron": "0 0 6 * * *",
+            "zone": "UTC",
+            "scope": "SYSTEM",
+            "sharded": False,
+            "misfire": "COALESCE",
+        }
+    ]
+    assert contexts["eshop-order"]["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    "reference", ["workers.eshop:nope", "no_such_module_here:app", "workers.eshop", "os:path"]
+)
+def test_a_bad_app_reference_exits_2_with_one_error_line(reference: str) -> None:
+    result = CliRunner().invoke(cli, ["manifest", "--app", reference])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: --app ")
+
+
+# --- 9. the OpenAPI ---------------------------------------------------------------------------
+
+
+async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        response = await host.client.get("/openapi.json")
+        assert response.status_code == 200
+        send = response.json()["paths"]["/wow/command/send"]["post"]
+        parameters = {p["name"]: p for p in send["parameters"]}
+        assert {p["in"] for p in parameters.values()} == {"header"}
+        assert {name: p.get("required", False) for name, p in parameters.items()} == {
+            "Command-Type": True,
+            "Command-Aggregate-Context": True,
+            "Command-Owner-Id": False,
+            "Wow-Space-Id": False,
+            "Command-Aggregate-Name": True,
+            "Command-Aggregate-Id": False,
+            "Command-Tenant-Id": False,
+            "Command-Aggregate-Version": False,
+            "Command-Request-Id": False,
+            "Command-Wait-Stage": False,
+            "traceparent": False,
+        }
+        assert all(p.get("description") for p in parameters.values())
+        assert send["requestBody"]["required"] is True
+        # Every status one of Wow's codes has (domain code may refuse with any of them).
+        assert set(send["responses"]) == {
+            "200", "400", "403", "404", "408", "409", "410", "413", "429", "500", "503"
+        }  # fmt: skip
+        read = response.json()["paths"][
+            "/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}"
+        ]["get"]["responses"]
+        assert read["200"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/AggregateView"
+        }
+        assert read["404"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorInfo"
+        }
+
+
+async def test_an_unknown_aggregate_is_the_404_the_openapi_declares(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        document = (await host.client.get("/openapi.json")).json()
+        read = document["paths"]["/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}"]
+        declared = read["get"]["responses"]["404"]
+        schema = declared["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/ErrorInfo"}
+        error_info = document["components"]["schemas"]["ErrorInfo"]
+        unknown = [
+            thing("missing"),
+            AggregateRef(
+                context_name="nowhere", aggregate_name="thing", tenant_id=TENANT, aggregate_id="t"
+            ),
+            AggregateRef(
+                context_name=CONTEXT, aggregate_name="gizmo", tenant_id=TENANT, aggregate_id="t"
+            ),
+        ]
+        for ref in unknown:
+            response = await host.client.get(
+                f"/wow/aggregate/{ref.context_name}/{ref.aggregate_name}/{ref.tenant_id}/"
+                f"{ref.aggregate_id}"
+            )
+            assert response.status_code == 404, ref
+            body = response.json()
+            assert sorted(body) == sorted(error_info["properties"]) == ["errorCode", "errorMsg"]
+            assert body["errorCode"] == response.headers["Wow-Error-Code"] == "NotFound"
+
+
+DOC_ASSET_TYPES = {
+    ".js": ("text/javascript", "application/javascript"),
+    ".css": ("text/css",),
+    ".png": ("image/png",),
+}
+
+
+async def test_the_docs_need_no_internet_every_asset_is_served_by_the_host(db: Path) -> None:
+    async with serve([make_app()], db, start=False) as host:
+        page = await host.client.get("/docs")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        html = page.text
+        assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
+        assets = re.findall(r'(?:href|src)="([^"]*)"', html)
+        assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
+        assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
+        for asset in assets:
+            assert asset.startswith("/"), asset
+            response = await host.client.get(asset)
+            assert response.status_code == 200, asset
+            kind = response.headers["content-type"].split(";")[0]
+            assert kind in DOC_ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
+            assert len(response.content) > 1000, asset
+        (script,) = [asset for asset in assets if asset.endswith(".js")]
+        assert "SwaggerUIBundle" in (await host.client.get(script)).text
+        assert (await host.client.get("/redoc")).status_code == 404

@@ -1,0 +1,241 @@
+"""Timers under faults: a worker killed mid-delivery, the Temporal server stopped or killed.
+
+These tests stop and kill things, so they run on their own `EmbeddedTemporal` (a persistent
+SQLite database in a tmp dir), never on the session's dev server. The worker-kill test runs the
+real `wow-temporal worker` console script as a subprocess, on the default task queue, which is
+this server's alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from tests.helpers.recording_host import RecordingHost, recording_host
+from tests.helpers.worker_process import WorkerProcess
+from wow_temporal.delivery import CommandSender
+from wow_temporal.dev.server import EmbeddedTemporal
+from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.core import Status, TimerState
+from wow_temporal.timers.workflow import DeliverySettings
+from wow_temporal.worker import timer_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+__all__ = ["recording_host"]  # the fixture, used by every test here
+
+CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
+COMMAND = "eshop.order.CancelOrder"
+
+FAST_RETRIES = DeliverySettings(
+    max_attempts=5,
+    initial_interval=timedelta(milliseconds=100),
+    max_interval=timedelta(milliseconds=200),
+    # How soon the attempts a killed worker had in flight are tried again.
+    attempt_timeout=timedelta(seconds=3),
+)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def own_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedTemporal]:
+    """A dev server of this module's own, to stop, kill and restart (same database)."""
+    server = EmbeddedTemporal(tmp_path_factory.mktemp("temporal-faults"), headless=True)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def server(own_server: EmbeddedTemporal) -> EmbeddedTemporal:
+    """The module's server, running (a test before may have stopped it)."""
+    await own_server.start()
+    return own_server
+
+
+def commit(aggregate_id: str, afters: list[float], version: int = 1) -> dict[str, Any]:
+    """One commit scheduling a command per delay in `afters` (seconds), keys k0, k1, …"""
+    return {
+        "id": f"c{version}-{uuid.uuid4().hex[:8]}",
+        "contextName": CONTEXT,
+        "aggregateName": AGGREGATE,
+        "tenantId": TENANT,
+        "aggregateId": aggregate_id,
+        "ownerId": "owner-1",
+        "version": version,
+        "createTime": int(time.time() * 1000),
+        "header": {"trace_id": "trace-faults"},
+        "body": [
+            {
+                "id": f"e{i}",
+                "name": "wow.ScheduleSet",
+                "body": {
+                    "key": f"k{i}",
+                    "rule": {"after": f"PT{after:.3f}S"},
+                    "command": {"type": COMMAND, "body": {"n": i}},
+                },
+            }
+            for i, after in enumerate(afters)
+        ],
+    }
+
+
+def request_ids(data: dict[str, Any]) -> list[str]:
+    return [f"{data['id']}:{event['id']}#1" for event in data["body"]]
+
+
+def due_ms(data: dict[str, Any]) -> dict[str, int]:
+    """Each request id's due time, epoch ms."""
+    return {
+        f"{data['id']}:{event['id']}#1": data["createTime"]
+        + round(float(event["body"]["rule"]["after"][2:-1]) * 1000)
+        for event in data["body"]
+    }
+
+
+async def results(client: Client, workflow_ids: list[str], within: float) -> list[TimerState]:
+    async def one(workflow_id: str) -> TimerState:
+        handle = client.get_workflow_handle(workflow_id, result_type=TimerState)
+        state: TimerState = await handle.result()
+        return state
+
+    async with asyncio.timeout(within):
+        return list(await asyncio.gather(*(one(w) for w in workflow_ids)))
+
+
+def assert_decided_once(host: RecordingHost, data: dict[str, Any]) -> None:
+    """Every request id decided once, by its first request; any repeat only a duplicate."""
+    ids = request_ids(data)
+    dues = due_ms(data)
+    requests = host.requests
+    assert {r.request_id for r in requests} == set(ids)
+    first_decisions = [r for r in requests if r.behaviour in ("ok", "hang")]
+    assert sorted(r.request_id for r in first_decisions) == sorted(ids)
+    assert all(r.behaviour == "duplicate" for r in requests if r not in first_decisions)
+    for request in requests:
+        assert request.received_ms >= dues[request.request_id], (
+            f"{request.request_id} {dues[request.request_id] - request.received_ms} ms early"
+        )
+
+
+# --- worker killed ----------------------------------------------------------------------------
+
+
+async def test_worker_killed_mid_delivery_then_restarted_decides_every_command_once(
+    server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    client = await server.connect()
+    timers = TimerClient(client, delivery=FAST_RETRIES)  # the default task queue
+    count = 50
+    aggregate_id = uuid.uuid4().hex
+    data = commit(aggregate_id, [1.0 + i / count for i in range(count)])
+    # The host is slow: each first request takes half a second to answer (then Ok); a repeat
+    # of a request id it has seen is answered DuplicateRequestId at once.
+    for rid in request_ids(data):
+        recording_host.behave("hang", request_id=rid, times=1, delay=0.5)
+    worker = WorkerProcess(server, recording_host.url, tmp_path / "worker.log")
+    await worker.start()
+    try:
+        applied = await timers.apply(data)
+        assert [a.outcome for a in applied] == ["started"] * count
+        await recording_host.wait_for(lambda host: len(host.requests) >= count // 4, timeout=15)
+        await worker.kill()
+        at_kill = recording_host.requests
+        in_flight = [
+            r for r in at_kill if r.received_ms > int(time.time() * 1000) - 500
+        ]  # still hanging when the worker died: their answers are lost
+        await asyncio.sleep(0.5)
+        assert len(recording_host.requests) == len(at_kill), "a killed worker sent more"
+        await worker.start()
+        ids = [a.workflow_id for a in applied]
+        states = await results(client, ids, within=60)
+    finally:
+        await worker.stop()
+    assert len(at_kill) < count, "the worker was killed after it had sent everything"
+    assert in_flight, "no delivery was in flight when the worker was killed"
+    assert all(s.status is Status.DELIVERED and s.delivered == 1 for s in states)
+    assert_decided_once(recording_host, data)
+    # What the killed worker had in flight was sent again and answered as a duplicate.
+    repeated = {r.request_id for r in recording_host.requests if r.behaviour == "duplicate"}
+    assert repeated, "no redelivery after the kill"
+    print(
+        f"\nworker kill: {len(at_kill)} requests before the kill ({len(in_flight)} in flight), "
+        f"{len(recording_host.requests)} in all, {len(repeated)} repeated as duplicates"
+    )
+
+
+# --- server stopped or killed -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+async def test_timers_pending_while_the_server_is_down_fire_after_restart_once_never_early(
+    server: EmbeddedTemporal, recording_host: RecordingHost, how: str
+) -> None:
+    client = await server.connect()
+    task_queue = f"faults-{uuid.uuid4().hex[:10]}"
+    timers = TimerClient(client, task_queue=task_queue, delivery=FAST_RETRIES)
+    count = 5
+    data = commit(uuid.uuid4().hex, [4.0 + i * 0.1 for i in range(count)])
+    dues = due_ms(data)
+    async with timer_worker(client, CommandSender(recording_host.url), task_queue=task_queue):
+        applied = await timers.apply(data)
+        assert [a.outcome for a in applied] == ["started"] * count
+        await (server.stop() if how == "stop" else server.kill())
+        assert not server.running
+        assert recording_host.requests == [], "delivered before the server went down"
+        # Down past every due time.
+        await asyncio.sleep(max(0.0, (max(dues.values()) - time.time() * 1000) / 1000) + 1)
+        assert recording_host.requests == []
+        restarted = time.time() * 1000
+        await server.start()
+        # The worker and its client reconnect to the restarted server by themselves.
+        await recording_host.wait_for(lambda host: len(host.requests) >= count, timeout=30)
+        states = await results(client, [a.workflow_id for a in applied], within=10)
+        await asyncio.sleep(0.5)
+    assert all(s.status is Status.DELIVERED and s.delivered == 1 for s in states)
+    assert_decided_once(recording_host, data)
+    assert len(recording_host.requests) == count
+    assert all(r.received_ms >= restarted for r in recording_host.requests)
+
+
+async def test_an_attempt_lost_with_a_killed_worker_does_not_use_up_the_hosts_attempts(
+    server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    """Two attempts allowed: one lost with its worker, one failed by the host, then delivered.
+
+    Counted by Temporal's attempts, the lost one and the failure would have parked the timer.
+    """
+    client = await server.connect()
+    budget = DeliverySettings(
+        max_attempts=2,
+        initial_interval=timedelta(milliseconds=100),
+        max_interval=timedelta(milliseconds=200),
+        heartbeat_timeout=timedelta(seconds=2),
+    )
+    timers = TimerClient(client, delivery=budget)  # the default task queue
+    data = commit(uuid.uuid4().hex, [0.5])
+    (rid,) = request_ids(data)
+    recording_host.behave("fail", request_id=rid, times=1)
+    recording_host.behave("hang", request_id=rid, times=1, delay=8)  # first: the worker dies
+    worker = WorkerProcess(server, recording_host.url, tmp_path / "worker.log")
+    await worker.start()
+    try:
+        (applied,) = await timers.apply(data)
+        await recording_host.wait_for(lambda host: host.requests, timeout=15)
+        await worker.kill()
+        await worker.start()
+        (state,) = await results(client, [applied.workflow_id], within=30)
+    finally:
+        await worker.stop()
+    assert [r.behaviour for r in recording_host.requests] == ["hang", "fail", "duplicate"]
+    assert state.status is Status.DELIVERED and state.delivered == 1

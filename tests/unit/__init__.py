@@ -1,0 +1,1 @@
+"""Pure code and in-process fakes: no server, no subprocess."""

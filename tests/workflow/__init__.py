@@ -1,0 +1,1 @@
+"""Workflows on the time-skipping test server."""
