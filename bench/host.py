@@ -926,9 +926,11 @@ async def relay_lag(
     sample: int,
     shape: Commit,
     progress: Callable[[str], None],
+    batches: int = 2,
 ) -> tuple[list[Lag], float, float]:
     """The lag at `rate`; if the relay fell behind, again at half the rate it handed over at.
-    Also the dev server's start-up time and `TimerClient.apply_many`'s own rate."""
+    Also the dev server's start-up time and `TimerClient.apply_many`'s own rate, over at least
+    `batches` of the relay's batches."""
     async with LagRig(tmp, concurrency, sample) as rig:
         lags = [await rig.load("l1", "half the ConfirmOrderStock rate", rate, seconds)]
         first = lags[0]
@@ -944,7 +946,7 @@ async def relay_lag(
             progress(
                 f"relay lag at {again:.0f}/s: p50 {lags[1].p50:.1f} ms  p99 {lags[1].p99:.1f} ms"
             )
-        n = max(2 * Relay.batch, 100 * round(first.relay_rate * min(seconds, 5) / 100))
+        n = max(batches * Relay.batch, 100 * round(first.relay_rate * min(seconds, 5) / 100))
         ingest = await rig.ingest(shape, n, Relay.batch)
         progress(f"TimerClient.apply_many alone {ingest:.0f} commits/s ({n})")
         return lags, rig.startup_s, ingest
@@ -1106,7 +1108,8 @@ async def run(args: argparse.Namespace) -> Report:
             assert confirm_kind.http is not None and confirm_kind.shape is not None
             rate = confirm_kind.http.rate / 2
             lags, startup, ingest = await relay_lag(
-                tmp, rate, lag_seconds, concurrency, sample, confirm_kind.shape.commit, progress
+                tmp, rate, lag_seconds, concurrency, sample, confirm_kind.shape.commit, progress,
+                batches=1 if quick else 2,
             )
     return Report(
         concurrency=concurrency,
