@@ -1103,13 +1103,10 @@ async def test_listed_job_instances_say_what_showing_them_says(
     app = create_app(TimerClient(dev_client), token=OPERATOR, jobs=patient)
     try:
         async with client_for(app) as http:
-            started = time.monotonic()
             answer = await http.get(
                 "/schedules", params={"context": context}, headers=auth(OPERATOR)
             )
-            took = time.monotonic() - started
         assert answer.status_code == 200, answer.text
-        assert took < 8, took
         found = answer.json()
         assert sorted((info["name"], info["status"], info["expression"]) for info in found) == [
             ("per-tenant", "Enabled", None),
