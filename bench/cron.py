@@ -7,6 +7,8 @@ interleaved (ours, croniter, ours, ...) and the best round of each is kept, to d
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import sys
 import time
@@ -35,45 +37,61 @@ CASES: list[tuple[str, datetime]] = [
 ]
 CALLS = 2000
 ROUNDS = 5
+QUICK = (200, 2)
+"""Calls and rounds of `--quick`, for the smoke test: the figures are noisier, not different."""
 
 
-def run_ours(expr: str, start: datetime) -> float:
-    """Seconds for CALLS chained next() calls."""
+def run_ours(expr: str, start: datetime, calls: int = CALLS) -> float:
+    """Seconds for `calls` chained next() calls."""
     e = CronExpression.parse(expr)
     t0 = time.perf_counter()
     current: datetime | None = start
-    for _ in range(CALLS):
+    for _ in range(calls):
         assert current is not None
         current = e.next(current)
     return time.perf_counter() - t0
 
 
-def run_croniter(expr: str, start: datetime) -> float:
-    """Seconds for CALLS get_next() calls on one iterator."""
+def run_croniter(expr: str, start: datetime, calls: int = CALLS) -> float:
+    """Seconds for `calls` get_next() calls on one iterator."""
     it = croniter(expr, start, second_at_beginning=True, day_or=False)
     t0 = time.perf_counter()
-    for _ in range(CALLS):
+    for _ in range(calls):
         it.get_next(datetime)
     return time.perf_counter() - t0
 
 
-def main() -> int:
-    """Print calls/second per expression and the ratio; exit 0."""
-    print(f"chained sequences: {CALLS} calls per round, {ROUNDS} interleaved rounds, best kept")
-    print("(ours: next() on the previous result; croniter: one iterator, get_next() repeated)")
-    print(f"{'expression':36} {'zone':18} {'ours/s':>10} {'croniter/s':>11} {'ratio':>6}")
-    ratios = []
+def main(argv: list[str] | None = None) -> int:
+    """Print calls/second per expression and the ratio (`--json`: one JSON object); exit 0."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="200 calls, 2 rounds (smoke test)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    args = parser.parse_args(argv)
+    calls, rounds = QUICK if args.quick else (CALLS, ROUNDS)
+    rows = []
     for expr, start in CASES:
         ours, theirs = [], []
-        for _ in range(ROUNDS):
-            ours.append(run_ours(expr, start))
-            theirs.append(run_croniter(expr, start))
-        ours_rate = CALLS / min(ours)
-        theirs_rate = CALLS / min(theirs)
-        ratio = ours_rate / theirs_rate
-        ratios.append(ratio)
-        zone = str(start.tzinfo)
-        print(f"{expr:36} {zone:18} {ours_rate:10.0f} {theirs_rate:11.0f} {ratio:5.1f}x")
+        for _ in range(rounds):
+            ours.append(run_ours(expr, start, calls))
+            theirs.append(run_croniter(expr, start, calls))
+        ours_rate, theirs_rate = calls / min(ours), calls / min(theirs)
+        rows.append(
+            {"expression": expr, "zone": str(start.tzinfo), "ours_per_s": ours_rate,
+             "croniter_per_s": theirs_rate, "ratio": ours_rate / theirs_rate}
+        )  # fmt: skip
+    ratios = [row["ratio"] for row in rows]
+    if args.json:
+        print(json.dumps({"calls": calls, "rounds": rounds, "cases": rows,
+                          "median_ratio": statistics.median(ratios)}))  # fmt: skip
+        return 0
+    print(f"chained sequences: {calls} calls per round, {rounds} interleaved rounds, best kept")
+    print("(ours: next() on the previous result; croniter: one iterator, get_next() repeated)")
+    print(f"{'expression':36} {'zone':18} {'ours/s':>10} {'croniter/s':>11} {'ratio':>6}")
+    for row in rows:
+        print(
+            f"{row['expression']:36} {row['zone']:18} {row['ours_per_s']:10.0f} "
+            f"{row['croniter_per_s']:11.0f} {row['ratio']:5.1f}x"
+        )
     print(
         f"median ratio ours/croniter: {statistics.median(ratios):.1f}x "
         f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x)"
