@@ -56,7 +56,7 @@ import httpx
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from bench.stats import percentile
+from bench.harness.stats import percentile
 from wow_temporal import (
     App,
     Command,

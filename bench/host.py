@@ -63,7 +63,7 @@ import httpx
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
-from bench.stats import percentile
+from bench.harness.stats import percentile
 from workers.eshop.order import (
     ORDER,
     PAYMENT_GRACE_PERIOD,

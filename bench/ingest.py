@@ -52,8 +52,8 @@ import httpx
 from temporalio import workflow
 from temporalio.client import Client
 
+from bench.harness.stats import percentile
 from bench.soak import WorkerProcess
-from bench.stats import percentile
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id

@@ -72,7 +72,7 @@ from temporalio.client import (
 )
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from bench.stats import percentile
+from bench.harness.stats import percentile
 from wow_temporal import (
     App,
     Command,

@@ -62,7 +62,7 @@ import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from bench.stats import summary
+from bench.harness.stats import summary
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay

@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from bench.stats import summary
+from bench.harness.stats import summary
 from workers.eshop.inventory import PRODUCTS, SupplierFeed
 from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from workers.eshop.stock import STOCK

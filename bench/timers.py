@@ -68,7 +68,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from bench.stats import percentile
+from bench.harness.stats import percentile
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal

@@ -413,6 +413,22 @@ class CommandResult(_WowModel):
     ) -> CommandResult:
         """The answer to a request refused as it stands (`error`), naming the aggregate and
         the request id its headers name, as far as they do."""
+        return cls.answering(
+            headers, code=error.code, message=error.message, command_id=command_id, status=status
+        )
+
+    @classmethod
+    def answering(
+        cls,
+        headers: Mapping[str, str],
+        *,
+        code: str,
+        message: str = "",
+        command_id: str | None = None,
+        status: int | None = None,
+    ) -> CommandResult:
+        """The answer `code` to the request these headers make, naming what they name as far
+        as they do (the request id stands for the command's id unless one is given)."""
         found = _first_of_each(headers)
         target = _Target(
             found.get(AGGREGATE_CONTEXT_HEADER.lower(), ""),
@@ -423,10 +439,10 @@ class CommandResult(_WowModel):
         request_id = found.get(REQUEST_ID_HEADER.lower(), "")
         return cls.of(
             target,
-            command_id=command_id,
+            command_id=request_id if command_id is None else command_id,
             request_id=request_id,
-            code=error.code,
-            message=error.message,
+            code=code,
+            message=message,
             status=status,
         )
 

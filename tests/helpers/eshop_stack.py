@@ -556,5 +556,3 @@ async def timer_result(
             if until(state):
                 return state
         await asyncio.sleep(0.1)
-
-

@@ -331,4 +331,3 @@ class _Handle:
                     signal_name=name, input=Payloads(payloads=payloads)
                 )
             )
-

@@ -1,4 +1,4 @@
-"""bench/stats.py: the one percentile definition of the benchmarks (nearest rank)."""
+"""bench/harness/stats.py: the one percentile definition of the benchmarks (nearest rank)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.stats import percentile, summary
+from bench.harness.stats import percentile, summary
 
 samples = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=300)
 quantile = st.floats(0.001, 1.0)

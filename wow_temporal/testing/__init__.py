@@ -23,12 +23,16 @@ from wow_temporal.testing.aggregate import (
 if TYPE_CHECKING:
     from wow_temporal.testing.schedule import ScheduleSpec, schedule_spec
     from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
+    from wow_temporal.testing.wow_host import Arrival, FakeWowHost, RemoteWowHost
 
 __all__ = [
     "AggregateSpec",
+    "Arrival",
     "Cancelled",
     "ExpectedEvent",
     "ExpectedSchedule",
+    "FakeWowHost",
+    "RemoteWowHost",
     "ScheduleSpec",
     "Scheduled",
     "SpecResult",
@@ -39,6 +43,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Arrival": "wow_temporal.testing.wow_host",
+    "FakeWowHost": "wow_temporal.testing.wow_host",
+    "RemoteWowHost": "wow_temporal.testing.wow_host",
     "ScheduleSpec": "wow_temporal.testing.schedule",
     "schedule_spec": "wow_temporal.testing.schedule",
     "skip_time": "wow_temporal.testing.time_skipping",

@@ -83,9 +83,7 @@ class ScheduleSpec:
         return [c for _, commands in self._in_order() for c in commands]
 
     def _in_order(self) -> list[tuple[ScheduleTick, list[Command[Any]]]]:
-        ordered = sorted(
-            self._recorder.derived.items(), key=lambda item: (item[1][0].due, item[0])
-        )
+        ordered = sorted(self._recorder.derived.items(), key=lambda item: (item[1][0].due, item[0]))
         return [derived for _, derived in ordered]
 
     @property
@@ -268,8 +266,13 @@ async def schedule_spec(
             max_interval=timedelta(milliseconds=200),
         )
         jobs = JobClient(
-            env.client, app, task_queue=task_queue, delivery=delivery, clock_offset_ms=offset_ms,
-            continue_as_new_after=continue_as_new_after, resume_closed=False,
+            env.client,
+            app,
+            task_queue=task_queue,
+            delivery=delivery,
+            clock_offset_ms=offset_ms,
+            continue_as_new_after=continue_as_new_after,
+            resume_closed=False,
             clock=lambda: _virtual_now(env, offset_ms),
         )
         async with Worker(

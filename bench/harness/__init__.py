@@ -1,0 +1,39 @@
+"""What every bench shares: processes, the fake Wow host in its own process, load and chaos,
+commits, what a process used, statistics, and the report."""
+
+from bench.harness.chaos import Chaos, Fault
+from bench.harness.commits import CANCEL_ORDER, commit, iso_ms, schedule_set
+from bench.harness.host import HostProcess
+from bench.harness.load import TokenBucket, pool, sleep_until
+from bench.harness.proc import CLI, REPO, Proc, answers, log_says, worker_env
+from bench.harness.report import bench_main, parser, scratch, to_json, verdict
+from bench.harness.stats import percentile, summary
+from bench.harness.usage import cpu_seconds, rss_mb
+
+__all__ = [
+    "CANCEL_ORDER",
+    "CLI",
+    "REPO",
+    "Chaos",
+    "Fault",
+    "HostProcess",
+    "Proc",
+    "TokenBucket",
+    "answers",
+    "bench_main",
+    "commit",
+    "cpu_seconds",
+    "iso_ms",
+    "log_says",
+    "parser",
+    "percentile",
+    "pool",
+    "rss_mb",
+    "schedule_set",
+    "scratch",
+    "sleep_until",
+    "summary",
+    "to_json",
+    "verdict",
+    "worker_env",
+]

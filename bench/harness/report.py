@@ -1,0 +1,88 @@
+"""What every bench shares at its edges: the common flags, and one report printed as text or as
+one JSON object (`--json`), never asserted (the machine is small and noisy)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["bench_main", "parser", "scratch", "to_json", "verdict"]
+
+R = TypeVar("R")
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """An argument parser with the flags every bench takes: `--quick` (the smoke test's size),
+    `--seed`, `--json` (one JSON object on stdout), `--keep` (keep the scratch directory)."""
+    p = argparse.ArgumentParser(
+        description=(doc or "").split("\n", 1)[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="a small run, for the smoke test")
+    p.add_argument("--seed", type=int, default=1, help="the random seed (default 1)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
+    return p
+
+
+@contextmanager
+def scratch(args: argparse.Namespace, name: str) -> Iterator[Path]:
+    """A scratch directory for the run's servers and logs; kept (and named on stderr) with
+    `--keep`."""
+    if getattr(args, "keep", False):
+        path = Path(tempfile.mkdtemp(prefix=f"wow-bench-{name}-"))
+        print(f"scratch directory (kept): {path}", file=sys.stderr)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix=f"wow-bench-{name}-") as tmp:
+        yield Path(tmp)
+
+
+def verdict(ok: bool) -> str:
+    """How a target reads in a report: met or missed, never an exit status."""
+    return "PASS" if ok else "MISS"
+
+
+def to_json(value: Any) -> Any:
+    """A report (dataclasses, pydantic models, mappings, sequences) as JSON values; a float
+    that is not finite is null."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "model_dump"):
+        return to_json(value.model_dump(mode="json"))
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def bench_main(
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], Coroutine[Any, Any, R]],
+    text: Callable[[R], None],
+    as_json: Callable[[R], Any] = to_json,
+) -> int:
+    """Run the bench and print its report as text, or as JSON with `--json`. SIGTERM (a
+    timeout) ends the run through `finally`, so no server is left behind."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    report: R = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(as_json(report)))
+    else:
+        text(report)
+    return 0
