@@ -13,12 +13,26 @@ import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["bench_main", "parser", "scratch", "to_json", "verdict"]
+__all__ = ["Verdicts", "bench_main", "parser", "scratch", "to_json", "verdict"]
 
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What the smoke test checks of a bench's JSON, whatever its size: counts that must be 0
+    (lost, early, twice), counts that must be above 0 (every path taken), ratios against the
+    baseline (finite and above 0; their size is the bench's figure, never asserted), and other
+    figures named for a reader (finite)."""
+
+    must_be_zero: dict[str, int] = field(default_factory=dict)
+    must_be_positive: dict[str, float] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)
+    figures: dict[str, float] = field(default_factory=dict)
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -75,14 +89,17 @@ def bench_main(
     args: argparse.Namespace,
     run: Callable[[argparse.Namespace], Coroutine[Any, Any, R]],
     text: Callable[[R], None],
-    as_json: Callable[[R], Any] = to_json,
+    verdicts: Callable[[R], Verdicts],
 ) -> int:
-    """Run the bench and print its report as text, or as JSON with `--json`. SIGTERM (a
-    timeout) ends the run through `finally`, so no server is left behind."""
+    """Run the bench and print its report as text, or with `--json` as one object: the bench's
+    name, size and seed, its `Verdicts` and the whole report. SIGTERM (a timeout) ends the run
+    through `finally`, so no server is left behind."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report: R = asyncio.run(run(args))
     if args.json:
-        print(json.dumps(as_json(report)))
+        name = Path(sys.argv[0]).stem if sys.argv[0] else "bench"
+        head = {"bench": name, "quick": args.quick, "seed": args.seed}
+        print(json.dumps({**head, **to_json(verdicts(report)), "report": to_json(report)}))
     else:
         text(report)
     return 0

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
 MARK = "WOWT_SUITE_RUN"
 """Set once per test session (and per script run: `<session>/<run>`); every child inherits it."""
 
@@ -107,7 +108,7 @@ def stop_marked(prefix: str, *, grace: float) -> list[tuple[int, str]]:
 def run_script(
     argv: Sequence[str], *, timeout: float, grace: float = 20.0
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` in a process group of its own. Past `timeout` the group gets SIGTERM (the
+    """Run `argv` in a process group of its own, in the repository. Past `timeout` the group gets SIGTERM (the
     benchmarks stop their servers on it), then SIGKILL after `grace`; whatever it started is
     killed too. Raises `AssertionError` on a timeout or on a process left running."""
     run_mark = f"{os.environ.get(MARK, 'none')}/{uuid.uuid4().hex[:8]}"
@@ -120,6 +121,7 @@ def run_script(
             stderr=err_file,
             text=True,
             start_new_session=True,
+            cwd=REPO,
             env={**os.environ, MARK: run_mark},
         )
         timed_out = False

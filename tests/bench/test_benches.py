@@ -1,0 +1,83 @@
+"""Every bench and soak still runs: `python -m bench.NAME --quick --json`, read as data. What must be
+0 is 0 (nothing lost, early or twice), what must have happened did, every ratio against the
+baseline is finite; the figures' size is the bench's to report, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.helpers.processes import run_script
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A bench's smoke run: how long it may take, and the verdicts its JSON must name."""
+
+    timeout: float
+    zero: tuple[str, ...] = ()
+    positive: tuple[str, ...] = ()
+    ratios: tuple[str, ...] = ()
+
+
+BENCHES = {
+    "cron": Bench(120, ratios=("median",)),
+    "ingest": Bench(180, zero=("lost",), ratios=("batched_per_commit",)),
+    "timers": Bench(
+        300,
+        zero=("early", "missing", "deliveries_uncounted", "spans_exported_off"),
+        positive=("spans_exported_on",),
+        ratios=("throughput", "telemetry_on_off"),
+    ),
+    "jobs": Bench(
+        300,
+        zero=("early", "burst_unhandled", "steady_ticks_missing"),
+        ratios=("lateness_p99", "burst_throughput"),
+    ),
+    "capacity": Bench(
+        180,
+        zero=("host_duplicates", "burst_undelivered"),
+        positive=("job_ticks", "pending_steps"),
+        ratios=("burst_drain",),
+    ),
+    "host": Bench(300, zero=("errors", "relay_unhanded"), ratios=("http_per_sqlite",)),
+    "soak": Bench(
+        540,
+        zero=("lost", "early", "decided_twice", "wrongly_delivered", "parked_wrongly", "cron_gaps"),
+        positive=("decided_once",),
+    ),
+    "soak_eshop": Bench(
+        300,
+        zero=("unresolved", "slots_lost"),
+        positive=("paid", "deleted", "cancelled_by_timer", "cancelled_by_customer"),
+    ),
+}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_bench_quick_json(name: str) -> None:
+    bench = BENCHES[name]
+    done = run_script(
+        [sys.executable, "-m", f"bench.{name}", "--quick", "--json"], timeout=bench.timeout
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    out = json.loads(done.stdout)
+    assert (out["bench"], out["quick"]) == (name, True), out
+    zero, positive, ratios = out["must_be_zero"], out["must_be_positive"], out["ratios"]
+    assert set(bench.zero) <= set(zero), zero
+    assert set(bench.positive) <= set(positive), positive
+    assert set(bench.ratios) <= set(ratios), ratios
+    assert {k: v for k, v in zero.items() if v != 0} == {}, out
+    assert {k: v for k, v in positive.items() if not (_finite(v) and v > 0)} == {}, out
+    assert {k: v for k, v in ratios.items() if not (_finite(v) and v > 0)} == {}, out
+    assert all(_finite(v) for v in out["figures"].values()), out["figures"]
+    assert isinstance(out["report"], dict) and out["report"], out
