@@ -1,6 +1,6 @@
-"""Every bench and soak still runs: `python -m bench.NAME --quick --json`, read as data. What must be
-0 is 0 (nothing lost, early or twice), what must have happened did, every ratio against the
-baseline is finite; the figures' size is the bench's to report, never asserted here."""
+"""Every bench and soak still runs: `python -m bench.NAME --quick --json`, read as data. What
+must be 0 is 0 (nothing lost, early or twice), what must have happened did, every ratio against
+the baseline is finite; the figures' size is the bench's to report, never asserted here."""
 
 from __future__ import annotations
 

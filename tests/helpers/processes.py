@@ -108,9 +108,10 @@ def stop_marked(prefix: str, *, grace: float) -> list[tuple[int, str]]:
 def run_script(
     argv: Sequence[str], *, timeout: float, grace: float = 20.0
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` in a process group of its own, in the repository. Past `timeout` the group gets SIGTERM (the
-    benchmarks stop their servers on it), then SIGKILL after `grace`; whatever it started is
-    killed too. Raises `AssertionError` on a timeout or on a process left running."""
+    """Run `argv` in a process group of its own, in the repository. Past `timeout` the group
+    gets SIGTERM (the benchmarks stop their servers on it), then SIGKILL after `grace`;
+    whatever it started is killed too. Raises `AssertionError` on a timeout or on a process
+    left running."""
     run_mark = f"{os.environ.get(MARK, 'none')}/{uuid.uuid4().hex[:8]}"
     # Files, not pipes: a child that outlives the script keeps a pipe open, and reading it
     # to its end would wait for that child.
