@@ -1,0 +1,112 @@
+"""The fake Wow host users and the benches get from `wow_temporal.testing`: scripted answers by
+request id, command type and aggregate prefix, per request or per attempt; in a thread of its
+own or in a process of its own, driven over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.harness import HostProcess
+from wow_temporal.testing import FakeWowHost
+from wow_temporal.wire import (
+    DUPLICATE_REQUEST_ID,
+    ERROR_CODE_HEADER,
+    OK,
+    WireCommand,
+    command_headers,
+    read_result,
+)
+
+
+def _command(request_id: str, aggregate_id: str = "order-1", kind: str = "x.Cancel") -> WireCommand:
+    return WireCommand(
+        type=kind,
+        context_name="eshop-order",
+        aggregate_name="order",
+        aggregate_id=aggregate_id,
+        tenant_id="t1",
+        request_id=request_id,
+        body={"n": 1},
+    )
+
+
+def _send(url: str, command: WireCommand) -> tuple[int, str]:
+    headers = command_headers(command)
+    answer = httpx.post(f"{url}/wow/command/send", headers=headers, json=command.body)
+    result = read_result(answer.content, answer.headers.get(ERROR_CODE_HEADER))
+    return answer.status_code, result.code
+
+
+def test_a_decided_request_id_is_a_duplicate_and_the_arrival_is_recorded_whole() -> None:
+    with FakeWowHost() as host:
+        assert _send(host.url, _command("r1")) == (200, OK)
+        assert _send(host.url, _command("r1")) == (409, DUPLICATE_REQUEST_ID)
+        first, again = host.for_request_id("r1")
+    assert (first.behaviour, again.behaviour) == ("ok", "duplicate")
+    assert (first.command_type, first.aggregate_id, first.body) == ("x.Cancel", "order-1", {"n": 1})
+    assert [a.request_id for a in host.delivered()] == ["r1"]
+
+
+def test_rules_match_by_aggregate_prefix_and_count_attempts_per_request_id() -> None:
+    with FakeWowHost() as host:
+        host.behave("fail", aggregate_prefix="flaky", attempts=2, status=503)
+        host.behave("reject", command_type="x.Refused")
+        flaky = [_send(host.url, _command("f1", "flaky-1")) for _ in range(3)]
+        other = [_send(host.url, _command("f2", "flaky-2")) for _ in range(3)]
+        steady = _send(host.url, _command("s1", "steady-1"))
+        refused = _send(host.url, _command("x1", "steady-2", "x.Refused"))
+    fail = (503, "InternalServerError")
+    assert flaky == other == [fail, fail, (200, OK)]
+    assert steady == (200, OK)
+    assert refused == (400, "IllegalState")
+
+
+def test_unbehave_heals_and_times_runs_out() -> None:
+    with FakeWowHost() as host:
+        host.behave("fail", aggregate_prefix="fail")
+        host.behave("reject", times=1)
+        assert _send(host.url, _command("a", "fail-1"))[0] == 500
+        assert _send(host.url, _command("b", "ok-1")) == (400, "IllegalState")
+        assert _send(host.url, _command("c", "ok-2")) == (200, OK)  # `times` ran out
+        host.unbehave(aggregate_prefix="fail")
+        assert _send(host.url, _command("a", "fail-1")) == (200, OK)
+
+
+def test_an_unknown_behaviour_or_count_is_refused() -> None:
+    host = FakeWowHost()
+    with pytest.raises(ValueError, match="unknown behaviour"):
+        host.behave("explode")
+    with pytest.raises(ValueError, match="at least 1"):
+        host.behave("fail", attempts=0)
+
+
+async def test_a_host_in_its_own_process_is_scripted_and_read_over_http(tmp_path: Path) -> None:
+    host = HostProcess(tmp_path / "host.log")
+    await host.start()
+    try:
+        assert host.proc.running
+        await host.behave("hang", aggregate_prefix="slow", delay=[0.05, 0.1])
+        async with httpx.AsyncClient() as http:
+            for request_id, aggregate_id in (("s1", "slow-1"), ("s1", "slow-1"), ("o1", "o-1")):
+                command = _command(request_id, aggregate_id)
+                await http.post(
+                    f"{host.url}/wow/command/send",
+                    headers=command_headers(command),
+                    json=command.body,
+                )
+        arrivals = await host.arrivals()
+        assert [(a.request_id, a.behaviour) for a in arrivals] == [
+            ("s1", "hang"),
+            ("s1", "duplicate"),
+            ("o1", "ok"),
+        ]
+        assert await host.duplicates() == 1
+        assert await host.wait_for(1, tag="o", within=5)
+        await host.reset()
+        assert await host.arrivals() == []
+    finally:
+        await host.stop()
+    assert not host.proc.running
