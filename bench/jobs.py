@@ -672,90 +672,106 @@ def print_report(r: Report) -> None:
     )
     wow, native = r.steady.get("wow"), r.steady.get("native")
     if wow is not None and native is not None:
-        print("1. steady ticking (host receive - slot due):")
-        for s in (wow, native):
-            label = "wow.Job + wow.tick" if s.side == "wow" else "native Schedule + 1 activity"
-            print(
-                f"  {label:30} ticks {s.ticks}/{s.expected}  p50 {s.p50:4.0f} ms  "
-                f"p99 {s.p99:4.0f} ms  max {s.max:4.0f} ms  early {s.early}  "
-                f"(set up in {s.setup_s:.2f}s)"
-            )
-        ratio = wow.p99 / native.p99 if native.p99 else float("inf")
-        print(
-            f"  lateness p99 wow/native {ratio:.2f} (target <= 1)  "
-            f"{verdict(wow.p99 <= native.p99 and wow.early == 0)}"
-        )
-        print("  billable actions per tick, steady state:")
-        for s in (wow, native):
-            label = "wow" if s.side == "wow" else "native"
-            heartbeats = s.metric_per_tick("grpc_RecordActivityTaskHeartbeat")
-            extra = f" + schedule start {SCHEDULE_START_ACTIONS}" if s.side == "native" else ""
-            print(
-                f"    {label:6} {cloud_per_tick(s):.2f} = history {s.history.per_tick:.2f} "
-                f"({s.history.describe()}) + heartbeats {heartbeats:.2f}{extra}; "
-                f"whole life incl. start/enable/disable {s.history.whole_per_tick:.2f} over "
-                f"{s.history.ticks} ticks"
-            )
-            print(
-                f"           server `action` metric over the window, per tick: "
-                f"{sum(s.metric.values()) / max(s.ticks, 1):.2f} "
-                f"({describe_metric(s.metric, s.ticks)})"
-            )
-        wow_cost, native_cost = cloud_per_tick(wow), cloud_per_tick(native)
-        print(
-            f"  actions per tick wow {wow_cost:.2f}  native {native_cost:.2f}  ratio "
-            f"{wow_cost / native_cost:.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
-            f"{verdict(wow_cost <= ACTIONS_TARGET)}"
-        )
-        print(
-            "  (the native metric counts the server's own scheduler workflow, which Cloud "
-            f"bills as {SCHEDULE_START_ACTIONS} per start instead)"
-        )
+        print_steady(wow, native)
     if r.bursts:
-        best = {side: max(bs, key=lambda b: b.rate) for side, bs in r.bursts.items() if bs}
-        n = next(iter(best.values())).n
-        print(f"2. {n} instances due on the same second (due -> the host has every command):")
-        for side, bursts in r.bursts.items():
-            for i, b in enumerate(bursts):
-                label = "wow TENANT instances" if side == "wow" else "bare sleep + 1 activity"
-                print(
-                    f"  round {i + 1} {label:26} {b.handled}/{b.n} in {b.seconds:5.2f}s = "
-                    f"{b.rate:5.0f}/s  p50 {b.p50:5.0f} ms  "
-                    f"({'enabled' if side == 'wow' else 'started'} at {b.handover_rate:.0f}/s"
-                    f"{', HANDOVER OVERRAN DUE' if b.overran else ''})"
-                )
-                print(
-                    "          CPU s from due to the last: "
-                    + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
-                )
-        if "wow" in best and "bare" in best:
-            ratio = best["wow"].rate / best["bare"].rate
-            print(
-                f"  throughput wow {best['wow'].rate:.0f}/s  bare {best['bare'].rate:.0f}/s  "
-                f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
-                f"{verdict(ratio >= THROUGHPUT_TARGET)}  (best round each)"
-            )
-    m = r.memory
-    if m is not None:
-        print(f"3. worker memory with {m.n} enabled instances (yearly cron, asleep):")
-        print(
-            f"  RSS before {m.before_mb:.0f} MB  after enabling {m.after_mb:.0f} MB  settled "
-            f"{m.settled_mb:.0f} MB  worker stopped {m.stopped_mb:.0f} MB  -> "
-            f"{m.per_thousand:.1f} MB per 1,000 instances"
-        )
-        print("  RSS while enabling: " + ", ".join(f"{k} {v:.0f}" for k, v in m.curve))
-        beyond = m.beyond_cache
-        if beyond is not None:
-            print(
-                f"  past the worker's workflow cache ({CACHE} instances): "
-                f"{beyond[1]:.1f} MB per 1,000 from {beyond[0]} to {m.n}; the first {CACHE}: "
-                f"{(m.curve[0][1] - m.before_mb) / (m.curve[0][0] / 1000):.1f} MB per 1,000"
-            )
-        print(
-            f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight); CPU s "
-            "enabling: " + ", ".join(f"{k} {v:.1f}" for k, v in m.cpu.items())
-        )
+        print_bursts(r.bursts)
+    if r.memory is not None:
+        print_memory(r.memory)
     print(f"host duplicates (redeliveries): {r.duplicates}")
+
+
+def print_steady(wow: Steady, native: Steady) -> None:
+    print("1. steady ticking (host receive - slot due):")
+    for s in (wow, native):
+        label = "wow.Job + wow.tick" if s.side == "wow" else "native Schedule + 1 activity"
+        print(
+            f"  {label:30} ticks {s.ticks}/{s.expected}  p50 {s.p50:4.0f} ms  "
+            f"p99 {s.p99:4.0f} ms  max {s.max:4.0f} ms  early {s.early}  "
+            f"(set up in {s.setup_s:.2f}s)"
+        )
+    ratio = wow.p99 / native.p99 if native.p99 else float("inf")
+    print(
+        f"  lateness p99 wow/native {ratio:.2f} (target <= 1)  "
+        f"{verdict(wow.p99 <= native.p99 and wow.early == 0)}"
+    )
+    print("  billable actions per tick, steady state:")
+    for s in (wow, native):
+        label = "wow" if s.side == "wow" else "native"
+        heartbeats = s.metric_per_tick("grpc_RecordActivityTaskHeartbeat")
+        extra = f" + schedule start {SCHEDULE_START_ACTIONS}" if s.side == "native" else ""
+        print(
+            f"    {label:6} {cloud_per_tick(s):.2f} = history {s.history.per_tick:.2f} "
+            f"({s.history.describe()}) + heartbeats {heartbeats:.2f}{extra}; "
+            f"whole life incl. start/enable/disable {s.history.whole_per_tick:.2f} over "
+            f"{s.history.ticks} ticks"
+        )
+        print(
+            f"           server `action` metric over the window, per tick: "
+            f"{sum(s.metric.values()) / max(s.ticks, 1):.2f} "
+            f"({describe_metric(s.metric, s.ticks)})"
+        )
+    wow_cost, native_cost = cloud_per_tick(wow), cloud_per_tick(native)
+    print(
+        f"  actions per tick wow {wow_cost:.2f}  native {native_cost:.2f}  ratio "
+        f"{wow_cost / native_cost:.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
+        f"{verdict(wow_cost <= ACTIONS_TARGET)}"
+    )
+    print(
+        "  (the native metric counts the server's own scheduler workflow, which Cloud "
+        f"bills as {SCHEDULE_START_ACTIONS} per start instead)"
+    )
+
+
+def best_rounds(bursts: dict[str, list[Burst]]) -> dict[str, Burst]:
+    """Each side's fastest round."""
+    return {side: max(bs, key=lambda b: b.rate) for side, bs in bursts.items() if bs}
+
+
+def print_bursts(bursts: dict[str, list[Burst]]) -> None:
+    best = best_rounds(bursts)
+    n = next(iter(best.values())).n
+    print(f"2. {n} instances due on the same second (due -> the host has every command):")
+    for side, rounds in bursts.items():
+        for i, b in enumerate(rounds):
+            label = "wow TENANT instances" if side == "wow" else "bare sleep + 1 activity"
+            print(
+                f"  round {i + 1} {label:26} {b.handled}/{b.n} in {b.seconds:5.2f}s = "
+                f"{b.rate:5.0f}/s  p50 {b.p50:5.0f} ms  "
+                f"({'enabled' if side == 'wow' else 'started'} at {b.handover_rate:.0f}/s"
+                f"{', HANDOVER OVERRAN DUE' if b.overran else ''})"
+            )
+            print(
+                "          CPU s from due to the last: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
+            )
+    if "wow" in best and "bare" in best:
+        ratio = best["wow"].rate / best["bare"].rate
+        print(
+            f"  throughput wow {best['wow'].rate:.0f}/s  bare {best['bare'].rate:.0f}/s  "
+            f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
+            f"{verdict(ratio >= THROUGHPUT_TARGET)}  (best round each)"
+        )
+
+
+def print_memory(m: Memory) -> None:
+    print(f"3. worker memory with {m.n} enabled instances (yearly cron, asleep):")
+    print(
+        f"  RSS before {m.before_mb:.0f} MB  after enabling {m.after_mb:.0f} MB  settled "
+        f"{m.settled_mb:.0f} MB  worker stopped {m.stopped_mb:.0f} MB  -> "
+        f"{m.per_thousand:.1f} MB per 1,000 instances"
+    )
+    print("  RSS while enabling: " + ", ".join(f"{k} {v:.0f}" for k, v in m.curve))
+    beyond = m.beyond_cache
+    if beyond is not None:
+        print(
+            f"  past the worker's workflow cache ({CACHE} instances): "
+            f"{beyond[1]:.1f} MB per 1,000 from {beyond[0]} to {m.n}; the first {CACHE}: "
+            f"{(m.curve[0][1] - m.before_mb) / (m.curve[0][0] / 1000):.1f} MB per 1,000"
+        )
+    print(
+        f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight); CPU s "
+        "enabling: " + ", ".join(f"{k} {v:.1f}" for k, v in m.cpu.items())
+    )
 
 
 def sizes(args: argparse.Namespace) -> tuple[int, float, int, int, int]:
@@ -859,7 +875,7 @@ async def measure(
 def verdicts(r: Report) -> Verdicts:
     """Nothing early or twice, every burst's instance handled, ticks on both sides; the ratios
     wow / baseline; lateness, actions per tick, throughput, enabling rate as figures."""
-    best = {side: max(bs, key=lambda b: b.rate) for side, bs in r.bursts.items() if bs}
+    best = best_rounds(r.bursts)
     ratios: dict[str, float] = {}
     figures: dict[str, float] = {}
     positive: dict[str, float] = {}
