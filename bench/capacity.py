@@ -1,13 +1,13 @@
 """Benchmark: the capacity of one dev server and one worker: many pending one-shot timers, a
 burst drained beside them, and many enabled job instances.
 
-One fresh headless dev server (EmbeddedTemporal, its Prometheus `/metrics` on), one domain host
-(a raw ASGI app on uvicorn, in its own process, answering Wow's `Ok` and recording when each
-command arrived and the due time its body carries) and the real worker, `wow-temporal worker
---app bench.capacity:APP` (the timers and this module's job, production settings but free
-ports). RSS is read from /proc (VmRSS), the worker's workflow cache from its `/metrics`, the
-server's Go heap and mutable-state cache from its own. This process hands commits over with
-`TimerClient.apply_many` and enables instances with `JobClient.enable`. Measured:
+One fresh headless dev server (EmbeddedTemporal, its Prometheus `/metrics` on), the fake Wow
+host in its own process (`bench.harness.HostProcess`: `Ok` once per request id, each arrival
+recorded; the due time is in the command's body) and the real worker, `wow-temporal worker
+--app bench.capacity:APP` (the timers and the idle job of `bench._jobs_app`, production settings
+but its own metrics port). RSS is read from /proc (VmRSS), the worker's workflow cache from its
+`/metrics`, the server's Go heap and mutable-state cache from its own. This process hands commits
+over with `TimerClient.apply_many` and enables instances with `JobClient.enable`. Measured:
 
 1. A burst: `--burst` one-shot timers due at one instant a few seconds ahead, drained with
    nothing pending: deliveries per second = n / (due -> the host has the last one); the CPU
@@ -23,10 +23,11 @@ server's Go heap and mutable-state cache from its own. This process hands commit
    (1,000 a worker): it grows less than `FLAT_MB` per 1,000 instances from twice the cache to
    the last enable.
 
-Run: `.venv/bin/python bench/capacity.py [--timers 100000] [--jobs 10000] [--burst 1000]
-[--rounds 2] [--settle 10] [--tick-seconds 5]`. Exits 0; targets are printed as PASS/MISS,
-never asserted (the machine is small and noisy). The run's length is mostly the ingest of the
-pending timers and the enables (tens to a couple of hundred a second on two cores).
+Run: `.venv/bin/python -m bench.capacity [--quick] [--timers 100000] [--jobs 10000]
+[--burst 1000] [--rounds 2] [--settle 10] [--tick-seconds 5] [--json] [--keep]`. Exits 0;
+targets are printed as PASS/MISS, never asserted (the machine is small and noisy). The run's
+length is mostly the ingest of the pending timers and the enables (tens to a couple of hundred
+a second on two cores).
 """
 
 from __future__ import annotations
@@ -34,59 +35,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, ClassVar
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from pydantic import BaseModel
 from temporalio.client import Client
 
-from bench.harness.stats import percentile
-from wow_temporal import (
-    App,
-    Command,
-    JobScope,
-    NamedAggregate,
-    SagaContext,
-    ScheduleTick,
-    on_schedule,
+from bench._jobs_app import arrivals_of, idle_app, late_ms
+from bench.harness import (
+    HostProcess,
+    Proc,
+    Verdicts,
+    bench_main,
+    commit,
+    cpu_seconds,
+    iso_ms,
+    parser,
+    percentile,
+    pool,
+    rss_mb,
+    schedule_set,
+    scratch,
+    verdict,
+    worker_env,
 )
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.wire import (
-    COMMAND_SEND_PATH,
-    DEFAULT_TENANT,
-    DUPLICATE_REQUEST_ID,
-    ERROR_CODE_HEADER,
-    OK,
-    REQUEST_ID_HEADER,
-    CommandResult,
-)
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKER = Path(sys.executable).parent / "wow-temporal"
 CONTEXT = "bench-capacity"
 JOB = "idle"
-NEVER = "0 0 0 1 1 *"
-"""Midnight on the first of January: the job's rule (its instances sleep)."""
+
 CACHE = 1000
 """The SDK's `max_cached_workflows` default, which the worker keeps (one cache per worker)."""
 BATCH = 200  # commits per `apply_many`, as a relay hands them over
@@ -98,266 +83,10 @@ TICK_SAMPLE = 5
 TICK_GRACE = 3.0
 """Seconds after the ticking window before the sampled instances are disabled."""
 PENDING_DAYS = 30
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-# -- the job the worker runs ------------------------------------------------------------------
-
-
-class Tick(BaseModel):
-    """The body of every command of the bench: its run (a burst's tag, or `jobs`) and due."""
-
-    __wow_type__: ClassVar[str] = "bench.Tick"
-
-    run: str
-    due: int
-
-
-TARGET = NamedAggregate("bench", "counter")
-
-
-class CapacitySaga:
-    """One yearly TENANT job; a tick sends one command to the tenant's counter."""
-
-    @on_schedule(name=JOB, cron=NEVER, scope=JobScope.TENANT)
-    def idle(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
-        return [context.command(TARGET.ref(tick.tenant_id, "c"), Tick(run="jobs", due=tick.due))]
-
-
-APP = App(CONTEXT, sagas=[CapacitySaga()])
+APP = idle_app(CONTEXT)
 """What `wow-temporal worker --app bench.capacity:APP` runs beside the timers."""
-
-
-# -- the domain host (its own process) --------------------------------------------------------
-
-
-_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
-
-
-def _answer(code: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """Wow's `CommandResult` of `code` and its `Wow-Error-Code` header, made once: the host
-    answers fast (the ids in the body are not the request's; no sender reads them)."""
-    result = CommandResult.of(
-        TARGET.ref(DEFAULT_TENANT, "bench"), command_id="bench", request_id="bench", code=code
-    )
-    return result.model_dump_json().encode(), [(ERROR_CODE_HEADER.lower().encode(), code.encode())]
-
-
-def host_app() -> Callable[..., Awaitable[None]]:
-    """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`); records each
-    first arrival by the body's `run` as `[request id, received ms, due ms]`.
-
-    `GET /_count?run=R` gives how many of run R arrived, `GET /_records?run=R` them,
-    `GET /_duplicates` the redeliveries."""
-    runs: dict[str, list[tuple[str, float, int]]] = {}
-    seen: set[str] = set()
-    duplicates = 0
-    answers = {code: _answer(code) for code in (OK, DUPLICATE_REQUEST_ID)}
-
-    async def reply(send: Any, body: Any, extra: list[Any] | None = None) -> None:
-        headers = [(b"content-type", b"application/json"), *(extra or [])]
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": content})
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        nonlocal duplicates
-        if scope["type"] != "http":
-            return
-        now_ms = time.time() * 1000
-        chunks = []
-        more = True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode())
-        run = query.get("run", [""])[0]
-        path = scope["path"]
-        if path == COMMAND_SEND_PATH:
-            request_id = dict(scope["headers"]).get(_REQUEST_ID, b"").decode()
-            if request_id in seen:
-                duplicates += 1
-                code = DUPLICATE_REQUEST_ID
-            else:
-                seen.add(request_id)
-                body = json.loads(b"".join(chunks) or b"{}")
-                entry = (request_id, now_ms, int(body.get("due", 0)))
-                runs.setdefault(str(body.get("run", "")), []).append(entry)
-                code = OK
-            await reply(send, *answers[code])
-        elif path == "/_count":
-            await reply(send, {"n": len(runs.get(run, []))})
-        elif path == "/_records":
-            await reply(send, runs.get(run, []))
-        elif path == "/_duplicates":
-            await reply(send, {"n": duplicates})
-        else:
-            await reply(send, {})
-
-    return app
-
-
-def serve_host(port: int) -> None:
-    import uvicorn
-
-    uvicorn.run(
-        host_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False,
-        lifespan="off",
-    )
-
-
-# -- processes ---------------------------------------------------------------------------------
-
-
-def rss_mb(pid: int | None) -> float:
-    """A process's resident set size (VmRSS), MB."""
-    if pid is None:
-        return float("nan")
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of a process (this one if None)."""
-    if pid is None:
-        return time.process_time()
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-async def stop_process(proc: asyncio.subprocess.Process | None, grace: float = 15.0) -> None:
-    """SIGTERM, then SIGKILL after `grace` seconds; waits for it either way."""
-    if proc is None or proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-
-
-class Host:
-    """The host process, and a client that reads what it recorded."""
-
-    def __init__(self) -> None:
-        self.port = free_port("127.0.0.1")
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: asyncio.subprocess.Process | None = None
-        self.http = httpx.AsyncClient(timeout=30)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve-host", str(self.port), stdin=subprocess.DEVNULL
-        )
-        for _ in range(300):
-            with contextlib.suppress(httpx.HTTPError):
-                await self.http.get(self.url + "/_duplicates")
-                return
-            await asyncio.sleep(0.05)
-        raise RuntimeError("the bench host did not start")
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-        await stop_process(self.proc, 5.0)
-
-    async def count(self, run: str) -> int:
-        return int((await self.http.get(self.url + "/_count", params={"run": run})).json()["n"])
-
-    async def records(self, run: str) -> list[tuple[str, float, int]]:
-        rows = (await self.http.get(self.url + "/_records", params={"run": run})).json()
-        return [(str(r[0]), float(r[1]), int(r[2])) for r in rows]
-
-    async def duplicates(self) -> int:
-        return int((await self.http.get(self.url + "/_duplicates")).json()["n"])
-
-    async def wait_for(self, run: str, n: int, within: float) -> bool:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if await self.count(run) >= n:
-                return True
-            await asyncio.sleep(0.05)
-        return False
-
-
-class WorkerProcess:
-    """`wow-temporal worker --app bench.capacity:APP`, its own process, production settings but
-    free ports (health, metrics) and a short shutdown timeout; its output goes to a file."""
-
-    def __init__(self, address: str, namespace: str, host_url: str, log_path: Path) -> None:
-        self.health = free_port("127.0.0.1")
-        self.metrics = free_port("127.0.0.1")
-        self.log_path = log_path
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
-            "TEMPORAL_ADDRESS": address,
-            "TEMPORAL_NAMESPACE": namespace,
-            "WOW_HOST_URL": host_url,
-            "WOW_WORKER_HEALTH_PORT": str(self.health),
-            "WOW_WORKER_METRICS_PORT": str(self.metrics),
-            "WOW_WORKER_SHUTDOWN_TIMEOUT": "2s",
-        }
-        self.proc: asyncio.subprocess.Process | None = None
-        self._log: IO[bytes] | None = None
-        self.http = httpx.AsyncClient(timeout=10)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    async def start(self) -> None:
-        self._log = self.log_path.open("wb")
-        self.proc = await asyncio.create_subprocess_exec(
-            str(WORKER), "worker", "--app", "bench.capacity:APP",
-            cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.returncode is not None:
-                break
-            with contextlib.suppress(httpx.HTTPError):
-                answer = await self.http.get(f"http://127.0.0.1:{self.health}/readyz")
-                if answer.status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-        raise RuntimeError(f"the worker did not get ready:\n{self.tail()}")
-
-    def tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-    async def cached(self) -> dict[str, float]:
-        """`temporal_sticky_cache_size` by task queue, from the worker's `/metrics`."""
-        found: dict[str, float] = {}
-        with contextlib.suppress(httpx.HTTPError):
-            text = (await self.http.get(f"http://127.0.0.1:{self.metrics}/metrics")).text
-            for line in text.splitlines():
-                if line.startswith("temporal_sticky_cache_size{"):
-                    labels, _, value = line.rpartition(" ")
-                    queue = labels.split('task_queue="', 1)[-1].split('"', 1)[0]
-                    found[queue] = found.get(queue, 0.0) + float(value)
-        return found
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-        await stop_process(self.proc)
-        if self._log is not None:
-            self._log.close()
 
 
 class ServerMetrics:
@@ -440,59 +169,12 @@ class ServerCost:
 # -- commits and measures ----------------------------------------------------------------------
 
 
-def iso_ms(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
-
-
-def commit(aggregate_id: str, due_ms: int, run: str) -> Commit:
-    """A one-commit `wow.ScheduleSet` of `eshop-order.order` `aggregate_id`: a one-shot timer
-    due at `due_ms` whose command's body names `run`."""
-    return Commit.parse(
-        {
-            "id": f"c1-{aggregate_id}",
-            "contextName": "eshop-order",
-            "aggregateName": "order",
-            "tenantId": "t1",
-            "aggregateId": aggregate_id,
-            "version": 1,
-            "createTime": int(time.time() * 1000),
-            "body": [
-                {
-                    "id": "e0",
-                    "name": "wow.ScheduleSet",
-                    "body": {
-                        "key": "grace",
-                        "rule": {"at": iso_ms(due_ms)},
-                        "command": {"type": "bench.Tick", "body": {"run": run, "due": due_ms}},
-                    },
-                }
-            ],
-        }
-    )
-
-
-async def pool(
-    jobs: Iterable[Callable[[], Awaitable[Any]]],
-    limit: int,
-    done: Callable[[], Awaitable[None]] | None = None,
-) -> float:
-    """Run the jobs with at most `limit` in flight (`done` after each); seconds taken."""
-    queue = list(jobs)
-    queue.reverse()
-
-    async def one() -> None:
-        while queue:
-            await queue.pop()()
-            if done is not None:
-                await done()
-
-    began = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(limit)))
-    return time.perf_counter() - began
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+def timer(aggregate_id: str, due_ms: int, run: str) -> Commit:
+    """A one-commit `wow.ScheduleSet` of `aggregate_id`: a one-shot timer due at `due_ms` whose
+    command's body names `run`."""
+    rule = {"at": iso_ms(due_ms)}
+    body = {"run": run, "due": due_ms}
+    return Commit.parse(commit(aggregate_id, schedule_set(rule, "grace", "bench.Tick", body)))
 
 
 @dataclass
@@ -554,8 +236,10 @@ class Jobs:
 class Rig:
     client: Client
     timers: TimerClient
-    host: Host
-    worker: WorkerProcess
+    host: HostProcess
+    worker: Proc
+    worker_metrics: str
+    """The worker's `/metrics` URL."""
     server: EmbeddedTemporal
     metrics: ServerMetrics
     ingest_rate: float = 0.0
@@ -577,28 +261,34 @@ class Rig:
         return f"{prefix}{self.seq}"
 
     def say(self, text: str) -> None:
-        print(f"  [{time.perf_counter() - self.began:6.1f}s] {text}", flush=True)
+        print(f"  [{time.perf_counter() - self.began:6.1f}s] {text}", file=sys.stderr, flush=True)
 
     def cpu(self) -> dict[str, float]:
         return {
             "server": cpu_seconds(self.server.pid),
             "worker": cpu_seconds(self.worker.pid),
-            "host": cpu_seconds(self.host.pid),
+            "host": cpu_seconds(self.host.proc.pid),
             "bench": cpu_seconds(None),
         }
 
     def db_mb(self) -> float:
         path = self.server.db_path
-        sizes = [
-            p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()
-        ]
+        sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
         return sum(sizes) / 1e6
+
+    async def cached(self) -> float:
+        """The worker's workflow cache (`temporal_sticky_cache_size`, every task queue)."""
+        found = 0.0
+        with contextlib.suppress(httpx.HTTPError):
+            text = (await self.metrics.http.get(self.worker_metrics)).text
+            for line in text.splitlines():
+                if line.startswith("temporal_sticky_cache_size{"):
+                    found += float(line.rpartition(" ")[2])
+        return found
 
     async def sample(self, count: int, rate: float, into: list[Sample]) -> Sample:
         """Both RSS and the database now (appended to `into` at once), then the cache."""
-        s = Sample(
-            count, rate, rss_mb(self.worker.pid), rss_mb(self.server.pid), self.db_mb(), 0.0
-        )
+        s = Sample(count, rate, rss_mb(self.worker.pid), rss_mb(self.server.pid), self.db_mb(), 0.0)
         s.worker_peak_mb, self.peak_mb = max(self.peak_mb, s.worker_mb), s.worker_mb
         cpu, (count_before, cpu_before) = self.cpu(), self.last
         if count > count_before and cpu_before:
@@ -606,7 +296,7 @@ class Rig:
             s.bench_ms = 1000 * (cpu["bench"] - cpu_before["bench"]) / (count - count_before)
         self.last = (count, cpu)
         into.append(s)
-        s.cached = sum((await self.worker.cached()).values())
+        s.cached = await self.cached()
         scraped = await self.metrics.scrape()
         s.heap_mb = scraped.get(("memory_heap", ""), float("nan")) / 1e6
         s.states = scraped.get(("cache_usage", "mutablestate"), float("nan"))
@@ -626,16 +316,16 @@ async def burst(rig: Rig, n: int, pending: int) -> Burst:
     # Twice the time the last ingest rate needs: on a shared machine it halves at times.
     lead = 3.0 + 2.0 * n / max(rig.ingest_rate, 10.0)
     due = int((time.time() + lead) * 1000)
-    commits = [commit(f"{tag}-{i}", due, tag) for i in range(n)]
+    commits = [timer(f"{tag}-{i}", due, tag) for i in range(n)]
     seconds = await rig.ingest(commits)
     overran = time.time() * 1000 > due
     await asyncio.sleep(max(0.0, due / 1000 - time.time()))
     before, scraped = rig.cpu(), await rig.metrics.scrape()
-    done = await rig.host.wait_for(tag, n, 60 + n / 10)
+    arrivals = await arrivals_of(rig.host, tag, n, within=60 + n / 10)
     after, cost = rig.cpu(), ServerCost.of(scraped, await rig.metrics.scrape(), n)
-    if not done:
-        print(f"  ! {tag}: only {await rig.host.count(tag)}/{n} delivered", file=sys.stderr)
-    late = [received - due for _, received, _ in await rig.host.records(tag)]
+    if len(arrivals) < n:
+        print(f"  ! {tag}: only {len(arrivals)}/{n} delivered", file=sys.stderr)
+    late = [late_ms(a) for a in arrivals]
     await asyncio.sleep(1.0)  # the last workflow tasks, before the next measure
     return Burst(
         pending=pending,
@@ -678,7 +368,7 @@ async def pending_timers(rig: Rig, total: int) -> list[Sample]:
     done = 0
     while done < total:
         size = min(step, total - done)
-        commits = [commit(f"pending-{i}", far, "pending") for i in range(done, done + size)]
+        commits = [timer(f"pending-{i}", far, "pending") for i in range(done, done + size)]
         seconds = await rig.ingest(commits)
         done += size
         rig.ingest_rate = size / seconds
@@ -731,7 +421,7 @@ async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
     # (the ticks due after the window are not counted).
     await asyncio.sleep(end - time.time() + TICK_GRACE)
     await asyncio.gather(*(client.disable(CONTEXT, JOB, tenant=t) for t in sampled))
-    ticks = [(d, r) for _, r, d in await rig.host.records("jobs") if start <= d / 1000 < end]
+    ticks = [a for a in await arrivals_of(rig.host, CONTEXT) if start <= a.body["due"] / 1000 < end]
     return Jobs(
         n=n,
         seconds=seconds,
@@ -741,7 +431,7 @@ async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
         tick_seconds=tick_seconds,
         ticked=len(ticks),
         expected=len(sampled) * tick_seconds,
-        late=[r - d for d, r in ticks],
+        late=[late_ms(a) for a in ticks],
         sampled=sampled,
     )
 
@@ -795,21 +485,35 @@ def flat_past_cache(steps: list[Sample]) -> tuple[Sample, float] | None:
     return past[0], per_thousand(past[0], steps[-1])
 
 
-def report(
-    args: argparse.Namespace,
-    zero: list[Burst],
-    loaded: list[Burst],
-    pending: list[Sample],
-    job: Jobs | None,
-    rig: Rig,
-    duplicates: int,
-) -> None:
+@dataclass
+class Report:
+    timers: int
+    burst: int
+    jobs: int
+    zero: list[Burst]
+    """The bursts with nothing pending."""
+    loaded: list[Burst]
+    """The bursts with `timers` pending."""
+    pending: list[Sample]
+    job: Jobs | None
+    duplicates: int
+    elapsed_s: float
+
+
+def text(r: Report) -> None:
     print()
     print(
-        f"=== capacity of one dev server and one worker: {args.timers} pending timers, "
-        f"bursts of {args.burst}, {args.jobs} job instances; "
-        f"{time.perf_counter() - rig.began:.0f}s in all ==="
+        f"=== capacity of one dev server and one worker: {r.timers} pending timers, "
+        f"bursts of {r.burst}, {r.jobs} job instances; {r.elapsed_s:.0f}s in all ==="
     )
+    text_pending(r.pending)
+    text_bursts(r.burst, r.zero, r.loaded)
+    if r.job is not None:
+        text_jobs(r.job)
+    print(f"host duplicates (redeliveries): {r.duplicates}")
+
+
+def text_pending(pending: list[Sample]) -> None:
     print(f"1. pending one-shot timers (due in {PENDING_DAYS} days), handed over {BATCH} a call:")
     table(pending, "pending")
     if len(pending) > 2:
@@ -821,8 +525,11 @@ def report(
             f"{(end.worker_mb - zero_.worker_mb) / tens:+.1f} MB, server "
             f"{(end.server_mb - zero_.server_mb) / tens:+.1f} MB"
         )
+
+
+def text_bursts(n: int, zero: list[Burst], loaded: list[Burst]) -> None:
     best0, bestn = best(zero), best(loaded)
-    print(f"2. a burst of {args.burst} due at one instant (due -> the host has the last one):")
+    print(f"2. a burst of {n} due at one instant (due -> the host has the last one):")
     for b in zero + loaded:
         per = {k: 1000 * v / max(b.handled, 1) for k, v in b.cpu.items()}
         print(
@@ -845,100 +552,160 @@ def report(
             f"{cpu0:.1f} with 0 pending, {cpun:.1f} with {bestn.pending}: the ratio a drain bound "
             f"by CPU alone would show {cpu0 / cpun:.2f} (wall clock on a shared machine is not)"
         )
-    if job is not None:
-        print(f"3. {job.n} enabled job instances (TENANT, yearly), {ENABLE_CONCURRENCY} in flight:")
-        table(job.steps, "instances")
-        s = job.settled
-        print(
-            f"    enabled at {job.n / job.seconds:.0f}/s ({job.seconds:.0f}s); {job.settle:g}s "
-            f"idle later: worker {s.worker_mb:.0f} MB (peak {s.worker_peak_mb:.0f}, cache "
-            f"{s.cached:.0f}), server {s.server_mb:.0f} MB"
-        )
-        flat = flat_past_cache(job.steps)
-        if flat is not None:
-            start, growth = flat
-            filling = next(x for x in job.steps if x.count >= CACHE)
-            print(
-                f"    worker RSS past the SDK's cache ({CACHE} workflows a worker): "
-                f"{growth:+.1f} MB per 1,000 from {start.count} to {job.steps[-1].count} "
-                f"(filling it, to {filling.count}: {per_thousand(job.steps[0], filling):+.1f} MB "
-                f"per 1,000; to the idle sample: {per_thousand(start, s):+.1f})  (target flat, "
-                f"< {FLAT_MB:g} MB per 1,000) {verdict(growth < FLAT_MB)}"
-            )
-        print(
-            f"    ticks of {len(job.sampled)} instances ({', '.join(job.sampled)}) rescheduled "
-            f"to every second, over {job.tick_seconds}s: {job.ticked}/{job.expected}  lateness p50 "
-            f"{percentile(job.late, 0.5):.0f} ms  max {max(job.late, default=float('nan')):.0f} ms"
-        )
-    print(f"host duplicates (redeliveries): {duplicates}")
 
 
-async def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="wow-bench-capacity-") as tmp:
+def text_jobs(job: Jobs) -> None:
+    print(f"3. {job.n} enabled job instances (TENANT, yearly), {ENABLE_CONCURRENCY} in flight:")
+    table(job.steps, "instances")
+    s = job.settled
+    print(
+        f"    enabled at {job.n / job.seconds:.0f}/s ({job.seconds:.0f}s); {job.settle:g}s "
+        f"idle later: worker {s.worker_mb:.0f} MB (peak {s.worker_peak_mb:.0f}, cache "
+        f"{s.cached:.0f}), server {s.server_mb:.0f} MB"
+    )
+    flat = flat_past_cache(job.steps)
+    if flat is not None:
+        start, growth = flat
+        filling = next(x for x in job.steps if x.count >= CACHE)
+        print(
+            f"    worker RSS past the SDK's cache ({CACHE} workflows a worker): "
+            f"{growth:+.1f} MB per 1,000 from {start.count} to {job.steps[-1].count} "
+            f"(filling it, to {filling.count}: {per_thousand(job.steps[0], filling):+.1f} MB "
+            f"per 1,000; to the idle sample: {per_thousand(start, s):+.1f})  (target flat, "
+            f"< {FLAT_MB:g} MB per 1,000) {verdict(growth < FLAT_MB)}"
+        )
+    print(
+        f"    ticks of {len(job.sampled)} instances ({', '.join(job.sampled)}) rescheduled "
+        f"to every second, over {job.tick_seconds}s: {job.ticked}/{job.expected}  lateness p50 "
+        f"{percentile(job.late, 0.5):.0f} ms  max {max(job.late, default=float('nan')):.0f} ms"
+    )
+
+
+def sizes(args: argparse.Namespace) -> tuple[int, int, int, int, float, int]:
+    """Timers, jobs, burst, rounds, settle, tick seconds: the flags, else the defaults (or
+    `--quick`'s)."""
+
+    def given(value: float | None, full: float, quick: float) -> float:
+        return value if value is not None else quick if args.quick else full
+
+    return (
+        int(given(args.timers, 100_000, 200)),
+        int(given(args.jobs, 10_000, 20)),
+        int(given(args.burst, 1000, 40)),
+        int(given(args.rounds, 2, 1)),
+        given(args.settle, 10.0, 2.0),
+        int(given(args.tick_seconds, 5, 3)),
+    )
+
+
+async def run(args: argparse.Namespace) -> Report:
+    with scratch(args, "capacity") as tmp:
         metrics_port = free_port("127.0.0.1")
         server = EmbeddedTemporal(
-            Path(tmp) / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
+            tmp / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
         )
         metrics = ServerMetrics(metrics_port)
-        host = Host()
-        worker: WorkerProcess | None = None
+        host = HostProcess(tmp / "host.log")
+        worker: Proc | None = None
         watching: asyncio.Task[None] | None = None
         try:
             began = time.perf_counter()
             await asyncio.gather(server.start(), host.start())
-            worker = WorkerProcess(server.address, server.namespace, host.url, Path(tmp, "w.log"))
+            worker_port = free_port("127.0.0.1")
+            env = worker_env(
+                server.address,
+                server.namespace,
+                host.url,
+                WOW_WORKER_METRICS_PORT=str(worker_port),
+                WOW_WORKER_SHUTDOWN_TIMEOUT="2s",
+            )
+            worker = Proc.worker(tmp / "worker.log", env, "--app", "bench.capacity:APP")
             await worker.start()
             client = await server.connect()
-            rig = Rig(client, TimerClient(client), host, worker, server, metrics, began=began)
-            watching = asyncio.create_task(rig.watch())
-            rig.say(
-                f"dev server pid {server.pid}, worker pid {worker.pid} ready, host pid "
-                f"{host.pid}; {args.timers} timers, {args.jobs} jobs, bursts of {args.burst} "
-                f"x {args.rounds}"
+            rig = Rig(
+                client,
+                TimerClient(client),
+                host,
+                worker,
+                f"http://127.0.0.1:{worker_port}/metrics",
+                server,
+                metrics,
+                began=began,
             )
-            # Unmeasured: imports, connections, caches; and a first ingest rate.
-            warm = await burst(rig, max(10, min(args.burst // 5, 50)), 0)
-            rig.ingest_rate = warm.ingest_rate
-            zero = await bursts(rig, args.burst, 0, args.rounds)
-            pending = await pending_timers(rig, args.timers)
-            loaded = await bursts(rig, args.burst, args.timers, args.rounds) if args.timers else []
-            job = await jobs(rig, args.jobs, args.settle, args.tick_seconds) if args.jobs else None
-            if worker.proc is not None and worker.proc.returncode is not None:
-                raise RuntimeError(f"the worker exited:\n{worker.tail()}")
-            report(args, zero, loaded, pending, job, rig, await host.duplicates())
+            watching = asyncio.create_task(rig.watch())
+            report = await measure(rig, args)
+            if not worker.running:
+                raise RuntimeError("the worker exited")
+            return report
         except BaseException:
             if worker is not None:
-                print(f"worker log tail:\n{worker.tail()}", file=sys.stderr)
+                tail = worker.log.read_text(errors="replace")[-3000:]
+                print(f"worker log tail:\n{tail}", file=sys.stderr)
             raise
         finally:
             if watching is not None:
                 watching.cancel()
             if worker is not None:
-                await worker.stop()
+                await worker.stop(grace=15)
             await asyncio.gather(server.stop(), host.stop(), metrics.close())
 
 
+async def measure(rig: Rig, args: argparse.Namespace) -> Report:
+    """A warm-up burst (unmeasured: imports, connections, caches; a first ingest rate), the
+    bursts with nothing pending, the pending timers, the bursts beside them, the jobs."""
+    timers, n_jobs, n, rounds, settle, tick_seconds = sizes(args)
+    rig.say(
+        f"dev server pid {rig.server.pid}, worker pid {rig.worker.pid} ready, host pid "
+        f"{rig.host.proc.pid}; {timers} timers, {n_jobs} jobs, bursts of {n} x {rounds}"
+    )
+    warm = await burst(rig, max(10, min(n // 5, 50)), 0)
+    rig.ingest_rate = warm.ingest_rate
+    zero = await bursts(rig, n, 0, rounds)
+    pending = await pending_timers(rig, timers)
+    loaded = await bursts(rig, n, timers, rounds) if timers else []
+    job = await jobs(rig, n_jobs, settle, tick_seconds) if n_jobs else None
+    duplicates = await rig.host.duplicates()
+    elapsed = time.perf_counter() - rig.began
+    return Report(timers, n, n_jobs, zero, loaded, pending, job, duplicates, elapsed)
+
+
+def verdicts(r: Report) -> Verdicts:
+    """Nothing twice, every burst delivered in full, every pending step sampled, the job
+    instances enabled and ticking; the drain ratio (pending / none); rates and CPU as figures."""
+    best0, bestn = best(r.zero), best(r.loaded)
+    sampled = r.pending[-1].count if r.pending else 0
+    positive: dict[str, float] = {"pending_steps": len(r.pending) - 1}
+    ratios: dict[str, float] = {}
+    figures: dict[str, float] = {}
+    if best0 is not None and bestn is not None:
+        ratios["burst_drain"] = bestn.rate / best0.rate
+        figures |= {"burst_per_s_0_pending": best0.rate, "burst_per_s_pending": bestn.rate}
+        figures["cpu_ms_per_timer_0_pending"] = cpu_per_timer(r.zero)
+        figures["cpu_ms_per_timer_pending"] = cpu_per_timer(r.loaded)
+    if r.job is not None:
+        positive |= {"job_ticks": r.job.ticked, "enable_rate": r.job.n / r.job.seconds}
+        figures["job_ticks_missing"] = r.job.expected - r.job.ticked
+    return Verdicts(
+        must_be_zero={
+            "host_duplicates": r.duplicates,
+            "burst_undelivered": sum(b.n - b.handled for b in r.zero + r.loaded),
+            "pending_unsampled": r.timers - sampled,
+        },
+        must_be_positive=positive,
+        ratios=ratios,
+        figures=figures,
+    )
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--timers", type=int, default=100_000, help="pending one-shot timers")
-    parser.add_argument("--jobs", type=int, default=10_000, help="enabled job instances")
-    parser.add_argument("--burst", type=int, default=1000, help="timers due at one instant")
-    parser.add_argument("--rounds", type=int, default=2, help="bursts on each side (best kept)")
-    parser.add_argument(
-        "--settle", type=float, default=10.0, help="seconds idle after the enables (10)"
-    )
-    parser.add_argument(
-        "--tick-seconds", type=int, default=5, help="seconds the sampled instances tick (5)"
-    )
-    parser.add_argument("--serve-host", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve_host:
-        serve_host(args.serve_host)
-        return 0
-    # SIGTERM (a timeout) ends the run through `finally`, so nothing is left behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    asyncio.run(run(args))
-    return 0
+    p = parser(__doc__)
+    p.add_argument("--timers", type=int, help="pending one-shot timers (100000, quick 200)")
+    p.add_argument("--jobs", type=int, help="enabled job instances (10000, quick 20)")
+    p.add_argument("--burst", type=int, help="timers due at one instant (1000, quick 40)")
+    p.add_argument("--rounds", type=int, help="bursts on each side, best kept (2, quick 1)")
+    p.add_argument("--settle", type=float, help="seconds idle after the enables (10, quick 2)")
+    p.add_argument("--tick-seconds", type=int, help="seconds sampled instances tick (5, quick 3)")
+    return bench_main(p.parse_args(), run, text, verdicts)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 Temporal side by side.
 
 One fresh headless `temporal server start-dev` (EmbeddedTemporal, timer precision 10 ms, its
-Prometheus `/metrics` on), one domain host (a raw ASGI app on uvicorn, in its own process, that
-answers Wow's `CommandResult` `{"errorCode": "Ok"}` at `POST /wow/command/send` and records when
-each command arrived and the due time its body carries), and this process running every worker:
-the job workers (`worker.job_worker`, one per context) and the baselines' worker on a task queue
-of its own, polling alike. Every command, wow's or a baseline's, is the same `bench.Tick` body
-(`{"run", "due"}`) sent by the same `CommandSender` to the same host. Measured:
+Prometheus `/metrics` on), the fake Wow host in its own process (`bench.harness.HostProcess`:
+answers `Ok` once per request id and records when each command arrived; the due time is in its
+body), and this process running every worker: the job workers (`worker.job_worker`, one per
+context) and the baselines' worker on a task queue of its own, polling alike. Every command,
+wow's or a baseline's, is the same `bench.Tick` body (`{"run", "due"}`) sent by the same
+`CommandSender` to the same host. Measured:
 
 1. Steady ticking: `--instances` SYSTEM instances (the partitions of a sharded job) ticking every
    `--every` seconds for `--seconds`, then as many native Temporal Schedules (interval spec, the
@@ -25,41 +25,30 @@ of its own, polling alike. Every command, wow's or a baseline's, is the same `be
 Each burst's lead time is sized by a pilot (a tenth as many instances of a yearly job enabled
 first); part 3 runs last, so the bursts meet a fresh server.
 
-Run: `.venv/bin/python bench/jobs.py [--quick] [--instances N] [--every S] [--seconds S]
-[--tenants N] [--idle N] [--rounds R] [--json]`. Exits 0; targets are printed as PASS/MISS, never
-asserted (the machine is small and noisy). At the default sizes a run takes about ten minutes on
-two cores, half of it enabling the 10,000 sleeping instances (35-45 a second here); `--idle 2000`
-makes it about five.
+Run: `.venv/bin/python -m bench.jobs [--quick] [--instances N] [--every S] [--seconds S]
+[--tenants N] [--idle N] [--rounds R] [--json] [--keep]`. Exits 0; targets are printed as
+PASS/MISS, never asserted (the machine is small and noisy). At the default sizes a run takes
+about ten minutes on two cores, half of it enabling the 10,000 sleeping instances (35-45 a second
+here); `--idle 2000` makes it about five.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import importlib
-import json
 import math
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -72,36 +61,37 @@ from temporalio.client import (
 )
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from bench.harness.stats import percentile
-from wow_temporal import (
-    App,
-    Command,
-    JobScope,
-    NamedAggregate,
-    SagaContext,
-    ScheduleTick,
-    on_schedule,
+from bench._jobs_app import (
+    TARGET,
+    YEARLY,
+    IdleSaga,
+    Tick,
+    arrivals_of,
+    late_ms,
+    tick_command,
 )
-from wow_temporal.delivery import (
-    CommandSender,
-    DeliveryRequest,
-    ScheduleDetails,
+from bench.harness import (
+    HostProcess,
+    Verdicts,
+    bench_main,
+    cpu_seconds,
+    parser,
+    percentile,
+    pool,
+    rss_mb,
+    scratch,
+    sleep_until,
+    verdict,
 )
+from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
+from wow_temporal.delivery import CommandSender, DeliveryRequest, ScheduleDetails
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import HostRule, RuleLayer
 from wow_temporal.model import ScheduledCommand, Scope
-from wow_temporal.wire import (
-    COMMAND_SEND_PATH,
-    DEFAULT_TENANT,
-    DUPLICATE_REQUEST_ID,
-    ERROR_CODE_HEADER,
-    OK,
-    REQUEST_ID_HEADER,
-    CommandResult,
-)
+from wow_temporal.testing.wow_host import Arrival
 from wow_temporal.worker import STICKY_TIMEOUT, job_worker
 
 BARE_QUEUE = "bench-jobs-bare"
@@ -160,192 +150,25 @@ class Woken:
 """
 
 
-# -- the domain host (its own process) --------------------------------------------------------
+# -- the jobs and the baselines' activity -----------------------------------------------------
 
 
-_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
-
-
-def _answer(code: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """Wow's `CommandResult` of `code` and its `Wow-Error-Code` header, made once: the host
-    answers fast (the ids in the body are not the request's; no sender reads them)."""
-    result = CommandResult.of(
-        TARGET.ref(DEFAULT_TENANT, "bench"), command_id="bench", request_id="bench", code=code
-    )
-    return result.model_dump_json().encode(), [(ERROR_CODE_HEADER.lower().encode(), code.encode())]
-
-
-def host_app() -> Callable[..., Awaitable[None]]:
-    """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`); records each
-    first arrival (epoch ms) with the body's `run` and `due`.
-
-    `GET /_count?run=R` gives how many commands of run R arrived, `GET /_records?run=R` each one
-    as `[request id, received ms, due ms]`, `GET /_duplicates` the redeliveries.
-    """
-    runs: dict[str, list[tuple[str, float, int]]] = {}
-    seen: set[str] = set()
-    duplicates = 0
-    answers = {code: _answer(code) for code in (OK, DUPLICATE_REQUEST_ID)}
-
-    async def reply(send: Any, status: int, body: Any, extra: list[Any] | None = None) -> None:
-        headers = [(b"content-type", b"application/json"), *(extra or [])]
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": content})
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        nonlocal duplicates
-        if scope["type"] != "http":
-            return
-        now_ms = time.time() * 1000
-        chunks = []
-        more = True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        path = scope["path"]
-        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode())
-        if path == COMMAND_SEND_PATH:
-            request_id = ""
-            for name, value in scope["headers"]:
-                if name == _REQUEST_ID:
-                    request_id = value.decode()
-                    break
-            if request_id in seen:
-                duplicates += 1
-                code = DUPLICATE_REQUEST_ID
-            else:
-                seen.add(request_id)
-                body = json.loads(b"".join(chunks) or b"{}")
-                run = str(body.get("run", ""))
-                runs.setdefault(run, []).append((request_id, now_ms, int(body.get("due", 0))))
-                code = OK
-            await reply(send, 200, *answers[code])
-        elif path == "/_count":
-            await reply(send, 200, {"n": len(runs.get(query.get("run", [""])[0], []))})
-        elif path == "/_records":
-            await reply(send, 200, runs.get(query.get("run", [""])[0], []))
-        elif path == "/_duplicates":
-            await reply(send, 200, {"n": duplicates})
-        else:
-            await reply(send, 404, {})
-
-    return app
-
-
-def serve_host(port: int) -> None:
-    import uvicorn
-
-    uvicorn.run(
-        host_app(),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
-
-
-@dataclass(frozen=True)
-class Arrival:
-    request_id: str
-    received: float
-    """Epoch ms the host received the command."""
-    due: int
-    """Epoch ms the slot was due (the command's body says)."""
-
-    @property
-    def late(self) -> float:
-        return self.received - self.due
-
-
-class Host:
-    """The host process, and a client that reads what it recorded."""
-
-    def __init__(self) -> None:
-        self.port = free_port("127.0.0.1")
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: asyncio.subprocess.Process | None = None
-        self.http = httpx.AsyncClient(timeout=30)
-
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve-host", str(self.port), stdin=subprocess.DEVNULL
-        )
-        for _ in range(200):
-            with contextlib.suppress(httpx.HTTPError):
-                await self.http.get(self.url + "/_duplicates")
-                return
-            await asyncio.sleep(0.05)
-        raise RuntimeError("the bench host did not start")
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.terminate()
-            await self.proc.wait()
-
-    async def count(self, run: str) -> int:
-        return int((await self.http.get(self.url + "/_count", params={"run": run})).json()["n"])
-
-    async def arrivals(self, run: str) -> list[Arrival]:
-        rows = (await self.http.get(self.url + "/_records", params={"run": run})).json()
-        return [Arrival(r[0], float(r[1]), int(r[2])) for r in rows]
-
-    async def duplicates(self) -> int:
-        return int((await self.http.get(self.url + "/_duplicates")).json()["n"])
-
-    async def wait_for(self, run: str, n: int, within: float) -> bool:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if await self.count(run) >= n:
-                return True
-            await asyncio.sleep(0.05)
-        return False
-
-
-# -- the command, the jobs and the baselines' activity ----------------------------------------
-
-
-class Tick(BaseModel):
-    """Every command of the bench: which run sent it, and when its slot was due."""
-
-    __wow_type__: ClassVar[str] = "bench.Tick"
-
-    run: str
-    due: int
-
-
-TARGET = NamedAggregate("bench", "counter")
-
-
-class BenchSaga:
-    """The jobs. The run a command belongs to is its app's context (one context per measure)."""
+class BenchSaga(IdleSaga):
+    """The jobs (the yearly `idle` one is `IdleSaga`'s). The run a command belongs to is its
+    app's context (one context per measure)."""
 
     @on_schedule(name="every-1s", cron="* * * * * *", sharded=True)
     def every_1s(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
-        return [self._command(tick, context)]
+        return [tick_command(tick, context)]
 
     @on_schedule(name="every-2s", cron="*/2 * * * * *", sharded=True)
     def every_2s(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
-        return [self._command(tick, context)]
+        return [tick_command(tick, context)]
 
-    @on_schedule(name="burst", cron="0 0 0 1 1 *", scope=JobScope.TENANT)
+    @on_schedule(name="burst", cron=YEARLY, scope=JobScope.TENANT)
     def burst(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
         """Yearly in the code; each burst's host override makes it due on one second."""
-        return [self._command(tick, context)]
-
-    @on_schedule(name="idle", cron="0 0 0 1 1 *", scope=JobScope.TENANT)
-    def idle(self, tick: ScheduleTick, context: SagaContext) -> list[Command[Tick]]:
-        return [self._command(tick, context)]
-
-    @staticmethod
-    def _command(tick: ScheduleTick, context: SagaContext) -> Command[Tick]:
-        aggregate = f"p{tick.partition}" if tick.partition is not None else "t"
-        return context.command(
-            TARGET.ref(tick.tenant_id, aggregate), Tick(run=context.context, due=tick.due)
-        )
+        return [tick_command(tick, context)]
 
 
 class BareSend:
@@ -457,7 +280,8 @@ async def job_actions(client: Client, workflow_ids: list[str]) -> Actions:
     result = Actions()
     for events in await asyncio.gather(*(history(client, i) for i in workflow_ids)):
         done = [
-            i for i, e in enumerate(events)
+            i
+            for i, e in enumerate(events)
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
         ]
         actions = billed(events)
@@ -528,65 +352,20 @@ def describe_metric(delta: dict[str, float], ticks: int) -> str:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of a process (this one if None)."""
-    if pid is None:
-        return time.process_time()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb() -> float:
-    """This process's resident set size (VmRSS), MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-async def pool(
-    jobs: Iterable[Callable[[], Awaitable[Any]]],
-    limit: int = CONCURRENCY,
-    done: Callable[[], None] | None = None,
-) -> float:
-    """Run the jobs with at most `limit` in flight; seconds taken."""
-    queue = list(jobs)
-    queue.reverse()
-
-    async def worker() -> None:
-        while queue:
-            await queue.pop()()
-            if done is not None:
-                done()
-
-    began = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(limit)))
-    return time.perf_counter() - began
-
-
-async def sleep_until(epoch: float) -> None:
-    await asyncio.sleep(max(0.0, epoch - time.time()))
-
-
 def cron_at(instant: float) -> str:
     """A six-field cron matching the UTC second of `instant` (once a year)."""
     at = datetime.fromtimestamp(instant, UTC)
     return f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 @dataclass
 class Rig:
     client: Client
-    host: Host
+    host: HostProcess
     sender: CommandSender
     metrics: Metrics
     saga: BenchSaga
     server_pid: int | None = None
-    host_pid: int | None = None
     seq: int = 0
     enable_rate: float = 0.0
     """The slowest enables per second of a burst's pilot (sizes the bare side's lead time:
@@ -597,7 +376,7 @@ class Rig:
         return {
             "server": cpu_seconds(self.server_pid),
             "workers": cpu_seconds(None),
-            "host": cpu_seconds(self.host_pid),
+            "host": cpu_seconds(self.host.proc.pid),
         }
 
     def tag(self, prefix: str) -> str:
@@ -640,21 +419,13 @@ async def steady_wow(rig: Rig, n: int, every: int, seconds: float) -> Steady:
     jobs = JobClient(rig.client, app, host_rules=rules)
     async with job_worker(rig.client, app, rig.sender, host=rules):
         began = time.perf_counter()
-        await pool(
-            partial(jobs.enable, tag, job, partition=p) for p in range(n)
-        )
+        await pool((partial(jobs.enable, tag, job, partition=p) for p in range(n)), CONCURRENCY)
         setup = time.perf_counter() - began
-        start, end = window(every, seconds, time.time())
-        await sleep_until(start)
-        before = await rig.metrics.snapshot()
-        await sleep_until(end)
-        after = await rig.metrics.snapshot()
-        await pool(partial(jobs.disable, tag, job, partition=p) for p in range(n))
+        span = await measured(rig, every, seconds)
+        await pool((partial(jobs.disable, tag, job, partition=p) for p in range(n)), CONCURRENCY)
     ids = [job_workflow_id(tag, job, partition=p) for p in range(n)]
-    return await steady_report(
-        rig, "wow", tag, n, every, start, end, await job_actions(rig.client, ids),
-        Metrics.delta(before, after), setup,
-    )
+    actions = await job_actions(rig.client, ids)
+    return await steady_report(rig, "wow", tag, n, every, span, actions, setup)
 
 
 async def steady_native(rig: Rig, n: int, every: int, seconds: float) -> Steady:
@@ -673,29 +444,41 @@ async def steady_native(rig: Rig, n: int, every: int, seconds: float) -> Steady:
         )
 
     began = time.perf_counter()
-    await pool(partial(create, i) for i in ids)
+    await pool((partial(create, i) for i in ids), CONCURRENCY)
     setup = time.perf_counter() - began
+    span = await measured(rig, every, seconds)
+    await pool((rig.client.get_schedule_handle(i).delete for i in ids), CONCURRENCY)
+    await asyncio.sleep(every + 1.0)  # the last runs end
+    sample = [a.request_id for a in (await in_window(rig, tag, span))[:100]]
+    actions = await run_actions(rig.client, sample)
+    return await steady_report(rig, "native", tag, n, every, span, actions, setup)
+
+
+Span = tuple[float, float, dict[str, float]]
+"""A measuring window's edges (epoch seconds) and the server's `action` counts over it."""
+
+
+async def measured(rig: Rig, every: int, seconds: float) -> Span:
+    """Wait out a measuring window (`window`, from now), reading the `action` counts."""
     start, end = window(every, seconds, time.time())
     await sleep_until(start)
     before = await rig.metrics.snapshot()
     await sleep_until(end)
-    after = await rig.metrics.snapshot()
-    await pool(rig.client.get_schedule_handle(i).delete for i in ids)
-    await asyncio.sleep(every + 1.0)  # the last runs end
-    arrivals = [a for a in await rig.host.arrivals(tag) if start < a.due / 1000 < end]
-    sample = [a.request_id for a in arrivals[:100]]
-    return await steady_report(
-        rig, "native", tag, n, every, start, end, await run_actions(rig.client, sample),
-        Metrics.delta(before, after), setup,
-    )
+    return start, end, Metrics.delta(before, await rig.metrics.snapshot())
+
+
+async def in_window(rig: Rig, run: str, span: Span) -> list[Arrival]:
+    """The commands of `run` whose slot was due inside the window."""
+    start, end, _ = span
+    return [a for a in await arrivals_of(rig.host, run) if start < a.body["due"] / 1000 < end]
 
 
 async def steady_report(
-    rig: Rig, side: str, run: str, n: int, every: int, start: float, end: float,
-    actions: Actions, metric: dict[str, float], setup: float,
+    rig: Rig, side: str, run: str, n: int, every: int, span: Span, actions: Actions, setup: float
 ) -> Steady:
-    arrivals = [a for a in await rig.host.arrivals(run) if start < a.due / 1000 < end]
-    late = [a.late for a in arrivals]
+    start, end, metric = span
+    arrivals = await in_window(rig, run, span)
+    late = [late_ms(a) for a in arrivals]
     return Steady(
         side=side,
         ticks=len(arrivals),
@@ -742,14 +525,14 @@ async def burst_wow(rig: Rig, n: int) -> Burst:
         # A pilot sizes the lead time: a tenth of the burst's instances of the yearly job.
         pilot = max(10, n // 10)
         rate = pilot / await pool(
-            partial(jobs.enable, tag, "idle", tenant=f"t{i}") for i in range(pilot)
+            (partial(jobs.enable, tag, "idle", tenant=f"t{i}") for i in range(pilot)), CONCURRENCY
         )
         rig.enable_rate = min(rig.enable_rate, rate) if rig.enable_rate else rate
         due = math.ceil(time.time() + 3 + 1.5 * n / rate)
         rules["burst"] = HostRule(layer=RuleLayer(expression=cron_at(due)))
         jobs = JobClient(rig.client, app, host_rules=rules)  # (it copies an empty mapping)
         seconds = await pool(
-            partial(jobs.enable, tag, "burst", tenant=f"t{i}") for i in range(n)
+            (partial(jobs.enable, tag, "burst", tenant=f"t{i}") for i in range(n)), CONCURRENCY
         )
         overran = time.time() > due
         result = await burst_report(rig, "wow", tag, n, due, n / seconds, overran)
@@ -766,7 +549,7 @@ async def burst_bare(rig: Rig, n: int) -> Burst:
             "bench.Woken", args=[tag, due * 1000], id=f"{tag}-{i}", task_queue=BARE_QUEUE
         )
 
-    seconds = await pool(partial(start, i) for i in range(n))
+    seconds = await pool((partial(start, i) for i in range(n)), CONCURRENCY)
     overran = time.time() > due
     return await burst_report(rig, "bare", tag, n, due, n / seconds, overran)
 
@@ -776,9 +559,9 @@ async def burst_report(
 ) -> Burst:
     await sleep_until(due)
     before = rig.cpu()
-    await rig.host.wait_for(run, n, 60 + n / 20)
+    arrivals = await arrivals_of(rig.host, run, n, within=60 + n / 20)
     after = rig.cpu()
-    late = [a.late for a in await rig.host.arrivals(run)]
+    late = [late_ms(a) for a in arrivals]
     return Burst(
         side=side,
         n=n,
@@ -844,6 +627,7 @@ async def memory(rig: Rig, n: int) -> Memory:
         cpu_before = rig.cpu()
         seconds = await pool(
             (partial(jobs.enable, tag, "idle", tenant=f"t{i}") for i in range(n)),
+            CONCURRENCY,
             done=count,
         )
         after = rss_mb()
@@ -870,7 +654,6 @@ class Report:
     every: int
     instances: int
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def cloud_per_tick(s: Steady) -> float:
@@ -889,219 +672,250 @@ def print_report(r: Report) -> None:
     )
     wow, native = r.steady.get("wow"), r.steady.get("native")
     if wow is not None and native is not None:
-        print("1. steady ticking (host receive - slot due):")
-        for s in (wow, native):
-            label = "wow.Job + wow.tick" if s.side == "wow" else "native Schedule + 1 activity"
-            print(
-                f"  {label:30} ticks {s.ticks}/{s.expected}  p50 {s.p50:4.0f} ms  "
-                f"p99 {s.p99:4.0f} ms  max {s.max:4.0f} ms  early {s.early}  "
-                f"(set up in {s.setup_s:.2f}s)"
-            )
-        ratio = wow.p99 / native.p99 if native.p99 else float("inf")
-        print(
-            f"  lateness p99 wow/native {ratio:.2f} (target <= 1)  "
-            f"{verdict(wow.p99 <= native.p99 and wow.early == 0)}"
-        )
-        print("  billable actions per tick, steady state:")
-        for s in (wow, native):
-            label = "wow" if s.side == "wow" else "native"
-            heartbeats = s.metric_per_tick("grpc_RecordActivityTaskHeartbeat")
-            extra = f" + schedule start {SCHEDULE_START_ACTIONS}" if s.side == "native" else ""
-            print(
-                f"    {label:6} {cloud_per_tick(s):.2f} = history {s.history.per_tick:.2f} "
-                f"({s.history.describe()}) + heartbeats {heartbeats:.2f}{extra}; "
-                f"whole life incl. start/enable/disable {s.history.whole_per_tick:.2f} over "
-                f"{s.history.ticks} ticks"
-            )
-            print(
-                f"           server `action` metric over the window, per tick: "
-                f"{sum(s.metric.values()) / max(s.ticks, 1):.2f} "
-                f"({describe_metric(s.metric, s.ticks)})"
-            )
-        wow_cost, native_cost = cloud_per_tick(wow), cloud_per_tick(native)
-        print(
-            f"  actions per tick wow {wow_cost:.2f}  native {native_cost:.2f}  ratio "
-            f"{wow_cost / native_cost:.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
-            f"{verdict(wow_cost <= ACTIONS_TARGET)}"
-        )
-        print(
-            "  (the native metric counts the server's own scheduler workflow, which Cloud "
-            f"bills as {SCHEDULE_START_ACTIONS} per start instead)"
-        )
+        print_steady(wow, native)
     if r.bursts:
-        best = {side: max(bs, key=lambda b: b.rate) for side, bs in r.bursts.items() if bs}
-        n = next(iter(best.values())).n
-        print(f"2. {n} instances due on the same second (due -> the host has every command):")
-        for side, bursts in r.bursts.items():
-            for i, b in enumerate(bursts):
-                label = "wow TENANT instances" if side == "wow" else "bare sleep + 1 activity"
-                print(
-                    f"  round {i + 1} {label:26} {b.handled}/{b.n} in {b.seconds:5.2f}s = "
-                    f"{b.rate:5.0f}/s  p50 {b.p50:5.0f} ms  "
-                    f"({'enabled' if side == 'wow' else 'started'} at {b.handover_rate:.0f}/s"
-                    f"{', HANDOVER OVERRAN DUE' if b.overran else ''})"
-                )
-                print(
-                    "          CPU s from due to the last: "
-                    + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
-                )
-        if "wow" in best and "bare" in best:
-            ratio = best["wow"].rate / best["bare"].rate
-            print(
-                f"  throughput wow {best['wow'].rate:.0f}/s  bare {best['bare'].rate:.0f}/s  "
-                f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
-                f"{verdict(ratio >= THROUGHPUT_TARGET)}  (best round each)"
-            )
-    m = r.memory
-    if m is not None:
-        print(f"3. worker memory with {m.n} enabled instances (yearly cron, asleep):")
-        print(
-            f"  RSS before {m.before_mb:.0f} MB  after enabling {m.after_mb:.0f} MB  settled "
-            f"{m.settled_mb:.0f} MB  worker stopped {m.stopped_mb:.0f} MB  -> "
-            f"{m.per_thousand:.1f} MB per 1,000 instances"
-        )
-        print("  RSS while enabling: " + ", ".join(f"{k} {v:.0f}" for k, v in m.curve))
-        beyond = m.beyond_cache
-        if beyond is not None:
-            print(
-                f"  past the worker's workflow cache ({CACHE} instances): "
-                f"{beyond[1]:.1f} MB per 1,000 from {beyond[0]} to {m.n}; the first {CACHE}: "
-                f"{(m.curve[0][1] - m.before_mb) / (m.curve[0][0] / 1000):.1f} MB per 1,000"
-            )
-        print(
-            f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight); CPU s "
-            "enabling: " + ", ".join(f"{k} {v:.1f}" for k, v in m.cpu.items())
-        )
+        print_bursts(r.bursts)
+    if r.memory is not None:
+        print_memory(r.memory)
     print(f"host duplicates (redeliveries): {r.duplicates}")
 
 
-async def run(args: argparse.Namespace) -> Report:
+def print_steady(wow: Steady, native: Steady) -> None:
+    print("1. steady ticking (host receive - slot due):")
+    for s in (wow, native):
+        label = "wow.Job + wow.tick" if s.side == "wow" else "native Schedule + 1 activity"
+        print(
+            f"  {label:30} ticks {s.ticks}/{s.expected}  p50 {s.p50:4.0f} ms  "
+            f"p99 {s.p99:4.0f} ms  max {s.max:4.0f} ms  early {s.early}  "
+            f"(set up in {s.setup_s:.2f}s)"
+        )
+    ratio = wow.p99 / native.p99 if native.p99 else float("inf")
+    print(
+        f"  lateness p99 wow/native {ratio:.2f} (target <= 1)  "
+        f"{verdict(wow.p99 <= native.p99 and wow.early == 0)}"
+    )
+    print("  billable actions per tick, steady state:")
+    for s in (wow, native):
+        label = "wow" if s.side == "wow" else "native"
+        heartbeats = s.metric_per_tick("grpc_RecordActivityTaskHeartbeat")
+        extra = f" + schedule start {SCHEDULE_START_ACTIONS}" if s.side == "native" else ""
+        print(
+            f"    {label:6} {cloud_per_tick(s):.2f} = history {s.history.per_tick:.2f} "
+            f"({s.history.describe()}) + heartbeats {heartbeats:.2f}{extra}; "
+            f"whole life incl. start/enable/disable {s.history.whole_per_tick:.2f} over "
+            f"{s.history.ticks} ticks"
+        )
+        print(
+            f"           server `action` metric over the window, per tick: "
+            f"{sum(s.metric.values()) / max(s.ticks, 1):.2f} "
+            f"({describe_metric(s.metric, s.ticks)})"
+        )
+    wow_cost, native_cost = cloud_per_tick(wow), cloud_per_tick(native)
+    print(
+        f"  actions per tick wow {wow_cost:.2f}  native {native_cost:.2f}  ratio "
+        f"{wow_cost / native_cost:.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
+        f"{verdict(wow_cost <= ACTIONS_TARGET)}"
+    )
+    print(
+        "  (the native metric counts the server's own scheduler workflow, which Cloud "
+        f"bills as {SCHEDULE_START_ACTIONS} per start instead)"
+    )
+
+
+def best_rounds(bursts: dict[str, list[Burst]]) -> dict[str, Burst]:
+    """Each side's fastest round."""
+    return {side: max(bs, key=lambda b: b.rate) for side, bs in bursts.items() if bs}
+
+
+def print_bursts(bursts: dict[str, list[Burst]]) -> None:
+    best = best_rounds(bursts)
+    n = next(iter(best.values())).n
+    print(f"2. {n} instances due on the same second (due -> the host has every command):")
+    for side, rounds in bursts.items():
+        for i, b in enumerate(rounds):
+            label = "wow TENANT instances" if side == "wow" else "bare sleep + 1 activity"
+            print(
+                f"  round {i + 1} {label:26} {b.handled}/{b.n} in {b.seconds:5.2f}s = "
+                f"{b.rate:5.0f}/s  p50 {b.p50:5.0f} ms  "
+                f"({'enabled' if side == 'wow' else 'started'} at {b.handover_rate:.0f}/s"
+                f"{', HANDOVER OVERRAN DUE' if b.overran else ''})"
+            )
+            print(
+                "          CPU s from due to the last: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
+            )
+    if "wow" in best and "bare" in best:
+        ratio = best["wow"].rate / best["bare"].rate
+        print(
+            f"  throughput wow {best['wow'].rate:.0f}/s  bare {best['bare'].rate:.0f}/s  "
+            f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
+            f"{verdict(ratio >= THROUGHPUT_TARGET)}  (best round each)"
+        )
+
+
+def print_memory(m: Memory) -> None:
+    print(f"3. worker memory with {m.n} enabled instances (yearly cron, asleep):")
+    print(
+        f"  RSS before {m.before_mb:.0f} MB  after enabling {m.after_mb:.0f} MB  settled "
+        f"{m.settled_mb:.0f} MB  worker stopped {m.stopped_mb:.0f} MB  -> "
+        f"{m.per_thousand:.1f} MB per 1,000 instances"
+    )
+    print("  RSS while enabling: " + ", ".join(f"{k} {v:.0f}" for k, v in m.curve))
+    beyond = m.beyond_cache
+    if beyond is not None:
+        print(
+            f"  past the worker's workflow cache ({CACHE} instances): "
+            f"{beyond[1]:.1f} MB per 1,000 from {beyond[0]} to {m.n}; the first {CACHE}: "
+            f"{(m.curve[0][1] - m.before_mb) / (m.curve[0][0] / 1000):.1f} MB per 1,000"
+        )
+    print(
+        f"  enabling rate {m.enable_rate:.0f} instances/s ({CONCURRENCY} in flight); CPU s "
+        "enabling: " + ", ".join(f"{k} {v:.1f}" for k, v in m.cpu.items())
+    )
+
+
+def sizes(args: argparse.Namespace) -> tuple[int, float, int, int, int]:
+    """Instances, seconds, tenants, idle instances, rounds: the flags, else the defaults (or
+    `--quick`'s)."""
     quick = args.quick
-    n = args.instances or (3 if quick else 20)
-    seconds = args.seconds or (4.0 if quick else 30.0)
-    tenants = args.tenants or (40 if quick else 1000)
-    idle = args.idle if args.idle is not None else (300 if quick else 10_000)
-    rounds = args.rounds or (1 if quick else 2)
+    return (
+        args.instances or (3 if quick else 20),
+        args.seconds or (2.0 if quick else 30.0),
+        args.tenants or (20 if quick else 1000),
+        args.idle if args.idle is not None else (100 if quick else 10_000),
+        args.rounds or (1 if quick else 2),
+    )
+
+
+def say(text: str) -> None:
+    """Progress, on stderr (stdout is the report)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+async def run(args: argparse.Namespace) -> Report:
+    n, seconds, tenants, idle, rounds = sizes(args)
     every = args.every
     started = time.perf_counter()
-
-    with tempfile.TemporaryDirectory(prefix="wow-bench-jobs-") as tmp:
+    with scratch(args, "jobs") as tmp:
         await asyncio.to_thread(Path(tmp, f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
-        sys.path.insert(0, tmp)
+        sys.path.insert(0, str(tmp))
         bare = importlib.import_module(BARE_MODULE)
         metrics_port = free_port("127.0.0.1")
         server = EmbeddedTemporal(
-            Path(tmp) / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
+            tmp / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
         )
-        host = Host()
-        await asyncio.gather(server.start(), host.start())
+        host = HostProcess(tmp / "host.log")
         try:
+            await asyncio.gather(server.start(), host.start())
             client = await server.connect()
             metrics = Metrics(metrics_port, server.namespace)
-            async with CommandSender(host.url) as sender, Worker(
-                client,
-                task_queue=BARE_QUEUE,
-                workflows=[bare.Scheduled, bare.Woken],
-                activities=[BareSend(sender).send],
-                max_concurrent_activities=MAX_ACTIVITIES,
-                # The job worker's pollers: compare the designs, not the tuning.
-                workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-                activity_task_poller_behavior=PollerBehaviorAutoscaling(),
-                sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+            async with (
+                CommandSender(host.url) as sender,
+                Worker(
+                    client,
+                    task_queue=BARE_QUEUE,
+                    workflows=[bare.Scheduled, bare.Woken],
+                    activities=[BareSend(sender).send],
+                    max_concurrent_activities=MAX_ACTIVITIES,
+                    # The job worker's pollers: compare the designs, not the tuning.
+                    workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+                    activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+                    sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+                ),
             ):
-                rig = Rig(client, host, sender, metrics, BenchSaga(), server.pid,
-                          host.proc.pid if host.proc else None)
-                print(
+                rig = Rig(client, host, sender, metrics, BenchSaga(), server.pid)
+                say(
                     f"dev server up in {time.perf_counter() - started:.1f}s; {n} instances every "
                     f"{every}s for {seconds:.0f}s, {tenants} tenants x {rounds} round(s), "
-                    f"{idle} idle instances",
-                    flush=True,
+                    f"{idle} idle instances"
                 )
-                # Warm up both sides (imports, connections, caches), unmeasured.
-                await asyncio.gather(
-                    steady_wow(rig, 2, every, every), steady_native(rig, 2, every, every)
-                )
-
-                steady: dict[str, Steady] = {}
-                for side in ("wow", "native"):
-                    measure = steady_wow if side == "wow" else steady_native
-                    steady[side] = await measure(rig, n, every, seconds)
-                    s = steady[side]
-                    print(
-                        f"  1. {side:6} {s.ticks}/{s.expected} ticks  p50 {s.p50:.0f} ms  "
-                        f"p99 {s.p99:.0f} ms",
-                        flush=True,
-                    )
-
-                bursts: dict[str, list[Burst]] = {"wow": [], "bare": []}
-                for r in range(rounds):
-                    for side in ("wow", "bare") if r % 2 == 0 else ("bare", "wow"):
-                        if side == "wow":
-                            b = await burst_wow(rig, tenants)
-                        else:
-                            b = await burst_bare(rig, tenants)
-                        bursts[side].append(b)
-                        print(
-                            f"  2. round {r + 1} {side:4} {b.handled}/{b.n} in {b.seconds:.2f}s",
-                            flush=True,
-                        )
-                        await asyncio.sleep(2.0)
-
-                mem = await memory(rig, idle) if idle else None
-                if mem is not None:
-                    print(
-                        f"  3. {idle} enabled at {mem.enable_rate:.0f}/s, RSS {mem.before_mb:.0f}"
-                        f" -> {mem.settled_mb:.0f} MB",
-                        flush=True,
-                    )
-                duplicates = await host.duplicates()
+                report = await measure(rig, n, every, seconds, tenants, idle, rounds)
             await metrics.http.aclose()
         finally:
             await asyncio.gather(server.stop(), host.stop())
+    report.elapsed_s = time.perf_counter() - started
+    return report
 
+
+async def measure(
+    rig: Rig, n: int, every: int, seconds: float, tenants: int, idle: int, rounds: int
+) -> Report:
+    """The three measures, after an unmeasured warm-up of both sides (imports, connections,
+    caches)."""
+    await asyncio.gather(steady_wow(rig, 2, every, every), steady_native(rig, 2, every, every))
+    steady: dict[str, Steady] = {}
+    for side, measured in (("wow", steady_wow), ("native", steady_native)):
+        s = steady[side] = await measured(rig, n, every, seconds)
+        say(f"  1. {side:6} {s.ticks}/{s.expected} ticks  p50 {s.p50:.0f} ms  p99 {s.p99:.0f} ms")
+    bursts: dict[str, list[Burst]] = {"wow": [], "bare": []}
+    for r in range(rounds):
+        for side in ("wow", "bare") if r % 2 == 0 else ("bare", "wow"):
+            b = await (burst_wow if side == "wow" else burst_bare)(rig, tenants)
+            bursts[side].append(b)
+            say(f"  2. round {r + 1} {side:4} {b.handled}/{b.n} in {b.seconds:.2f}s")
+            await asyncio.sleep(2.0)
+    mem = await memory(rig, idle) if idle else None
+    if mem is not None:
+        say(
+            f"  3. {idle} enabled at {mem.enable_rate:.0f}/s, RSS {mem.before_mb:.0f}"
+            f" -> {mem.settled_mb:.0f} MB"
+        )
     return Report(
         steady=steady,
         bursts=bursts,
         memory=mem,
-        duplicates=duplicates,
-        elapsed_s=time.perf_counter() - started,
+        duplicates=await rig.host.duplicates(),
+        elapsed_s=0.0,
         every=every,
         instances=n,
         seconds=seconds,
     )
 
 
-def to_json(report: Report) -> dict[str, Any]:
-    out: dict[str, Any] = asdict(report)
-    for side, s in report.steady.items():
-        out["steady"][side]["actions_per_tick"] = cloud_per_tick(s)
-        out["steady"][side]["history"]["per_tick"] = s.history.per_tick
-    return out
+def verdicts(r: Report) -> Verdicts:
+    """Nothing early or twice, every burst's instance handled, ticks on both sides; the ratios
+    wow / baseline; lateness, actions per tick, throughput, enabling rate as figures."""
+    best = best_rounds(r.bursts)
+    ratios: dict[str, float] = {}
+    figures: dict[str, float] = {}
+    positive: dict[str, float] = {}
+    wow, native = r.steady.get("wow"), r.steady.get("native")
+    if wow is not None and native is not None:
+        ratios["lateness_p99"] = wow.p99 / native.p99 if native.p99 else math.inf
+        ratios["actions_per_tick"] = cloud_per_tick(wow) / cloud_per_tick(native)
+    for side, s in r.steady.items():
+        positive[f"{side}_ticks"] = s.ticks
+        figures[f"{side}_lateness_p99_ms"] = s.p99
+        figures[f"{side}_actions_per_tick"] = cloud_per_tick(s)
+        figures[f"{side}_ticks_missing"] = s.expected - s.ticks
+    if "wow" in best and "bare" in best:
+        ratios["burst_throughput"] = best["wow"].rate / best["bare"].rate
+    for side, b in best.items():
+        figures[f"{side}_burst_per_s"] = b.rate
+    if r.memory is not None:
+        figures["enable_per_s"] = r.memory.enable_rate
+        figures["worker_mb_per_1000"] = r.memory.per_thousand
+    return Verdicts(
+        must_be_zero={
+            "early": sum(s.early for s in r.steady.values()),
+            "burst_unhandled": sum(b.n - b.handled for bs in r.bursts.values() for b in bs),
+            "host_duplicates": r.duplicates,
+        },
+        must_be_positive=positive,
+        ratios=ratios,
+        figures=figures,
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for the smoke test")
-    parser.add_argument("--instances", type=int, help="ticking instances (default 20, quick 3)")
-    parser.add_argument("--every", type=int, default=1, choices=(1, 2), help="period, seconds")
-    parser.add_argument("--seconds", type=float, help="ticking measured (default 30, quick 4)")
-    parser.add_argument("--tenants", type=int, help="instances due at once (1000, quick 40)")
-    parser.add_argument("--idle", type=int, help="sleeping instances (10000, quick 300; 0: skip)")
-    parser.add_argument("--rounds", type=int, help="burst rounds (default 2, quick 1)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--serve-host", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve_host:
-        serve_host(args.serve_host)
-        return 0
-    # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    report = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(to_json(report), default=str))
-    else:
-        print_report(report)
-    return 0
+    p = parser(__doc__)
+    p.add_argument("--instances", type=int, help="ticking instances (default 20, quick 3)")
+    p.add_argument("--every", type=int, default=1, choices=(1, 2), help="period, seconds")
+    p.add_argument("--seconds", type=float, help="ticking measured (default 30, quick 2)")
+    p.add_argument("--tenants", type=int, help="instances due at once (1000, quick 20)")
+    p.add_argument("--idle", type=int, help="sleeping instances (10000, quick 100; 0: skip)")
+    p.add_argument("--rounds", type=int, help="burst rounds (default 2, quick 1)")
+    return bench_main(p.parse_args(), run, print_report, verdicts)
 
 
 if __name__ == "__main__":

@@ -36,13 +36,14 @@ BENCHES = {
     ),
     "jobs": Bench(
         300,
-        zero=("early", "burst_unhandled", "steady_ticks_missing"),
+        zero=("early", "burst_unhandled", "host_duplicates"),
+        positive=("wow_ticks", "native_ticks"),
         ratios=("lateness_p99", "burst_throughput"),
     ),
     "capacity": Bench(
         180,
-        zero=("host_duplicates", "burst_undelivered"),
-        positive=("job_ticks", "pending_steps"),
+        zero=("host_duplicates", "burst_undelivered", "pending_unsampled"),
+        positive=("job_ticks", "pending_steps", "enable_rate"),
         ratios=("burst_drain",),
     ),
     "host": Bench(300, zero=("errors", "relay_unhanded"), ratios=("http_per_sqlite",)),
