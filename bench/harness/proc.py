@@ -102,7 +102,9 @@ class Proc:
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.running and self.proc is not None else None
+        """The last start's process id, alive or not (None before the first start): what it
+        used reads NaN once it is gone, never this process's figures."""
+        return self.proc.pid if self.proc is not None else None
 
     async def start(self) -> None:
         """Start it and wait until it is ready; RuntimeError with its log's tail if it ends
