@@ -29,9 +29,9 @@ flight, each with its own request id). Measured:
    (`Relay.on_handed`, in the host), p50/p99/max; and -> the timer workflow's start time (read
    by workflow id) for a sample.
 
-Run: `.venv/bin/python bench/host.py [--quick] [--duration S] [--concurrency N] [--no-temporal]
-[--json]`. Exits 0; nothing is asserted (the machine is small and noisy). The default run takes
-about two and a half minutes on two cores.
+Run: `.venv/bin/python -m bench.host [--quick] [--duration S] [--concurrency N] [--no-temporal]
+[--json] [--keep]`. Exits 0; nothing is asserted (the machine is small and noisy). The default
+run takes about two and a half minutes on two cores.
 """
 
 from __future__ import annotations
@@ -43,27 +43,33 @@ import json
 import logging
 import math
 import os
-import resource
-import signal
 import sqlite3
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
-from bench.harness.stats import percentile
+from bench.harness import (
+    Proc,
+    TokenBucket,
+    Verdicts,
+    answers,
+    bench_main,
+    commit,
+    cpu_seconds,
+    parser,
+    percentile,
+    scratch,
+    summary,
+)
 from workers.eshop.order import (
     ORDER,
     PAYMENT_GRACE_PERIOD,
@@ -81,7 +87,7 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage
 from wow_temporal.host.store import COMMIT_TOPIC, stream_id
 from wow_temporal.ids import encode_part, timer_workflow_id
-from wow_temporal.model import AggregateRef, Commit, CommitEvent
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.wire import (
@@ -98,7 +104,7 @@ TENANT = "bench"
 PRODUCTS = 256  # ReceiveStock's aggregates, round robin: far more than in flight
 GRACE = timedelta(hours=1)
 LAG_SAMPLE = 200  # timers whose start time is read back
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+QUICK_INGEST = 200  # `TimerClient.apply_many` alone, --quick: one batch of these
 
 
 def bench_apps() -> list[App]:
@@ -116,6 +122,14 @@ class NullTimers:
         self, commits: Sequence[Commit], *, later: Horizon | None = None
     ) -> list[list[Any]]:
         return [[] for _ in commits]
+
+
+STARTED = time.perf_counter()
+
+
+def progress(text: str) -> None:
+    """A line of progress, on stderr (stdout is the report's)."""
+    print(f"  [{time.perf_counter() - STARTED:5.1f}s] {text}", file=sys.stderr, flush=True)
 
 
 # -- the commands -----------------------------------------------------------------------------
@@ -207,7 +221,7 @@ class HttpSender:
             )
         finally:
             self.free.put_nowait(client)
-        return response.headers.get(ERROR_CODE_HEADER, f"HTTP {response.status_code}")
+        return str(response.headers.get(ERROR_CODE_HEADER, f"HTTP {response.status_code}"))
 
     async def aclose(self) -> None:
         await asyncio.gather(*(client.aclose() for client in self.clients))
@@ -216,44 +230,59 @@ class HttpSender:
 # -- measuring --------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
-    """A load: how many commands, how long, each one's latency (ms), the refusals."""
+    """A load: how many commands in how long, latency p50/p99 (ms), the refusals by error code,
+    and the server process's CPU over it (ms a command, share of a core; NaN: not measured)."""
 
-    n: int = 0
-    seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list, repr=False)
-    errors: dict[str, int] = field(default_factory=dict)
-    cpu_s: float | None = None
-    """The host process's CPU seconds over the load (None: this process)."""
-    exhausted: bool = False
+    n: int
+    seconds: float
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    errors: dict[str, int]
+    cpu_ms: float
+    cpu_share: float
+    exhausted: bool
     """The load ran out of commands before its time (orders to confirm)."""
-
-    @property
-    def rate(self) -> float:
-        return self.n / self.seconds if self.seconds else 0.0
-
-    @property
-    def p50(self) -> float:
-        return percentile(self.latencies, 0.5)
-
-    @property
-    def p99(self) -> float:
-        return percentile(self.latencies, 0.99)
 
     @property
     def error_count(self) -> int:
         return sum(self.errors.values())
 
-    @property
-    def cpu_ms(self) -> float:
-        """Host CPU ms per command."""
-        return 1000 * self.cpu_s / self.n if self.cpu_s is not None and self.n else math.nan
 
-    @property
-    def cpu_share(self) -> float:
-        """Host CPU as a share of one core."""
-        return self.cpu_s / self.seconds if self.cpu_s is not None and self.seconds else math.nan
+class Tally:
+    """A load as it goes: each command's latency and refusal, the server's CPU from its start."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.latencies: list[float] = []
+        self.errors: Counter[str] = Counter()
+        self.pid = pid
+        self.cpu = cpu_seconds(pid) if pid is not None else math.nan
+        self.start = time.perf_counter()
+
+    async def send(self, send: Send, cmd: Cmd) -> None:
+        sent = time.perf_counter()
+        code = await send(cmd)
+        self.latencies.append((time.perf_counter() - sent) * 1000)
+        if code != OK:
+            self.errors[code] += 1
+
+    def run(self, exhausted: bool = False) -> Run:
+        seconds = time.perf_counter() - self.start
+        n = len(self.latencies)
+        cpu_s = cpu_seconds(self.pid) - self.cpu if self.pid is not None else math.nan
+        return Run(
+            n=n,
+            seconds=seconds,
+            rate=n / seconds if seconds else 0.0,
+            p50_ms=percentile(self.latencies, 0.5),
+            p99_ms=percentile(self.latencies, 0.99),
+            errors=dict(self.errors),
+            cpu_ms=1000 * cpu_s / n if n else math.nan,
+            cpu_share=cpu_s / seconds if seconds else math.nan,
+            exhausted=exhausted,
+        )
 
 
 async def closed_loop(
@@ -263,95 +292,44 @@ async def closed_loop(
     *,
     seconds: float | None = None,
     count: int | None = None,
+    pid: int | None = None,
 ) -> Run:
     """`concurrency` senders, each sending its next command once answered, for `seconds` or
-    until `count` commands were sent."""
-    run = Run()
-    errors: Counter[str] = Counter()
+    until `count` commands were sent; the CPU of process `pid` over it."""
+    tally = Tally(pid)
+    exhausted = False
     next_index = 0
-    start = time.perf_counter()
-    stop_at = start + seconds if seconds is not None else math.inf
+    stop_at = tally.start + seconds if seconds is not None else math.inf
 
     async def sender() -> None:
-        nonlocal next_index
+        nonlocal next_index, exhausted
         while time.perf_counter() < stop_at:
             if count is not None and next_index >= count:
-                run.exhausted = seconds is not None
+                exhausted = seconds is not None
                 return
-            cmd = make(next_index)
             next_index += 1
-            sent = time.perf_counter()
-            code = await send(cmd)
-            run.latencies.append((time.perf_counter() - sent) * 1000)
-            if code != "Ok":
-                errors[code] += 1
+            await tally.send(send, make(next_index - 1))
 
     await asyncio.gather(*(sender() for _ in range(concurrency)))
-    run.seconds = time.perf_counter() - start
-    run.n = len(run.latencies)
-    run.errors = dict(errors)
-    return run
+    return tally.run(exhausted)
 
 
-class TokenBucket:
-    """`rate` tokens a second, at most `burst` saved up."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.tokens = 1.0
-        self.last = time.perf_counter()
-
-    async def take(self) -> None:
-        while True:
-            now = time.perf_counter()
-            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-            self.last = now
-            if self.tokens >= 1:
-                self.tokens -= 1
-                return
-            await asyncio.sleep((1 - self.tokens) / self.rate)
-
-
-async def paced(send: Send, make: Make, rate: float, seconds: float, count: int) -> Run:
+async def paced(
+    send: Send, make: Make, rate: float, seconds: float, count: int, pid: int | None
+) -> Run:
     """Commands at `rate` a second (a token bucket) for `seconds`, at most `count`."""
-    run = Run()
-    errors: Counter[str] = Counter()
+    tally = Tally(pid)
     bucket = TokenBucket(rate, max(1.0, rate / 50))
     tasks: list[asyncio.Task[None]] = []
-
-    async def one(cmd: Cmd) -> None:
-        sent = time.perf_counter()
-        code = await send(cmd)
-        run.latencies.append((time.perf_counter() - sent) * 1000)
-        if code != "Ok":
-            errors[code] += 1
-
-    start = time.perf_counter()
-    i = 0
-    while time.perf_counter() < start + seconds:
-        if i >= count:
-            run.exhausted = True
+    exhausted = False
+    while time.perf_counter() < tally.start + seconds:
+        if len(tasks) >= count:
+            exhausted = True
             break
         await bucket.take()
-        tasks.append(asyncio.create_task(one(make(i))))
-        i += 1
+        tasks.append(asyncio.create_task(tally.send(send, make(len(tasks)))))
     await asyncio.gather(*tasks)
-    run.seconds = time.perf_counter() - start
-    run.n = len(run.latencies)
-    run.errors = dict(errors)
-    return run
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) of process `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return tally.run(exhausted)
 
 
 # -- the floors: bare SQLite, the recorder ----------------------------------------------------
@@ -386,17 +364,14 @@ def sqlite_rows(path: Path, size: int, seconds: float, synchronous: int) -> Run:
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, data BLOB)")
         payload = os.urandom(size)
-        run = Run()
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
+        tally = Tally()
+        while time.perf_counter() - tally.start < seconds:
             sent = time.perf_counter()
             conn.execute("BEGIN")
             conn.execute("INSERT INTO rows (data) VALUES (?)", (payload,))
             conn.execute("COMMIT")
-            run.latencies.append((time.perf_counter() - sent) * 1000)
-        run.seconds = time.perf_counter() - start
-        run.n = len(run.latencies)
-        return run
+            tally.latencies.append((time.perf_counter() - sent) * 1000)
+        return tally.run()
     finally:
         conn.close()
 
@@ -409,28 +384,21 @@ def recorder_commits(path: Path, shape: Shape, seconds: float) -> Run:
         recorder = SQLiteProcessRecorder(datastore)
         recorder.create_table()
         base = stream_id(shape.commit.aggregate)
-        run = Run()
-        start = time.perf_counter()
+        tally = Tally()
         i = 0
-        while time.perf_counter() - start < seconds:
+        while time.perf_counter() - tally.start < seconds:
             stream = f"{base}-{i % PRODUCTS}"
+            request = f"request:{stream}:{encode_part(f'r{i}')}"
             sent = time.perf_counter()
             recorder.insert_events(
                 [
                     StoredEvent(stream, i // PRODUCTS + 1, COMMIT_TOPIC, shape.state),
-                    StoredEvent(
-                        f"request:{stream}:{encode_part(f'r{i}')}",
-                        1,
-                        "wow.RequestId",
-                        shape.request_state,
-                    ),
+                    StoredEvent(request, 1, "wow.RequestId", shape.request_state),
                 ]
             )
-            run.latencies.append((time.perf_counter() - sent) * 1000)
+            tally.latencies.append((time.perf_counter() - sent) * 1000)
             i += 1
-        run.seconds = time.perf_counter() - start
-        run.n = len(run.latencies)
-        return run
+        return tally.run()
     finally:
         datastore.close()
 
@@ -461,16 +429,15 @@ async def host_log(path: Path) -> AsyncIterator[None]:
 
 @dataclass
 class Kind:
-    """A measured command: its floors, in process and over HTTP."""
+    """A measured command: its commit's size, its floors, in process and over HTTP."""
 
     name: str
     events: str
-    size: int = 0
+    commit_bytes: int = 0
     sqlite: Run | None = None
     recorder: Run | None = None
     pipeline: Run | None = None
     http: Run | None = None
-    shape: Shape | None = field(default=None, repr=False)
 
     def ratio(self, floor: Run | None) -> float:
         if self.http is None or floor is None or not floor.rate:
@@ -478,7 +445,9 @@ class Kind:
         return self.http.rate / floor.rate
 
 
-async def in_process(tmp: Path, seconds: float, concurrency: int) -> tuple[Kind, Kind, Run]:
+async def in_process(
+    tmp: Path, seconds: float, concurrency: int
+) -> tuple[Kind, Kind, Run, list[Shape]]:
     """The pipeline without HTTP: `DomainHost.send` from `concurrency` senders, the followers
     running as in the host. Also the shapes the floors write."""
 
@@ -509,21 +478,20 @@ async def in_process(tmp: Path, seconds: float, concurrency: int) -> tuple[Kind,
         order = (await runtime.host.commits(order_ref("w", 1)))[-1]
     finally:
         await runtime.stop()
-    for kind, commit in ((receive_kind, stock), (confirm_kind, order)):
-        state = commit.model_dump_json().encode()
-        request = json.dumps({"commitId": commit.id, "version": commit.version}).encode()
-        kind.shape = Shape(commit, state, request)
-        kind.size = len(state)
-    return receive_kind, confirm_kind, created
+    shapes = []
+    for kind, made in ((receive_kind, stock), (confirm_kind, order)):
+        state = made.model_dump_json().encode()
+        request = json.dumps({"commitId": made.id, "version": made.version}).encode()
+        shapes.append(Shape(made, state, request))
+        kind.commit_bytes = len(state)
+    return receive_kind, confirm_kind, created, shapes
 
 
-async def floors(tmp: Path, kinds: Sequence[Kind], seconds: float) -> int:
+async def floors(tmp: Path, kinds: Sequence[Kind], shapes: Sequence[Shape], seconds: float) -> int:
     """sqlite3 and the recorder for each kind's shape, on fresh files; the store's
     `synchronous` (which the sqlite3 rows use too)."""
     synchronous = await asyncio.to_thread(synchronous_of, tmp / "pipeline.db")
-    for index, kind in enumerate(kinds):
-        shape = kind.shape
-        assert shape is not None
+    for index, (kind, shape) in enumerate(zip(kinds, shapes, strict=True)):
         kind.sqlite = await asyncio.to_thread(
             sqlite_rows, tmp / f"rows-{index}.db", shape.size, seconds, synchronous
         )
@@ -536,78 +504,27 @@ async def floors(tmp: Path, kinds: Sequence[Kind], seconds: float) -> int:
 # -- the host (and the HTTP floor) in a process of their own ----------------------------------
 
 
-class Served:
-    """This file run as a server (`--serve-host` or `--serve-floor`), in its own process."""
+def served(name: str, argv: Sequence[str], log: Path) -> tuple[Proc, str]:
+    """A server in its own process on a free port (`--port` appended), ready once it answers
+    `GET /health`; and its URL."""
+    port = free_port("127.0.0.1")
+    url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, *argv, "--port", str(port)]
+    return Proc(name, argv, log, answers(f"{url}/health"), within=60), url
 
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.port = free_port("127.0.0.1")
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = args
-        self.log = log
-        self.proc: asyncio.subprocess.Process | None = None
-        self.http = httpx.AsyncClient(base_url=self.url, timeout=30)
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+def host_argv(db: Path, *temporal: str) -> list[str]:
+    """This bench serving the host (`serve_host`) on `db`, handing to `temporal` if given."""
+    return ["-m", "bench.host", "--serve-host", "--db", str(db), *temporal]
 
-    async def start(self) -> None:
-        out = await asyncio.to_thread(self.log.open, "ab")
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                __file__,
-                *self.args,
-                "--port",
-                str(self.port),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-            )
-        finally:
-            out.close()
-        for _ in range(600):
-            if self.proc.returncode is not None:
-                break
-            with contextlib.suppress(httpx.HTTPError):
-                await self.http.get("/health")
-                return
-            await asyncio.sleep(0.05)
-        tail = (await asyncio.to_thread(self.log.read_text))[-3000:]
-        raise RuntimeError(f"the bench server {self.args[0]} did not start:\n{tail}")
 
-    async def stop(self) -> None:
-        await self.http.aclose()
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                async with asyncio.timeout(20):
-                    await self.proc.wait()
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-
-    def cpu(self) -> float:
-        return process_cpu(self.pid)
-
-    async def measure(
-        self,
-        send: Send,
-        make: Make,
-        concurrency: int,
-        *,
-        seconds: float | None = None,
-        count: int | None = None,
-    ) -> Run:
-        before = self.cpu()
-        run = await closed_loop(send, make, concurrency, seconds=seconds, count=count)
-        run.cpu_s = self.cpu() - before
-        return run
+FLOOR_ARGV = ["-m", "uvicorn", "bench.host:floor_app", "--factory", "--host", "127.0.0.1"]
+FLOOR_ARGV += ["--log-level", "warning", "--lifespan", "off"]
 
 
 def floor_app() -> Callable[..., Awaitable[None]]:
-    """A raw ASGI app answering every request with a Wow `CommandResult` of `Ok`."""
+    """A raw ASGI app answering every request with a Wow `CommandResult` of `Ok`: the least a
+    server can do (the fake Wow host would record and decide each)."""
     ref = STOCK.ref(TENANT, "x")
     result = CommandResult.of(ref, command_id="x", request_id="x", code=OK)
     answer = result.model_dump_json().encode()
@@ -627,12 +544,6 @@ def floor_app() -> Callable[..., Awaitable[None]]:
     return app
 
 
-def serve_floor(port: int) -> None:
-    import uvicorn
-
-    uvicorn.run(floor_app(), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-
-
 class LagProbe:
     """`Relay.on_handed`: when each commit was handed over, and in which batch."""
 
@@ -643,8 +554,8 @@ class LagProbe:
     def __call__(self, commits: list[Commit]) -> None:
         now = time.time() * 1000
         self.batches += 1
-        for commit in commits:
-            self.rows.append((commit.aggregate_id, commit.create_time, now, self.batches))
+        for handed in commits:
+            self.rows.append((handed.aggregate_id, handed.create_time, now, self.batches))
 
 
 def serve_host(port: int, db: Path, temporal: str | None, namespace: str) -> None:
@@ -690,121 +601,96 @@ def serve_host(port: int, db: Path, temporal: str | None, namespace: str) -> Non
 
 
 async def over_http(
-    tmp: Path,
-    receive_kind: Kind,
-    confirm_kind: Kind,
-    seconds: float,
-    concurrency: int,
-    progress: Callable[[str], None],
+    tmp: Path, receive_kind: Kind, confirm_kind: Kind, seconds: float, concurrency: int
 ) -> tuple[Run, Run]:
     """The HTTP floor, then the host over HTTP: ReceiveStock, CreateOrder, ConfirmOrderStock."""
-    floor = Served(["--serve-floor"], tmp / "floor.log")
-    host = Served(["--serve-host", "--db", str(tmp / "host.db")], tmp / "host.log")
+    floor, floor_url = served("the HTTP floor", FLOOR_ARGV, tmp / "floor.log")
+    host, host_url = served("the host", host_argv(tmp / "host.db"), tmp / "host.log")
     try:
         await asyncio.gather(floor.start(), host.start())  # both idle until measured
-    except BaseException:
-        await asyncio.gather(floor.stop(), host.stop())
-        raise
-    sender = HttpSender(floor.url, concurrency)
-    try:
-        warm = receive("f", "warm")
-        await closed_loop(sender, warm, concurrency, seconds=min(1.0, seconds / 2))
-        floor_run = await floor.measure(sender, receive("f", "m"), concurrency, seconds=seconds)
-    except BaseException:
-        await host.stop()
-        raise
+        sender = HttpSender(floor_url, concurrency)
+        try:
+            warm = receive("f", "warm")
+            await closed_loop(sender, warm, concurrency, seconds=min(1.0, seconds / 2))
+            floor_run = await closed_loop(
+                sender, receive("f", "m"), concurrency, seconds=seconds, pid=floor.pid
+            )
+        finally:
+            await sender.aclose()
+            await floor.stop(grace=20)
+        progress(f"HTTP floor (raw ASGI Ok)     {floor_run.rate:6.0f}/s")
+        sender = HttpSender(host_url, concurrency)
+        try:
+            await closed_loop(sender, receive("h", "warm"), concurrency, count=PRODUCTS)
+            receive_kind.http = await closed_loop(
+                sender, receive("h", "m"), concurrency, seconds=seconds, pid=host.pid
+            )
+            progress(f"host ReceiveStock            {receive_kind.http.rate:6.0f}/s")
+            n = math.ceil(receive_kind.http.rate * seconds * 1.15) + concurrency
+            created = await closed_loop(sender, create("h"), concurrency, count=n, pid=host.pid)
+            progress(f"host CreateOrder             {created.rate:6.0f}/s ({n} orders)")
+            confirm_kind.http = await closed_loop(
+                sender, confirm("h"), concurrency, seconds=seconds, count=n, pid=host.pid
+            )
+            progress(f"host ConfirmOrderStock       {confirm_kind.http.rate:6.0f}/s")
+        finally:
+            await sender.aclose()
     finally:
-        await sender.aclose()
-        await floor.stop()
-    progress(f"HTTP floor (raw ASGI Ok)     {floor_run.rate:6.0f}/s")
-
-    sender = HttpSender(host.url, concurrency)
-    try:
-        warm = receive("h", "warm")
-        await closed_loop(sender, warm, concurrency, count=PRODUCTS)  # creates the products
-        receive_kind.http = await host.measure(
-            sender, receive("h", "m"), concurrency, seconds=seconds
-        )
-        progress(f"host ReceiveStock            {receive_kind.http.rate:6.0f}/s")
-        n = math.ceil(receive_kind.http.rate * seconds * 1.15) + concurrency
-        created = await host.measure(sender, create("h"), concurrency, count=n)
-        progress(f"host CreateOrder             {created.rate:6.0f}/s ({n} orders)")
-        confirm_kind.http = await host.measure(
-            sender, confirm("h"), concurrency, seconds=seconds, count=n
-        )
-        progress(f"host ConfirmOrderStock       {confirm_kind.http.rate:6.0f}/s")
-    finally:
-        await sender.aclose()
-        await host.stop()
+        await asyncio.gather(floor.stop(grace=20), host.stop(grace=20))
     return floor_run, created
 
 
 # -- part 2: the relay's lag ------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class Lag:
-    """One steady load of confirmations and what the relay made of it."""
+    """One steady load of confirmations (`sent`, at `rate` for `seconds`) and what the relay
+    made of it."""
 
     label: str
     rate: float
     seconds: float
     sent: Run
-    handed: int
+    lag_ms: dict[str, float]
+    """commit createTime -> `apply_many` returned (`Relay.on_handed`): n (handed), p50, p99, max."""
+    thirds_p50_ms: tuple[float, float]
+    """The lag's p50 over the first and the last third of the commits (growing: not keeping up)."""
     batches: int
     relay_rate: float
     """Commits handed over a second, from the first handed to the last."""
-    lags: list[float] = field(repr=False)
-    """commit createTime -> apply_many returned, ms, in commit order."""
     drain_s: float
-    started: list[float] = field(repr=False)
-    """commit createTime -> the timer workflow's start time, ms, for a sample."""
-    server_cpu_s: float
-    """The dev server's CPU seconds over the load."""
-
-    @property
-    def p50(self) -> float:
-        return percentile(self.lags, 0.5)
-
-    @property
-    def p99(self) -> float:
-        return percentile(self.lags, 0.99)
-
-    @property
-    def max(self) -> float:
-        return max(self.lags) if self.lags else math.nan
-
-    def third(self, which: int) -> float:
-        k = len(self.lags) // 3
-        return percentile(self.lags[which * k : (which + 1) * k] if k else self.lags, 0.5)
+    timer_start_ms: dict[str, float]
+    """commit createTime -> the timer workflow's start time, for a sample: n (read), p50, p99."""
+    server_cpu_share: float
+    """The dev server's CPU over the load, as a share of one core."""
 
     @property
     def behind(self) -> bool:
         """The relay did not keep up: it handed over slower than sent, or its lag grew."""
-        return self.relay_rate < 0.95 * self.sent.rate or self.third(2) > 2 * self.third(0) + 50
+        first, last = self.thirds_p50_ms
+        return self.relay_rate < 0.95 * self.sent.rate or last > 2 * first + 50
+
+
+def stats(values: Sequence[float]) -> dict[str, float]:
+    """`summary` (n, p50, p99, max), NaN figures when there are no values."""
+    return (
+        summary(values) if values else {"n": 0, "p50": math.nan, "p99": math.nan, "max": math.nan}
+    )
 
 
 class LagRig:
     """A fresh host handing to a real `TimerClient` on a fresh dev server."""
 
     def __init__(self, tmp: Path, concurrency: int, sample: int) -> None:
-        self.tmp = tmp
         self.concurrency = concurrency
         self.sample = sample
         self.server = EmbeddedTemporal(tmp / "temporal", headless=True, port=free_port())
-        self.host = Served(
-            [
-                "--serve-host",
-                "--db",
-                str(tmp / "lag.db"),
-                "--temporal",
-                self.server.address,
-                "--namespace",
-                self.server.namespace,
-            ],
-            tmp / "lag-host.log",
-        )
-        self.sender: HttpSender | None = None
+        temporal = ("--temporal", self.server.address, "--namespace", self.server.namespace)
+        argv = host_argv(tmp / "lag.db", *temporal)
+        self.host, url = served("the host", argv, tmp / "lag-host.log")
+        self.http = httpx.AsyncClient(base_url=url, timeout=30)
+        self.sender = HttpSender(url, 4 * concurrency)
         self.startup_s = 0.0
 
     async def _start_server(self) -> None:
@@ -821,7 +707,6 @@ class LagRig:
             raise
         self.client = await self.server.connect()
         self.timers = TimerClient(self.client)
-        self.sender = HttpSender(self.host.url, 4 * self.concurrency)
         # Warm up: the relay connects at its first schedule; Temporal's first starts.
         warm = 2 * self.concurrency
         await closed_loop(self.sender, create("w"), self.concurrency, count=warm)
@@ -831,14 +716,13 @@ class LagRig:
 
     async def __aexit__(self, *_: object) -> None:
         try:
-            if self.sender is not None:
-                await self.sender.aclose()
-            await self.host.stop()
+            await asyncio.gather(self.sender.aclose(), self.http.aclose())
+            await self.host.stop(grace=20)
         finally:
             await self.server.stop()
 
     async def handed(self, rows: bool = False) -> dict[str, Any]:
-        answer = await self.host.http.get("/_bench/handed", params={"rows": rows})
+        answer = await self.http.get("/_bench/handed", params={"rows": rows})
         return dict(answer.json())
 
     async def until_handed(self, n: int, within: float) -> float:
@@ -851,67 +735,62 @@ class LagRig:
 
     async def load(self, tag: str, label: str, rate: float, seconds: float) -> Lag:
         """Orders created (as fast as the host takes them), then confirmed at `rate`."""
-        assert self.sender is not None
         n = math.ceil(rate * seconds * 1.05) + 10
         await closed_loop(self.sender, create(tag), self.concurrency, count=n)
         before = (await self.handed())["n"]
         assert self.server.pid is not None
-        cpu, server_cpu = self.host.cpu(), process_cpu(self.server.pid)
-        sent = await paced(self.sender, confirm(tag), rate, seconds, n)
-        sent.cpu_s = self.host.cpu() - cpu
-        server_cpu = process_cpu(self.server.pid) - server_cpu
+        server_cpu = cpu_seconds(self.server.pid)
+        sent = await paced(self.sender, confirm(tag), rate, seconds, n, self.host.pid)
+        server_cpu = cpu_seconds(self.server.pid) - server_cpu
         drain = await self.until_handed(before + sent.n, 60 + sent.n / 50)
         rows = [r for r in (await self.handed(rows=True))["rows"] if r[0].startswith(f"{tag}-")]
         rows.sort(key=lambda r: int(r[0].rsplit("o", 1)[1]))
         lags = [r[2] - r[1] for r in rows]
         span_s = (max(r[2] for r in rows) - min(r[2] for r in rows)) / 1000 if rows else 0.0
-        relay_rate = (len(rows) - 1) / span_s if span_s > 0 else math.nan
+        k = len(lags) // 3
+        thirds = [percentile(lags[i * k : (i + 1) * k] if k else lags, 0.5) for i in (0, 2)]
+        lag = Lag(
+            label,
+            rate,
+            seconds,
+            sent,
+            stats(lags),
+            (thirds[0], thirds[1]),
+            len({r[3] for r in rows}),
+            (len(rows) - 1) / span_s if span_s > 0 else math.nan,
+            drain,
+            stats(await self.starts(rows)),
+            server_cpu / sent.seconds if sent.seconds else math.nan,
+        )
+        progress(
+            f"relay lag at {rate:.0f}/s: p50 {lag.lag_ms['p50']:.1f} ms  "
+            f"p99 {lag.lag_ms['p99']:.1f} ms, handed over at {lag.relay_rate:.0f}/s"
+        )
+        return lag
 
-        step = max(1, len(rows) // self.sample)
+    async def starts(self, rows: list[list[Any]]) -> list[float]:
+        """commit createTime -> the timer workflow's start time (read by id), for a sample."""
         limit = asyncio.Semaphore(20)
 
         async def start_lag(row: list[Any]) -> float:
             workflow_id = timer_workflow_id(ORDER.ref(TENANT, row[0]), PAYMENT_GRACE_PERIOD)
             async with limit:
                 described = await self.client.get_workflow_handle(workflow_id).describe()
-            return described.start_time.timestamp() * 1000 - row[1]
+            return described.start_time.timestamp() * 1000 - float(row[1])
 
-        starts = await asyncio.gather(*(start_lag(r) for r in rows[::step][: self.sample]))
-        batches = len({r[3] for r in rows})
-        return Lag(
-            label,
-            rate,
-            seconds,
-            sent,
-            len(rows),
-            batches,
-            relay_rate,
-            lags,
-            drain,
-            list(starts),
-            server_cpu,
-        )
+        step = max(1, len(rows) // self.sample)
+        return list(await asyncio.gather(*(start_lag(r) for r in rows[::step][: self.sample])))
 
     async def ingest(self, shape: Commit, n: int, batch: int) -> float:
         """`TimerClient.apply_many` alone, from this process, on commits like the host's in
         batches as the relay's: commits a second (the relay's floor)."""
-        commits = []
-        for i in range(n):
-            commit_id = f"ingest-{i}"
-            body = [
-                CommitEvent(id=f"{commit_id}-{k}", name=e.name, body=e.body)
-                for k, e in enumerate(shape.body)
-            ]
-            commits.append(
-                shape.model_copy(
-                    update={
-                        "id": commit_id,
-                        "aggregate_id": f"ingest-o{i}",
-                        "create_time": int(time.time() * 1000),
-                        "body": body,
-                    }
-                )
+        events = [{"name": e.name, **e.body} for e in shape.body]
+        commits = [
+            Commit.model_validate(
+                commit(f"ingest-o{i}", *events, version=shape.version, tenant_id=TENANT)
             )
+            for i in range(n)
+        ]
         start = time.perf_counter()
         for at in range(0, n, batch):
             await self.timers.apply_many(commits[at : at + batch])
@@ -925,34 +804,30 @@ async def relay_lag(
     concurrency: int,
     sample: int,
     shape: Commit,
-    progress: Callable[[str], None],
-    batches: int = 2,
-) -> tuple[list[Lag], float, float]:
+    quick: bool,
+) -> tuple[list[Lag], float, float, int]:
     """The lag at `rate`; if the relay fell behind, again at half the rate it handed over at.
-    Also the dev server's start-up time and `TimerClient.apply_many`'s own rate, over at least
-    `batches` of the relay's batches."""
+    Also the dev server's start-up time, and `TimerClient.apply_many`'s own rate over two of
+    the relay's batches (one small one, `--quick`) and the batch it took."""
     async with LagRig(tmp, concurrency, sample) as rig:
         lags = [await rig.load("l1", "half the ConfirmOrderStock rate", rate, seconds)]
         first = lags[0]
-        progress(
-            f"relay lag at {rate:.0f}/s: p50 {first.p50:.1f} ms  p99 {first.p99:.1f} ms, "
-            f"handed over at {first.relay_rate:.0f}/s"
-        )
         if first.behind and first.relay_rate > 0:
             again = first.relay_rate / 2
             lags.append(
                 await rig.load("l2", "half the rate the relay handed over at", again, seconds)
             )
-            progress(
-                f"relay lag at {again:.0f}/s: p50 {lags[1].p50:.1f} ms  p99 {lags[1].p99:.1f} ms"
-            )
-        n = max(batches * Relay.batch, 100 * round(first.relay_rate * min(seconds, 5) / 100))
-        ingest = await rig.ingest(shape, n, Relay.batch)
+        if quick:
+            n = batch = QUICK_INGEST
+        else:
+            n = max(2 * Relay.batch, 100 * round(first.relay_rate * min(seconds, 5) / 100))
+            batch = Relay.batch
+        ingest = await rig.ingest(shape, n, batch)
         progress(f"TimerClient.apply_many alone {ingest:.0f} commits/s ({n})")
-        return lags, rig.startup_s, ingest
+        return lags, rig.startup_s, ingest, batch
 
 
-# -- main -------------------------------------------------------------------------------------
+# -- the report -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -969,7 +844,10 @@ class Report:
     temporal_startup_s: float | None
     timers_ingest: float | None
     """`TimerClient.apply_many` alone, commits a second (part 2)."""
+    timers_ingest_batch: int | None
     elapsed_s: float
+    client_cpu_s: float
+    """This process's (the client's) CPU seconds."""
     load: tuple[float, float]
     """The machine's 1-minute load average at the start and the end."""
 
@@ -977,10 +855,17 @@ class Report:
 def fmt_run(run: Run | None) -> str:
     if run is None:
         return "      -"
-    return f"{run.rate:6.0f}/s  p50 {run.p50:6.2f} ms  p99 {run.p99:6.2f} ms"
+    return f"{run.rate:6.0f}/s  p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:6.2f} ms"
 
 
 ROW = 44  # the width of a row's label
+
+
+def host_row(run: Run) -> str:
+    return (
+        f"    {'host over HTTP':{ROW}} {fmt_run(run)}  errors {run.error_count}  "
+        f"host CPU {run.cpu_ms:.2f} ms/command ({100 * run.cpu_share:.0f}% of a core)"
+    )
 
 
 def print_report(r: Report) -> None:
@@ -993,38 +878,36 @@ def print_report(r: Report) -> None:
     )
     print(f"1. commands per second (SQLite file, WAL, synchronous={r.synchronous}):")
     for kind in r.kinds:
-        http = kind.http
-        assert http is not None
-        print(f"  {kind.name} ({kind.events}, commit {kind.size} B):")
+        assert kind.http is not None
+        print(f"  {kind.name} ({kind.events}, commit {kind.commit_bytes} B):")
         rows = (
-            (f"sqlite3, one {kind.size} B row per transaction", kind.sqlite),
+            (f"sqlite3, one {kind.commit_bytes} B row per transaction", kind.sqlite),
             ("eventsourcing recorder, commit + request id", kind.recorder),
             ("host pipeline in process, no HTTP", kind.pipeline),
         )
         for label, run in rows:
             print(f"    {label:{ROW}} {fmt_run(run)}")
-        print(
-            f"    {'host over HTTP':{ROW}} {fmt_run(http)}  errors {http.error_count}  "
-            f"host CPU {http.cpu_ms:.2f} ms/command ({100 * http.cpu_share:.0f}% of a core)"
-        )
+        print(host_row(kind.http))
         print(
             f"    ratio http/sqlite3 {kind.ratio(kind.sqlite):.3f}  "
             f"http/recorder {kind.ratio(kind.recorder):.3f}  "
             f"http/in-process {kind.ratio(kind.pipeline):.3f}"
-            + ("  (ran out of orders)" if http.exhausted else "")
+            + ("  (ran out of orders)" if kind.http.exhausted else "")
         )
-    c, f = r.created, r.floor
+    f = r.floor
     print("  CreateOrder (1 event, a new aggregate each):")
     print(f"    {'host pipeline in process, no HTTP':{ROW}} {fmt_run(r.created_in_process)}")
-    print(
-        f"    {'host over HTTP':{ROW}} {fmt_run(c)}  errors {c.error_count}  "
-        f"host CPU {c.cpu_ms:.2f} ms/command ({100 * c.cpu_share:.0f}% of a core)"
-    )
+    print(host_row(r.created))
     print(
         f"  HTTP floor, a raw ASGI app answering Ok on uvicorn, same client:\n"
         f"    {'raw ASGI over HTTP':{ROW}} {fmt_run(f)}  server CPU {f.cpu_ms:.2f} ms/request "
         f"({100 * f.cpu_share:.0f}% of a core)"
     )
+    print_lags(r)
+    print(f"bench process (the client) CPU {r.client_cpu_s:.1f}s over {r.elapsed_s:.0f}s")
+
+
+def print_lags(r: Report) -> None:
     if not r.lags:
         print("2. relay lag: skipped (--no-temporal)")
         return
@@ -1035,34 +918,80 @@ def print_report(r: Report) -> None:
     for lag in r.lags:
         s = lag.sent
         print(f"  at {lag.rate:.0f}/s ({lag.label}) for {lag.seconds:g}s:")
+        ms, starts, handed = lag.lag_ms, lag.timer_start_ms, int(lag.lag_ms["n"])
         print(
-            f"    commit -> apply_many returned (Relay.on_handed) p50 {lag.p50:.1f} ms  "
-            f"p99 {lag.p99:.1f} ms  max {lag.max:.1f} ms  handed {lag.handed}/{s.n}"
+            f"    commit -> apply_many returned (Relay.on_handed) p50 {ms['p50']:.1f} ms  "
+            f"p99 {ms['p99']:.1f} ms  max {ms['max']:.1f} ms  handed {handed}/{s.n}"
         )
         print(
-            f"    p50 over the first third {lag.third(0):.1f} ms, last third "
-            f"{lag.third(2):.1f} ms (a p50 that grows means not keeping up)"
+            f"    p50 over the first third {lag.thirds_p50_ms[0]:.1f} ms, last third "
+            f"{lag.thirds_p50_ms[1]:.1f} ms (a p50 that grows means not keeping up)"
             + ("  BEHIND" if lag.behind else "")
         )
         print(
             f"    relay handed over at {lag.relay_rate:.0f}/s in {lag.batches} batches "
-            f"({lag.handed / max(lag.batches, 1):.1f} commits each); drained "
+            f"({handed / max(lag.batches, 1):.1f} commits each); drained "
             f"{lag.drain_s:.2f}s after the last"
         )
         print(
-            f"    commit -> timer workflow start time ({len(lag.started)} read by id) "
-            f"p50 {percentile(lag.started, 0.5):.1f} ms  p99 {percentile(lag.started, 0.99):.1f} ms"
+            f"    commit -> timer workflow start time ({starts['n']:.0f} read by id) "
+            f"p50 {starts['p50']:.1f} ms  p99 {starts['p99']:.1f} ms"
         )
         print(
-            f"    confirms sent at {s.rate:.0f}/s  p50 {s.p50:.2f} ms  p99 {s.p99:.2f} ms  "
+            f"    confirms sent at {s.rate:.0f}/s  p50 {s.p50_ms:.2f} ms  p99 {s.p99_ms:.2f} ms  "
             f"errors {s.error_count}  host CPU {s.cpu_ms:.2f} ms/command "
             f"({100 * s.cpu_share:.0f}% of a core, the relay's Temporal client included); "
-            f"dev server CPU {100 * lag.server_cpu_s / s.seconds:.0f}% of a core"
+            f"dev server CPU {100 * lag.server_cpu_share:.0f}% of a core"
         )
     print(
-        f"  TimerClient.apply_many alone (this process, batches of {Relay.batch}, same server): "
-        f"{r.timers_ingest or 0:.0f} commits/s"
+        f"  TimerClient.apply_many alone (this process, batches of {r.timers_ingest_batch}, "
+        f"same server): {r.timers_ingest or 0:.0f} commits/s"
     )
+
+
+def verdicts(r: Report) -> Verdicts:
+    """Nothing refused, every commit handed to the timers; every rate, the servers' CPU, the
+    relay's lag and the timers read above 0; the host over HTTP against each floor; the HTTP
+    latencies, the relay's and the timers' as figures."""
+    http = {"create_order_http": r.created, "http_floor": r.floor}
+    positive = {"create_order_in_process_rate": r.created_in_process.rate}
+    ratios: dict[str, float] = {}
+    figures: dict[str, float] = {}
+    for kind in r.kinds:
+        key = "receive_stock" if kind.name == "ReceiveStock" else "confirm_order_stock"
+        assert kind.http is not None
+        http[f"{key}_http"] = kind.http
+        sides = {"sqlite": kind.sqlite, "recorder": kind.recorder, "in_process": kind.pipeline}
+        for side, run in sides.items():
+            positive[f"{key}_{side}_rate"] = run.rate if run else math.nan
+            ratios[f"{key}_http_per_{side}"] = kind.ratio(run)
+    for key, run in http.items():
+        positive |= {f"{key}_rate": run.rate, f"{key}_cpu_ms": run.cpu_ms}
+        figures |= {f"{key}_p50_ms": run.p50_ms, f"{key}_p99_ms": run.p99_ms}
+    sent = [lag.sent for lag in r.lags]
+    if r.lags:
+        lags, starts = [lag.lag_ms for lag in r.lags], [lag.timer_start_ms for lag in r.lags]
+        positive |= {
+            "relay_sent_rate": min(s.rate for s in sent),
+            "relay_handed": min(lag["n"] for lag in lags),
+            "relay_lag_p50_ms": min(lag["p50"] for lag in lags),
+            "timer_starts_read": min(start["n"] for start in starts),
+            "timers_ingest": r.timers_ingest or math.nan,
+        }
+        figures |= {f"relay_lag_{q}_ms": lags[0][q] for q in ("p99", "max")}
+        figures |= {f"timer_start_{q}_ms": starts[0][q] for q in ("p50", "p99")}
+    return Verdicts(
+        must_be_zero={
+            "errors": sum(run.error_count for run in [*http.values(), *sent]),
+            "relay_unhanded": sum(lag.sent.n - int(lag.lag_ms["n"]) for lag in r.lags),
+        },
+        must_be_positive=positive,
+        ratios=ratios,
+        figures=figures,
+    )
+
+
+# -- main -------------------------------------------------------------------------------------
 
 
 async def run(args: argparse.Namespace) -> Report:
@@ -1070,161 +999,72 @@ async def run(args: argparse.Namespace) -> Report:
     duration = args.duration or (1.0 if quick else 10.0)
     floor_seconds = min(duration, 0.5 if quick else 4.0)
     lag_seconds = args.lag_seconds or (1.5 if quick else 1.5 * duration)
-    sample = 30 if quick else LAG_SAMPLE
     concurrency = args.concurrency
-    started = time.perf_counter()
-    load = os.getloadavg()[0]
-
-    def progress(text: str) -> None:
-        print(f"  [{time.perf_counter() - started:5.1f}s] {text}", flush=True)
-
+    cpu, load = cpu_seconds(), os.getloadavg()[0]
     print(
         f"{concurrency} in flight, {duration:g}s per HTTP measure, {floor_seconds:g}s per "
         f"floor, lag for {lag_seconds:g}s{' (skipped)' if args.no_temporal else ''}",
-        flush=True,
+        file=sys.stderr,
     )
-    with tempfile.TemporaryDirectory(prefix="wow-bench-host-") as name:
-        tmp = Path(name)
-        receive_kind, confirm_kind, created_in_process = await in_process(
+    with scratch(args, "host") as tmp:
+        receive_kind, confirm_kind, created_in_process, shapes = await in_process(
             tmp, floor_seconds, concurrency
         )
-        kinds = (receive_kind, confirm_kind)
+        kinds = [receive_kind, confirm_kind]
         for kind in kinds:
             assert kind.pipeline is not None
             progress(f"in process {kind.name:17} {kind.pipeline.rate:6.0f}/s")
-        synchronous = await floors(tmp, kinds, floor_seconds)
+        synchronous = await floors(tmp, kinds, shapes, floor_seconds)
         for kind in kinds:
             assert kind.sqlite is not None and kind.recorder is not None
             progress(
                 f"floors {kind.name:21} sqlite3 {kind.sqlite.rate:6.0f}/s  "
                 f"recorder {kind.recorder.rate:6.0f}/s"
             )
-        floor, created = await over_http(
-            tmp, receive_kind, confirm_kind, duration, concurrency, progress
-        )
+        floor, created = await over_http(tmp, receive_kind, confirm_kind, duration, concurrency)
         lags: list[Lag] = []
-        startup = ingest = None
+        startup = ingest = batch = None
         if not args.no_temporal:
-            assert confirm_kind.http is not None and confirm_kind.shape is not None
-            rate = confirm_kind.http.rate / 2
-            lags, startup, ingest = await relay_lag(
-                tmp, rate, lag_seconds, concurrency, sample, confirm_kind.shape.commit, progress,
-                batches=1 if quick else 2,
+            assert confirm_kind.http is not None
+            rate, sample = confirm_kind.http.rate / 2, 30 if quick else LAG_SAMPLE
+            lags, startup, ingest, batch = await relay_lag(
+                tmp, rate, lag_seconds, concurrency, sample, shapes[1].commit, quick
             )
     return Report(
         concurrency=concurrency,
         duration=duration,
         floor_seconds=floor_seconds,
         synchronous=SYNCHRONOUS.get(synchronous, str(synchronous)),
-        kinds=list(kinds),
+        kinds=kinds,
         created=created,
         created_in_process=created_in_process,
         floor=floor,
         lags=lags,
         temporal_startup_s=startup,
         timers_ingest=ingest,
-        elapsed_s=time.perf_counter() - started,
+        timers_ingest_batch=batch,
+        elapsed_s=time.perf_counter() - STARTED,
+        client_cpu_s=cpu_seconds() - cpu,
         load=(load, os.getloadavg()[0]),
     )
 
 
-def to_json(report: Report) -> dict[str, Any]:
-    def run_json(run: Run | None) -> dict[str, Any] | None:
-        if run is None:
-            return None
-        return {
-            "n": run.n,
-            "seconds": run.seconds,
-            "rate": run.rate,
-            "p50_ms": run.p50,
-            "p99_ms": run.p99,
-            "errors": run.errors,
-            "cpu_ms_per_command": run.cpu_ms if run.cpu_s is not None else None,
-        }
-
-    def lag_json(lag: Lag) -> dict[str, Any]:
-        return {
-            "label": lag.label,
-            "rate": lag.rate,
-            "seconds": lag.seconds,
-            "handed": lag.handed,
-            "batches": lag.batches,
-            "relay_rate": lag.relay_rate,
-            "p50_ms": lag.p50,
-            "p99_ms": lag.p99,
-            "max_ms": lag.max,
-            "first_third_p50_ms": lag.third(0),
-            "last_third_p50_ms": lag.third(2),
-            "behind": lag.behind,
-            "drain_s": lag.drain_s,
-            "server_cpu_share": lag.server_cpu_s / lag.sent.seconds if lag.sent.seconds else None,
-            "timer_start_p50_ms": percentile(lag.started, 0.5),
-            "timer_start_p99_ms": percentile(lag.started, 0.99),
-            "sent": run_json(lag.sent),
-        }
-
-    return {
-        "concurrency": report.concurrency,
-        "duration": report.duration,
-        "synchronous": report.synchronous,
-        "kinds": {
-            k.name: {
-                "commit_bytes": k.size,
-                **{
-                    side: run_json(getattr(k, side))
-                    for side in ("sqlite", "recorder", "pipeline", "http")
-                },
-            }
-            for k in report.kinds
-        },
-        "create_order": {
-            "pipeline": run_json(report.created_in_process),
-            "http": run_json(report.created),
-        },
-        "http_floor": run_json(report.floor),
-        "relay_lag": [lag_json(lag) for lag in report.lags],
-        "temporal_startup_s": report.temporal_startup_s,
-        "timers_ingest": report.timers_ingest,
-        "elapsed_s": report.elapsed_s,
-        "load": report.load,
-    }
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="a few seconds, for the smoke test")
-    parser.add_argument("--duration", type=float, help="seconds per HTTP measure (10, quick 1)")
-    parser.add_argument(
-        "--lag-seconds", type=float, help="each lag load (1.5x --duration, quick 1.5)"
-    )
-    parser.add_argument(
-        "--concurrency", type=int, default=CONCURRENCY, help="commands in flight (32)"
-    )
-    parser.add_argument("--no-temporal", action="store_true", help="skip the relay lag (part 2)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-floor", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--temporal", help=argparse.SUPPRESS)
-    parser.add_argument("--namespace", default="default", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    p = parser(__doc__)
+    p.add_argument("--duration", type=float, help="seconds per HTTP measure (10, quick 1)")
+    p.add_argument("--lag-seconds", type=float, help="each lag load (1.5x --duration, quick 1.5)")
+    p.add_argument("--concurrency", type=int, default=CONCURRENCY, help="commands in flight (32)")
+    p.add_argument("--no-temporal", action="store_true", help="skip the relay lag (part 2)")
+    p.add_argument("--serve-host", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--temporal", help=argparse.SUPPRESS)
+    p.add_argument("--namespace", default="default", help=argparse.SUPPRESS)
+    args = p.parse_args()
     if args.serve_host:
         serve_host(args.port, args.db, args.temporal, args.namespace)
         return 0
-    if args.serve_floor:
-        serve_floor(args.port)
-        return 0
-    # SIGTERM (a timeout) ends the run through `finally`, so no server is left behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    cpu = own_cpu()
-    report = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(to_json(report), default=str))
-    else:
-        print_report(report)
-        print(f"bench process (the client) CPU {own_cpu() - cpu:.1f}s over {report.elapsed_s:.0f}s")
-    return 0
+    return bench_main(args, run, print_report, verdicts)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,27 @@ BENCHES = {
         positive=("job_ticks", "pending_steps", "enable_rate"),
         ratios=("burst_drain",),
     ),
-    "host": Bench(300, zero=("errors", "relay_unhanded"), ratios=("http_per_sqlite",)),
+    "host": Bench(
+        300,
+        zero=("errors", "relay_unhanded"),
+        positive=(
+            "receive_stock_http_rate",
+            "confirm_order_stock_http_rate",
+            "create_order_http_rate",
+            "receive_stock_http_cpu_ms",
+            "confirm_order_stock_http_cpu_ms",
+            "http_floor_rate",
+            "relay_handed",
+            "relay_lag_p50_ms",
+            "timer_starts_read",
+            "timers_ingest",
+        ),
+        ratios=tuple(
+            f"{kind}_http_per_{floor}"
+            for kind in ("receive_stock", "confirm_order_stock")
+            for floor in ("sqlite", "recorder", "in_process")
+        ),
+    ),
     "soak": Bench(
         540,
         zero=("lost", "early", "decided_twice", "wrongly_delivered", "parked_wrongly", "cron_gaps"),
