@@ -26,7 +26,9 @@ class Bench:
 
 
 BENCHES = {
-    "cron": Bench(120, ratios=("median",)),
+    "cron": Bench(
+        120, zero=("cases_unmeasured", "rates_not_finite"), positive=("cases",), ratios=("median",)
+    ),
     "ingest": Bench(180, zero=("lost",), ratios=("batched_per_commit",)),
     "timers": Bench(
         300,
