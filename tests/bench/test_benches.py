@@ -29,7 +29,21 @@ BENCHES = {
     "cron": Bench(
         120, zero=("cases_unmeasured", "rates_not_finite"), positive=("cases",), ratios=("median",)
     ),
-    "ingest": Bench(180, zero=("lost",), ratios=("batched_per_commit",)),
+    "ingest": Bench(
+        180,
+        zero=("lost",),
+        positive=("change_cases",),
+        ratios=(
+            "apply",
+            "api_single",
+            "api_batched",
+            "batched_per_commit",
+            "after_sigkill_rate",
+            "after_sigkill_p99",
+            "behind_backlog_rate",
+            "behind_backlog_p99",
+        ),
+    ),
     "timers": Bench(
         300,
         zero=("early", "missing", "deliveries_uncounted", "spans_exported_off"),
