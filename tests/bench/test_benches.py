@@ -46,9 +46,16 @@ BENCHES = {
     ),
     "timers": Bench(
         300,
-        zero=("early", "missing", "deliveries_uncounted", "spans_exported_off"),
+        zero=(
+            "early",
+            "missing",
+            "undelivered",
+            "one_shot_actions_not_2",
+            "deliveries_uncounted",
+            "spans_exported_off",
+        ),
         positive=("spans_exported_on",),
-        ratios=("throughput", "telemetry_on_off"),
+        ratios=("throughput", "burst_drain", "ingest", "telemetry_on_off"),
     ),
     "jobs": Bench(
         300,
