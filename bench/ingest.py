@@ -70,15 +70,8 @@ from wow_temporal.timers.client import TimerClient
 IDLE_QUEUE = "bench-ingest-idle"  # no worker polls it: nothing ever runs
 NO_HOST = "http://127.0.0.1:9"  # nothing falls due, so nothing is ever sent
 CHANGE_CLIENTS = 12
-SIZES = {  # flag: (default, --quick)
-    "n": (1000, 100),
-    "clients": (20, 10),
-    "batch": (100, 50),
-    "rounds": (2, 1),
-    "timers": (150, 20),
-    "rounds_per_case": (2, 1),
-    "backlog": (3000, 200),
-}
+FULL = {"n": 1000, "clients": 20, "batch": 100, "rounds": 2, "timers": 150, "backlog": 3000}
+QUICK = {"n": 100, "clients": 10, "batch": 50, "rounds": 1, "timers": 20, "backlog": 200}
 
 Job = Callable[[], Awaitable[int]]  # hands commits over; how many
 
@@ -97,7 +90,8 @@ def _commit(aggregate_id: str, version: int = 1) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Measured:
-    """One side's or one case's best rate (commits per second) and request latency (ms)."""
+    """One side's or one case's best rate (commits per second) and request latency (ms); a
+    change case's seconds until every timer applied the last change (None: no worker ran)."""
 
     slug: str
     name: str
@@ -105,7 +99,6 @@ class Measured:
     p50: float
     p99: float
     applied_s: float | None = None
-    """Changes: seconds until every timer applied the last one (None: no worker ran)."""
 
 
 @dataclass(frozen=True)
@@ -113,10 +106,8 @@ class IngestReport:
     n: int
     rounds: int
     sides: list[Measured]
-    handed: int
-    """Commits handed over (one new timer or workflow each)."""
-    found: int
-    """Workflows on the server afterwards."""
+    handed: int  # commits handed over, one new timer or workflow each
+    found: int  # workflows on the server afterwards
     timers: int
     rounds_per_case: int
     changes: list[Measured]
@@ -335,9 +326,10 @@ async def run_changes(
 
 async def run(args: argparse.Namespace) -> IngestReport:
     """The dev server and the control API up; the handovers, then the changes."""
-    for flag, (default, quick) in SIZES.items():
+    sizes = {**(QUICK if args.quick else FULL), "rounds_per_case": 1 if args.quick else 2}
+    for flag, size in sizes.items():
         if getattr(args, flag) is None:
-            setattr(args, flag, quick if args.quick else default)
+            setattr(args, flag, size)
     with scratch(args, "ingest") as tmp:
         server = EmbeddedTemporal(tmp / "temporal", headless=True)
         await server.start()

@@ -33,16 +33,7 @@ BENCHES = {
         180,
         zero=("lost",),
         positive=("change_cases",),
-        ratios=(
-            "apply",
-            "api_single",
-            "api_batched",
-            "batched_per_commit",
-            "after_sigkill_rate",
-            "after_sigkill_p99",
-            "behind_backlog_rate",
-            "behind_backlog_p99",
-        ),
+        ratios=("apply", "api_single", "api_batched", "after_sigkill_rate", "after_sigkill_p99"),
     ),
     "timers": Bench(
         300,
