@@ -3,23 +3,23 @@
 Both engines walk chained sequences: croniter's iterator is built once per expression and
 get_next() is called repeatedly; ours calls next() on its own previous result. Rounds are
 interleaved (ours, croniter, ours, ...) and the best round of each is kept, to damp noise.
+
+Run: `python -m bench.cron [--quick] [--json]` (2,000 calls x 5 rounds; quick 200 x 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import statistics
-import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from croniter import croniter
 
+from bench.harness import Verdicts, bench_main, parser
 from wow_temporal.cron import CronExpression
 
 CASES: list[tuple[str, datetime]] = [
@@ -39,6 +39,28 @@ CALLS = 2000
 ROUNDS = 5
 QUICK = (200, 2)
 """Calls and rounds of `--quick`, for the smoke test: the figures are noisier, not different."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One expression's best rates, both engines."""
+
+    expression: str
+    zone: str
+    ours_per_s: float
+    croniter_per_s: float
+    ratio: float
+
+
+@dataclass(frozen=True)
+class CronReport:
+    calls: int
+    rounds: int
+    cases: list[Case]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [case.ratio for case in self.cases]
 
 
 def run_ours(expr: str, start: datetime, calls: int = CALLS) -> float:
@@ -61,42 +83,56 @@ def run_croniter(expr: str, start: datetime, calls: int = CALLS) -> float:
     return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print calls/second per expression and the ratio (`--json`: one JSON object); exit 0."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="200 calls, 2 rounds (smoke test)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
-    args = parser.parse_args(argv)
+async def run(args: argparse.Namespace) -> CronReport:
+    """Every case, interleaved rounds, best kept."""
     calls, rounds = QUICK if args.quick else (CALLS, ROUNDS)
-    rows = []
+    cases = []
     for expr, start in CASES:
         ours, theirs = [], []
         for _ in range(rounds):
             ours.append(run_ours(expr, start, calls))
             theirs.append(run_croniter(expr, start, calls))
         ours_rate, theirs_rate = calls / min(ours), calls / min(theirs)
-        rows.append(
-            {"expression": expr, "zone": str(start.tzinfo), "ours_per_s": ours_rate,
-             "croniter_per_s": theirs_rate, "ratio": ours_rate / theirs_rate}
-        )  # fmt: skip
-    ratios = [row["ratio"] for row in rows]
-    if args.json:
-        print(json.dumps({"calls": calls, "rounds": rounds, "cases": rows,
-                          "median_ratio": statistics.median(ratios)}))  # fmt: skip
-        return 0
-    print(f"chained sequences: {calls} calls per round, {rounds} interleaved rounds, best kept")
+        cases.append(Case(expr, str(start.tzinfo), ours_rate, theirs_rate, ours_rate / theirs_rate))
+    return CronReport(calls, rounds, cases)
+
+
+def text(report: CronReport) -> None:
+    print(
+        f"chained sequences: {report.calls} calls per round, {report.rounds} interleaved rounds, "
+        "best kept"
+    )
     print("(ours: next() on the previous result; croniter: one iterator, get_next() repeated)")
     print(f"{'expression':36} {'zone':18} {'ours/s':>10} {'croniter/s':>11} {'ratio':>6}")
-    for row in rows:
+    for c in report.cases:
         print(
-            f"{row['expression']:36} {row['zone']:18} {row['ours_per_s']:10.0f} "
-            f"{row['croniter_per_s']:11.0f} {row['ratio']:5.1f}x"
+            f"{c.expression:36} {c.zone:18} {c.ours_per_s:10.0f} "
+            f"{c.croniter_per_s:11.0f} {c.ratio:5.1f}x"
         )
+    ratios = report.ratios
     print(
         f"median ratio ours/croniter: {statistics.median(ratios):.1f}x "
         f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x)"
     )
-    return 0
+
+
+def verdicts(report: CronReport) -> Verdicts:
+    """Every case measured on both sides (a finite rate above 0); the median ratio."""
+    rates = [r for c in report.cases for r in (c.ours_per_s, c.croniter_per_s)]
+    return Verdicts(
+        must_be_zero={
+            "cases_unmeasured": len(CASES) - len(report.cases),
+            "rates_not_finite": sum(not (math.isfinite(r) and r > 0) for r in rates),
+        },
+        must_be_positive={"cases": len(report.cases)},
+        ratios={"median": statistics.median(report.ratios)},
+        figures={"min_ratio": min(report.ratios), "max_ratio": max(report.ratios)},
+    )
+
+
+def main() -> int:
+    """Print calls/second per expression and the ratio (`--json`: one JSON object); exit 0."""
+    return bench_main(parser(__doc__).parse_args(), run, text, verdicts)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ schedules far in the future (nothing fires):
 - `TimerClient.apply`: `--clients` applies in flight in this process;
 - `bare start_workflow`: a workflow started with a start delay, `--clients` in flight.
 
-Printed: commits per second and request latency p50/p99, and each side's ratio to bare.
+Printed: commits per second and request latency p50/p99, and each side's ratio to bare; then
+how many of the commits handed over have their workflow on the server (none may be lost).
 
 Then changes to running timers, as an operator meets them: `--timers` timers have each run on
 a real `wow-temporal worker` process (so they are sticky to it), and `--changes` commits
@@ -25,35 +26,41 @@ replacing their schedules go to `POST /commits` from `--clients` clients, in eac
 
 Each prints its rate and p99 as ratios to the healthy ones (targets: rate ≥ 0.8x, p99 ≤ 2x),
 and how long the timers then took to apply every change once a worker ran (not ingest).
-Run: `.venv/bin/python bench/ingest.py [--n 1000] [--clients 20] [--batch 100] [--timers 150]`.
+Run: `python -m bench.ingest [--quick] [--n 1000] [--clients 20] [--batch 100] [--timers 150]`
+(`--quick`: 100 commits, 10 clients, batches of 50, 1 round; 20 timers, a backlog of 200).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 from temporalio import workflow
 from temporalio.client import Client
 
-from bench.harness.stats import percentile
-from bench.soak import WorkerProcess
+from bench.harness import (
+    CLI,
+    Proc,
+    Verdicts,
+    answers,
+    bench_main,
+    commit,
+    parser,
+    percentile,
+    pool,
+    schedule_set,
+    scratch,
+    worker_env,
+)
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
@@ -61,8 +68,12 @@ from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
 
 IDLE_QUEUE = "bench-ingest-idle"  # no worker polls it: nothing ever runs
-API = Path(sys.executable).parent / "wow-temporal"
+NO_HOST = "http://127.0.0.1:9"  # nothing falls due, so nothing is ever sent
 CHANGE_CLIENTS = 12
+FULL = {"n": 1000, "clients": 20, "batch": 100, "rounds": 2, "timers": 150, "backlog": 3000}
+QUICK = {"n": 100, "clients": 10, "batch": 50, "rounds": 1, "timers": 20, "backlog": 200}
+
+Job = Callable[[], Awaitable[int]]  # hands commits over; how many
 
 
 @workflow.defn(name="bench.Idle")
@@ -72,174 +83,139 @@ class Idle:
         return None
 
 
-def commit(aggregate_id: str, version: int = 1) -> dict[str, Any]:
-    return {
-        "id": f"c{version}-{aggregate_id}",
-        "contextName": "eshop-order",
-        "aggregateName": "order",
-        "tenantId": "t1",
-        "aggregateId": aggregate_id,
-        "version": version,
-        "createTime": int(time.time() * 1000),
-        "body": [
-            {
-                "id": "e0",
-                "name": "wow.ScheduleSet",
-                "body": {
-                    "key": "grace",
-                    "rule": {"after": "P30D"},
-                    "command": {"type": "eshop.order.CancelOrder", "body": {}},
-                },
-            }
-        ],
-    }
+def _commit(aggregate_id: str, version: int = 1) -> dict[str, Any]:
+    """A schedule of `aggregate_id` due in 30 days, at `version`."""
+    return commit(aggregate_id, schedule_set({"after": "P30D"}), version=version)
 
 
-async def timed(
-    jobs: list[Callable[[], Awaitable[int]]], in_flight: int
-) -> tuple[float, list[float]]:
-    """Run the jobs (each returns how many commits it handed over) with `in_flight` at once:
-    commits per second, and each job's latency in ms."""
-    queue = list(reversed(jobs))
+@dataclass(frozen=True)
+class Measured:
+    """One side's or one case's best rate (commits per second) and request latency (ms); a
+    change case's seconds until every timer applied the last change (None: no worker ran)."""
+
+    slug: str
+    name: str
+    rate: float
+    p50: float
+    p99: float
+    applied_s: float | None = None
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    n: int
+    rounds: int
+    sides: list[Measured]
+    handed: int  # commits handed over, one new timer or workflow each
+    found: int  # workflows on the server afterwards
+    timers: int
+    rounds_per_case: int
+    changes: list[Measured]
+
+    def side(self, slug: str) -> Measured:
+        return next(s for s in self.sides if s.slug == slug)
+
+    @property
+    def healthy(self) -> Measured:
+        """The better healthy case: the changes' baseline."""
+        return max((c for c in self.changes if c.slug == "healthy"), key=lambda c: c.rate)
+
+
+async def timed(jobs: list[Job], in_flight: int) -> tuple[float, list[float]]:
+    """Run the jobs with `in_flight` at once: commits per second, each job's latency in ms."""
     latencies: list[float] = []
-    done = 0
+    handed = 0
 
-    async def worker() -> None:
-        nonlocal done
-        while queue:
-            job = queue.pop()
-            began = time.perf_counter()
-            handed = await job()  # (not `done += await ...`: that reads `done` first)
-            done += handed
-            latencies.append((time.perf_counter() - began) * 1000)
+    async def one(job: Job) -> None:
+        nonlocal handed
+        began = time.perf_counter()
+        got = await job()  # (not `handed += await ...`: that reads `handed` before awaiting)
+        handed += got
+        latencies.append((time.perf_counter() - began) * 1000)
 
-    began = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(in_flight)))
-    return done / (time.perf_counter() - began), latencies
+    seconds = await pool([functools.partial(one, job) for job in jobs], in_flight)
+    return handed / seconds, latencies
 
 
-async def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="wow-ingest-") as tmp:
-        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
-        await server.start()
-        port = free_port()
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
-            "TEMPORAL_ADDRESS": server.address,
-            "WOW_API_PORT": str(port),
-        }
-        api = await asyncio.create_subprocess_exec(
-            str(API), "api", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+def _measured(
+    slug: str, name: str, rate: float, latencies: list[float], applied_s: float | None = None
+) -> Measured:
+    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+    return Measured(slug, name, rate, p50, p99, applied_s)
+
+
+def _sides(
+    http: httpx.AsyncClient, client: Client, args: argparse.Namespace
+) -> list[tuple[str, str, Callable[[list[str]], list[Job]], int]]:
+    """Each side: slug, name, its jobs for a list of aggregate ids, and its requests in flight."""
+    timers = TimerClient(client, task_queue=IDLE_QUEUE)
+
+    async def apply(aggregate_id: str) -> int:
+        await timers.apply(_commit(aggregate_id))
+        return 1
+
+    async def bare(aggregate_id: str) -> int:
+        await client.start_workflow(
+            Idle.run,
+            id=f"bare:{aggregate_id}",
+            task_queue=IDLE_QUEUE,
+            start_delay=timedelta(days=30),
         )
-        http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60)
-        try:
-            for _ in range(300):
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get("/ready")).status_code == 200:
-                        break
-                await asyncio.sleep(0.1)
-            client: Client = await server.connect()
-            timers = TimerClient(client, task_queue=IDLE_QUEUE)
-            run_id = uuid.uuid4().hex[:6]
+        return 1
 
-            def ids(side: str) -> list[str]:
-                return [f"{side}-{run_id}-{i}" for i in range(args.n)]
+    def each(do: Callable[[str], Awaitable[int]]) -> Callable[[list[str]], list[Job]]:
+        return lambda ids: [functools.partial(do, a) for a in ids]
 
-            async def post_one(aggregate_id: str) -> int:
-                answer = await http.post("/commits", json=commit(aggregate_id))
-                answer.raise_for_status()
-                return 1
+    def batches(ids: list[str]) -> list[Job]:
+        chunks = (ids[i : i + args.batch] for i in range(0, len(ids), args.batch))
+        return [functools.partial(_post, http, [_commit(a) for a in c]) for c in chunks]
 
-            async def post_batch(batch: list[str]) -> int:
-                answer = await http.post("/commits", json=[commit(a) for a in batch])
-                answer.raise_for_status()
-                return len(batch)
-
-            async def apply(aggregate_id: str) -> int:
-                await timers.apply(commit(aggregate_id))
-                return 1
-
-            async def bare(aggregate_id: str) -> int:
-                await client.start_workflow(
-                    Idle.run,
-                    id=f"bare:{aggregate_id}",
-                    task_queue=IDLE_QUEUE,
-                    start_delay=timedelta(days=30),
-                )
-                return 1
-
-            def batches(side: str) -> list[Callable[[], Awaitable[int]]]:
-                names = ids(side)
-                return [
-                    (lambda b=names[i : i + args.batch]: post_batch(b))
-                    for i in range(0, len(names), args.batch)
-                ]
-
-            sides: list[tuple[str, Callable[[str], list[Callable[[], Awaitable[int]]]], int]] = [
-                (
-                    "bare start_workflow",
-                    lambda s: [lambda a=a: bare(a) for a in ids(s)],
-                    args.clients,
-                ),
-                (
-                    "TimerClient.apply",
-                    lambda s: [lambda a=a: apply(a) for a in ids(s)],
-                    args.clients,
-                ),
-                (
-                    "api, one per request",
-                    lambda s: [lambda a=a: post_one(a) for a in ids(s)],
-                    args.clients,
-                ),
-                (f"api, {args.batch} per request", batches, 1),
-            ]
-            results: dict[str, tuple[float, list[float]]] = {}
-            for round_ in range(args.rounds):
-                for index, (name, jobs, in_flight) in enumerate(sides):
-                    rate, latencies = await timed(jobs(f"s{index}r{round_}"), in_flight)
-                    if name not in results or rate > results[name][0]:
-                        results[name] = (rate, latencies)
-            base = results["bare start_workflow"][0]
-            print(f"=== handing over {args.n} commits, best of {args.rounds} rounds ===")
-            for name, (rate, latencies) in results.items():
-                print(
-                    f"  {name:24} {rate:7.0f} commits/s  ratio {rate / base:4.2f}  "
-                    f"request p50 {percentile(latencies, 0.5):7.1f} ms  "
-                    f"p99 {percentile(latencies, 0.99):7.1f} ms"
-                )
-            if args.timers:
-                await run_changes(server, http, client, args)
-        finally:
-            await http.aclose()
-            api.terminate()
-            await api.wait()
-            await server.stop()
+    return [
+        ("bare", "bare start_workflow", each(bare), args.clients),
+        ("apply", "TimerClient.apply", each(apply), args.clients),
+        (
+            "api_single",
+            "api, one per request",
+            each(lambda a: _post(http, _commit(a))),
+            args.clients,
+        ),
+        ("api_batched", f"api, {args.batch} per request", batches, 1),
+    ]
 
 
-class Workers:
-    """Real `wow-temporal worker` processes (`bench/soak.py`'s) started and SIGKILLed at will."""
+async def handovers(
+    http: httpx.AsyncClient, client: Client, args: argparse.Namespace
+) -> tuple[list[Measured], int, int]:
+    """Every side, `--rounds` rounds, best kept; and the commits handed over against the
+    workflows then on the (fresh) server."""
+    run_id = uuid.uuid4().hex[:6]
+    best: dict[str, Measured] = {}
+    sides = _sides(http, client, args)
+    for round_ in range(args.rounds):
+        for index, (slug, name, jobs, in_flight) in enumerate(sides):
+            ids = [f"s{index}r{round_}-{run_id}-{i}" for i in range(args.n)]
+            rate, latencies = await timed(jobs(ids), in_flight)
+            if slug not in best or rate > best[slug].rate:
+                best[slug] = _measured(slug, name, rate, latencies)
+    handed = args.rounds * len(sides) * args.n
+    return list(best.values()), handed, await _workflows(client, handed)
 
-    def __init__(self, server: EmbeddedTemporal, logs: Path) -> None:
-        self.server = server
-        self.logs = logs
-        self.running: list[WorkerProcess] = []
-        self.started = 0
 
-    async def start(self) -> WorkerProcess:
-        self.started += 1
-        log = self.logs / f"worker-{self.started}.log"
-        worker = WorkerProcess(self.server, "http://127.0.0.1:9", log)  # nothing falls due
-        await worker.start()
-        self.running.append(worker)
-        return worker
+async def _post(http: httpx.AsyncClient, body: dict[str, Any] | list[dict[str, Any]]) -> int:
+    """`POST /commits` one commit or a batch; how many it handed over."""
+    (await http.post("/commits", json=body)).raise_for_status()
+    return len(body) if isinstance(body, list) else 1
 
-    async def kill(self, worker: WorkerProcess) -> None:
-        await worker.kill()
-        self.running.remove(worker)
 
-    async def stop(self) -> None:
-        for worker in list(self.running):
-            await self.kill(worker)
+async def _workflows(client: Client, expected: int, within: float = 30.0) -> int:
+    """How many workflows the server lists, once it lists `expected` (visibility lags a
+    little) or `within` seconds passed."""
+    deadline = time.monotonic() + within
+    while (found := (await client.count_workflows()).count) < expected:
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    return found
 
 
 class ChangeRun:
@@ -255,15 +231,8 @@ class ChangeRun:
     async def post_round(self, clients: int = CHANGE_CLIENTS) -> tuple[float, list[float]]:
         """One new version for every timer, `clients` requests in flight."""
         self.version += 1
-        version = self.version
-
-        async def post(aggregate_id: str) -> int:
-            (
-                await self.http.post("/commits", json=commit(aggregate_id, version))
-            ).raise_for_status()
-            return 1
-
-        return await timed([functools.partial(post, a) for a in self.ids], clients)
+        bodies = [_commit(a, self.version) for a in self.ids]
+        return await timed([functools.partial(_post, self.http, b) for b in bodies], clients)
 
     async def post_rounds(self, rounds: int) -> tuple[float, list[float]]:
         """`rounds` rounds one after the other (a timer's versions in order): the rate over
@@ -293,7 +262,7 @@ class ChangeRun:
 
 
 def timer_workflow_id_of(aggregate_id: str) -> str:
-    return timer_workflow_id(Commit.parse(commit(aggregate_id)).aggregate, "grace")
+    return timer_workflow_id(Commit.parse(_commit(aggregate_id)).aggregate, "grace")
 
 
 async def backlog(http: httpx.AsyncClient, count: int, batch: int) -> None:
@@ -302,77 +271,149 @@ async def backlog(http: httpx.AsyncClient, count: int, batch: int) -> None:
     names = [f"backlog-{uuid.uuid4().hex[:6]}-{i}" for i in range(count)]
     for version in (1, 2):
         for i in range(0, count, batch):
-            body = [commit(a, version) for a in names[i : i + batch]]
-            (await http.post("/commits", json=body)).raise_for_status()
+            await _post(http, [_commit(a, version) for a in names[i : i + batch]])
 
 
 async def run_changes(
-    server: EmbeddedTemporal, http: httpx.AsyncClient, client: Client, args: argparse.Namespace
-) -> None:
+    server: EmbeddedTemporal,
+    http: httpx.AsyncClient,
+    client: Client,
+    args: argparse.Namespace,
+    logs: Path,
+) -> list[Measured]:
     """The changes cases side by side, one set of warm timers throughout."""
-    with tempfile.TemporaryDirectory(prefix="wow-ingest-workers-") as logs:
-        workers = Workers(server, Path(logs))
-        timers = TimerClient(client)
-        ids = [f"warm-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.timers)]
-        run = ChangeRun(http, timers, ids)
-        results: list[tuple[str, float, list[float], float]] = []
+    env = worker_env(server.address, server.namespace, NO_HOST)
+    workers: list[Proc] = []
+    ids = [f"warm-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.timers)]
+    run = ChangeRun(http, TimerClient(client), ids)
+    results: list[Measured] = []
 
-        async def case(name: str) -> None:
-            rate, latencies = await run.post_rounds(args.rounds_per_case)
-            settle = await run.applied() if workers.running else -1.0
-            results.append((name, rate, latencies, settle))
+    async def start() -> Proc:
+        worker = Proc.worker(logs / f"worker-{len(workers) + 1}.log", env)
+        workers.append(worker)
+        await worker.start()
+        return worker
 
-        try:
-            first = await workers.start()
-            await run.post_round()  # each timer starts (sleeping out its start delay) …
-            await run.post_round()  # … and runs on the worker: sticky to it from now on
-            await run.applied()
-            await case("healthy")
-            await workers.kill(first)
-            second = await workers.start()
-            await case("after a worker SIGKILL")
-            await workers.kill(second)
-            await case("no worker")
-            third = await workers.start()
-            await run.applied()
-            await workers.start()
-            await workers.kill(third)
-            await case("2 workers, one SIGKILLed")
-            await backlog(http, args.backlog, args.batch)
-            await case(f"behind a backlog of {args.backlog}")
-            await case("healthy")
-        finally:
-            await workers.stop()
-        healthy = [r for r in results if r[0] == "healthy"]
-        base_rate, base_latencies = max((r[1], r[2]) for r in healthy)
-        base_p99 = percentile(base_latencies, 0.99)
-        print(
-            f"=== changes of {args.timers} running timers x {args.rounds_per_case} rounds, "
-            f"POST /commits from {CHANGE_CLIENTS} clients ==="
+    async def case(slug: str, name: str) -> None:
+        rate, latencies = await run.post_rounds(args.rounds_per_case)
+        settle = await run.applied() if any(w.running for w in workers) else None
+        results.append(_measured(slug, name, rate, latencies, settle))
+
+    try:
+        first = await start()
+        await run.post_round()  # each timer starts (sleeping out its start delay) …
+        await run.post_round()  # … and runs on the worker: sticky to it from now on
+        await run.applied()
+        await case("healthy", "healthy")
+        await first.kill()
+        second = await start()
+        await case("after_sigkill", "after a worker SIGKILL")
+        await second.kill()
+        await case("no_worker", "no worker")
+        third = await start()
+        await run.applied()
+        await start()
+        await third.kill()
+        await case("one_of_two_sigkilled", "2 workers, one SIGKILLed")
+        await backlog(http, args.backlog, args.batch)
+        await case("behind_backlog", f"behind a backlog of {args.backlog}")
+        await case("healthy", "healthy")
+    finally:
+        for worker in workers:
+            await worker.kill()
+    return results
+
+
+async def run(args: argparse.Namespace) -> IngestReport:
+    """The dev server and the control API up; the handovers, then the changes."""
+    sizes = {**(QUICK if args.quick else FULL), "rounds_per_case": 1 if args.quick else 2}
+    for flag, size in sizes.items():
+        if getattr(args, flag) is None:
+            setattr(args, flag, size)
+    with scratch(args, "ingest") as tmp:
+        server = EmbeddedTemporal(tmp / "temporal", headless=True)
+        await server.start()
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = worker_env(server.address, server.namespace, NO_HOST, WOW_API_PORT=str(port))
+        api = Proc(
+            "the control API", [str(CLI), "api"], tmp / "api.log", answers(url + "/ready"), env=env
         )
-        for name, rate, latencies, settle in results:
-            applied = f"applied in {settle:5.1f} s" if settle >= 0 else "applied once one runs"
-            print(
-                f"  {name:28} {rate:6.0f} commits/s  x{rate / base_rate:4.2f}  "
-                f"p50 {percentile(latencies, 0.5):6.1f} ms  "
-                f"p99 {percentile(latencies, 0.99):6.1f} ms "
-                f"x{percentile(latencies, 0.99) / base_p99:4.2f}  {applied}"
-            )
+        http = httpx.AsyncClient(base_url=url, timeout=60)
+        try:
+            await api.start()
+            client = await server.connect()
+            sides, handed, found = await handovers(http, client, args)
+            changes = await run_changes(server, http, client, args, tmp) if args.timers else []
+        finally:
+            await http.aclose()
+            await api.stop(grace=10)
+            await server.stop()
+    return IngestReport(
+        args.n, args.rounds, sides, handed, found, args.timers, args.rounds_per_case, changes
+    )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=1000, help="commits per side and round")
-    parser.add_argument("--clients", type=int, default=20, help="requests in flight")
-    parser.add_argument("--batch", type=int, default=100, help="commits per batched request")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--timers", type=int, default=150, help="running timers changed; 0: none")
-    parser.add_argument("--rounds-per-case", type=int, default=2, help="changes per timer")
-    parser.add_argument("--backlog", type=int, default=3000, help="workflow tasks queued ahead")
-    # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    asyncio.run(run(parser.parse_args()))
+def text(report: IngestReport) -> None:
+    base = report.side("bare").rate
+    print(f"=== handing over {report.n} commits, best of {report.rounds} rounds ===")
+    for s in report.sides:
+        print(
+            f"  {s.name:24} {s.rate:7.0f} commits/s  ratio {s.rate / base:4.2f}  "
+            f"request p50 {s.p50:7.1f} ms  p99 {s.p99:7.1f} ms"
+        )
+    print(f"  workflows on the server: {report.found} of {report.handed} commits handed over")
+    if not report.changes:
+        return
+    healthy = report.healthy
+    print(
+        f"=== changes of {report.timers} running timers x {report.rounds_per_case} rounds, "
+        f"POST /commits from {CHANGE_CLIENTS} clients ==="
+    )
+    for c in report.changes:
+        applied = (
+            "applied once one runs" if c.applied_s is None else f"applied in {c.applied_s:5.1f} s"
+        )
+        print(
+            f"  {c.name:28} {c.rate:6.0f} commits/s  x{c.rate / healthy.rate:4.2f}  "
+            f"p50 {c.p50:6.1f} ms  p99 {c.p99:6.1f} ms x{c.p99 / healthy.p99:4.2f}  {applied}"
+        )
+
+
+def verdicts(report: IngestReport) -> Verdicts:
+    """None lost; each side's rate as a ratio to bare (and batched to one per request); each
+    change case's rate and p99 as ratios to healthy."""
+    base = report.side("bare").rate
+    ratios = {s.slug: s.rate / base for s in report.sides if s.slug != "bare"}
+    ratios["batched_per_commit"] = report.side("api_batched").rate / report.side("api_single").rate
+    figures: dict[str, float] = {}
+    if report.changes:
+        healthy = report.healthy
+        for c in report.changes:
+            if c.slug != "healthy":
+                ratios[f"{c.slug}_rate"] = c.rate / healthy.rate
+                ratios[f"{c.slug}_p99"] = c.p99 / healthy.p99
+                if c.applied_s is not None:
+                    figures[f"{c.slug}_applied_s"] = c.applied_s
+    return Verdicts(
+        must_be_zero={"lost": max(0, report.handed - report.found)},
+        must_be_positive={"change_cases": len(report.changes)},
+        ratios=ratios,
+        figures=figures,
+    )
+
+
+def main() -> int:
+    p = parser(__doc__)
+    p.add_argument("--n", type=int, help="commits per side and round (default 1000)")
+    p.add_argument("--clients", type=int, help="requests in flight (default 20)")
+    p.add_argument("--batch", type=int, help="commits per batched request (default 100)")
+    p.add_argument("--rounds", type=int, help="rounds of every side (default 2)")
+    p.add_argument("--timers", type=int, help="running timers changed; 0: none (default 150)")
+    p.add_argument("--rounds-per-case", type=int, help="changes per timer (default 2)")
+    p.add_argument("--backlog", type=int, help="workflow tasks queued ahead (default 3000)")
+    return bench_main(p.parse_args(), run, text, verdicts)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -2,53 +2,83 @@
 `TimerClient` against the simulated Temporal, for many more examples and longer step
 sequences than the suite's bounded run, with a random (or given) seed.
 
-Run: `.venv/bin/python bench/ingest_model.py [--examples 2000] [--steps 80] [--seed N]`.
-Prints the examples run and PASS, or the shortest failing sequence hypothesis found.
+Run: `python -m bench.ingest_model [--quick] [--examples 2000] [--steps 80] [--seed N]`
+(`--quick`: 30 examples of up to 20 steps). Prints the examples run and PASS, or fails with the
+shortest failing sequence hypothesis found.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import Verdicts, bench_main, parser
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=2000)
-    parser.add_argument("--steps", type=int, default=80)
-    parser.add_argument("--seed", type=int, default=None, help="default: a random one")
-    args = parser.parse_args()
-    os.environ["WOW_INGEST_MODEL_EXAMPLES"] = str(args.examples)
-    os.environ["WOW_INGEST_MODEL_STEPS"] = str(args.steps)
+@dataclass(frozen=True)
+class ModelReport:
+    examples: int
+    steps: int
+    seed: int
+    seconds: float
+
+
+def _check(examples: int, steps: int, seed: int) -> None:
+    """Run the model (in a thread of its own: it drives its own event loop); raises what it
+    finds."""
+    os.environ["WOW_INGEST_MODEL_EXAMPLES"] = str(examples)
+    os.environ["WOW_INGEST_MODEL_STEPS"] = str(steps)
     logging.getLogger("wow_temporal").setLevel(logging.ERROR)  # the model's outages are noisy
 
     from hypothesis import HealthCheck, settings
+    from hypothesis import seed as hypothesis_seed
     from hypothesis.stateful import run_state_machine_as_test
 
     from tests.unit.test_ingest_model import IngestModel
 
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
-    print(f"ingest model: {args.examples} examples of up to {args.steps} steps, seed {seed}")
-    began = time.monotonic()
     IngestModel.TestCase.settings = settings(
-        max_examples=args.examples,
-        stateful_step_count=args.steps,
+        max_examples=examples,
+        stateful_step_count=steps,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
     )
-    from hypothesis import seed as hypothesis_seed
+    hypothesis_seed(seed)(lambda: run_state_machine_as_test(IngestModel))()
 
-    run = hypothesis_seed(seed)(lambda: run_state_machine_as_test(IngestModel))
-    run()
-    print(f"PASS in {time.monotonic() - began:.0f} s")
+
+async def run(args: argparse.Namespace) -> ModelReport:
+    examples = args.examples or (30 if args.quick else 2000)
+    steps = args.steps or (20 if args.quick else 80)
+    if args.seed is None:  # a fresh seed each run, named in the report
+        args.seed = int.from_bytes(os.urandom(4), "big")
+    print(
+        f"ingest model: {examples} examples of up to {steps} steps, seed {args.seed}",
+        file=sys.stderr,
+    )
+    began = time.monotonic()
+    await asyncio.to_thread(_check, examples, steps, args.seed)
+    return ModelReport(examples, steps, args.seed, time.monotonic() - began)
+
+
+def main() -> int:
+    p = parser(__doc__)
+    p.add_argument("--examples", type=int, help="default 2000 (quick 30)")
+    p.add_argument("--steps", type=int, help="steps per example at most: default 80 (quick 20)")
+    p.set_defaults(seed=None)  # a random one unless given
+    return bench_main(
+        p.parse_args(),
+        run,
+        lambda r: print(f"PASS in {r.seconds:.0f} s"),
+        lambda r: Verdicts(
+            must_be_positive={"examples": r.examples}, figures={"seconds": r.seconds}
+        ),
+    )
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

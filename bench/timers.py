@@ -1,10 +1,10 @@
 """Benchmark: wow timers end to end on a real dev server, against bare Temporal side by side.
 
 One fresh headless `temporal server start-dev` (EmbeddedTemporal, timer precision 10 ms) on a
-throw-away directory, one domain host (a raw ASGI app on uvicorn, in its own process, that answers
-`Ok` and records when each request id arrived), and one worker process (this one) running both the
-wow timer worker and the bare baseline's worker on separate task queues. The same host serves both
-sides. Measured:
+throw-away directory, one domain host (the fake Wow host, `bench.harness.HostProcess`, in its own
+process: it answers `Ok` and records when each request id arrived), and one worker process (this
+one) running both the wow timer worker and the bare baseline's worker on separate task queues. The
+same host serves both sides. Measured:
 
 1. Throughput, end to end (commit ingested -> host answered): N commands due on arrival, handed
    over as fast as each side takes them; rate = N / (first ingest -> last answer). Wow
@@ -31,7 +31,7 @@ sides. Measured:
    runtime, task queue and timer worker; interleaved rounds (3 by default), the best kept. Runs
    last: the tracer provider it installs is the process's.
 
-Run: `.venv/bin/python bench/timers.py [--quick] [--n N] [--rounds R] [--only telemetry]`
+Run: `python -m bench.timers [--quick] [--json] [--n N] [--rounds R] [--only telemetry]`
 (`--only telemetry`: section 5 alone). Exits 0; targets are printed as PASS/MISS, never asserted
 (the machine is small and noisy).
 """
@@ -42,20 +42,15 @@ import argparse
 import asyncio
 import contextlib
 import importlib
-import json
 import re
 import secrets
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 from opentelemetry import trace
@@ -68,7 +63,20 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from bench.harness.stats import percentile
+from bench.harness import (
+    CANCEL_ORDER,
+    HostProcess,
+    Verdicts,
+    bench_main,
+    commit,
+    iso_ms,
+    parser,
+    percentile,
+    pool,
+    schedule_set,
+    scratch,
+    verdict,
+)
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
@@ -84,7 +92,6 @@ from wow_temporal.wire import (
     ERROR_CODE_HEADER,
     OK,
     REQUEST_ID_HEADER,
-    CommandResult,
     WireCommand,
     command_headers,
     read_result,
@@ -126,126 +133,14 @@ class BareTimer:
 """
 
 
-# -- the domain host (its own process) --------------------------------------------------------
-
 CANCEL = WireCommand(
-    type="eshop.order.CancelOrder",
+    type=CANCEL_ORDER,
     context_name="eshop-order",
     aggregate_name="order",
     tenant_id="t1",
     body={"reason": "PAYMENT_TIMEOUT"},
 )
 """The command every timer of the bench sends, but for its aggregate and request ids."""
-_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
-
-
-def _answer(code: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """Wow's `CommandResult` of `code` and its `Wow-Error-Code` header, made once: the host
-    answers fast (the ids in the body are not the request's; no sender reads them)."""
-    result = CommandResult.of(CANCEL, command_id="bench", request_id="bench", code=code)
-    return result.model_dump_json().encode(), [(ERROR_CODE_HEADER.lower().encode(), code.encode())]
-
-
-def host_app() -> Callable[..., Awaitable[None]]:
-    """A raw ASGI Wow host: `Ok` once per request id (then `DuplicateRequestId`), and records.
-
-    `GET /_count` gives deliveries per tag (the request id up to its first `-`), `GET /_records`
-    every first receive time (epoch ms) by request id.
-    """
-    received: dict[str, float] = {}
-    per_tag: dict[str, int] = {}
-    duplicates = 0
-    answers = {code: _answer(code) for code in (OK, DUPLICATE_REQUEST_ID)}
-
-    async def reply(send: Any, status: int, body: bytes, extra: list[Any] | None = None) -> None:
-        headers = [(b"content-type", b"application/json"), *(extra or [])]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        nonlocal duplicates
-        if scope["type"] != "http":
-            return
-        now_ms = time.time() * 1000
-        more = True
-        while more:
-            message = await receive()
-            more = message.get("more_body", False)
-        path = scope["path"]
-        if path == COMMAND_SEND_PATH:
-            request_id = ""
-            for name, value in scope["headers"]:
-                if name == _REQUEST_ID:
-                    request_id = value.decode()
-                    break
-            if request_id in received:
-                duplicates += 1
-                code = DUPLICATE_REQUEST_ID
-            else:
-                received[request_id] = now_ms
-                tag = request_id.split("-", 1)[0]
-                per_tag[tag] = per_tag.get(tag, 0) + 1
-                code = OK
-            await reply(send, 200, *answers[code])
-        elif path == "/_count":
-            await reply(send, 200, json.dumps({"tags": per_tag, "duplicates": duplicates}).encode())
-        elif path == "/_records":
-            await reply(send, 200, json.dumps(received).encode())
-        else:
-            await reply(send, 404, b"{}")
-
-    return app
-
-
-def serve_host(port: int) -> None:
-    import uvicorn
-
-    uvicorn.run(
-        host_app(),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
-
-
-class Host:
-    """The host process, and a client that reads what it recorded."""
-
-    def __init__(self) -> None:
-        self.port = free_port("127.0.0.1")
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: asyncio.subprocess.Process | None = None
-        self.http = httpx.AsyncClient(timeout=10)
-
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve-host", str(self.port), stdin=subprocess.DEVNULL
-        )
-        for _ in range(200):
-            with contextlib.suppress(httpx.HTTPError):
-                await self.http.get(self.url + "/_count")
-                return
-            await asyncio.sleep(0.05)
-        raise RuntimeError("the bench host did not start")
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-        if self.proc is not None:
-            self.proc.terminate()
-            await self.proc.wait()
-
-    async def count(self, tag: str) -> int:
-        answer = (await self.http.get(self.url + "/_count")).json()
-        return int(answer["tags"].get(tag, 0))
-
-    async def duplicates(self) -> int:
-        return int((await self.http.get(self.url + "/_count")).json()["duplicates"])
-
-    async def records(self, tag: str) -> dict[str, float]:
-        everything: dict[str, float] = (await self.http.get(self.url + "/_records")).json()
-        return {k: v for k, v in everything.items() if k.split("-", 1)[0] == tag}
 
 
 # -- the bare baseline's activities ----------------------------------------------------------
@@ -278,85 +173,47 @@ class BareHttp:
             headers={**self.headers, REQUEST_ID_HEADER: request_id},
         )
         answer = read_result(response.content, response.headers.get(ERROR_CODE_HEADER))
-        if response.status_code != 200 or answer.code not in (OK, DUPLICATE_REQUEST_ID):
+        if answer.code not in (OK, DUPLICATE_REQUEST_ID):
             raise RuntimeError(f"host answered {response.status_code}")
 
 
 # -- commits and ingest ----------------------------------------------------------------------
 
 
-def iso_ms(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
-
-
-def commit(
-    commit_id: str,
-    aggregate_id: str,
-    version: int,
-    *events: dict[str, Any],
-    traceparent: str | None = None,
+def cancel_commit(
+    commit_id: str, aggregate_id: str, version: int, *events: dict[str, Any], traced: bool = False
 ) -> dict[str, Any]:
-    """A DESIGN-shaped commit of `eshop-order.order` `aggregate_id` holding `events` (with a
-    `traceparent` header when given, as a relay continuing the trace that made it)."""
+    """A commit of `aggregate_id` holding `events` (with the `traceparent` of a fresh sampled
+    trace when `traced`, as a relay continuing the trace that made it)."""
     header = {"trace_id": f"trace-{commit_id}"}
-    if traceparent is not None:
-        header["traceparent"] = traceparent
-    return {
-        "id": commit_id,
-        "contextName": "eshop-order",
-        "aggregateName": "order",
-        "tenantId": "t1",
-        "aggregateId": aggregate_id,
-        "ownerId": "u1",
-        "spaceId": "",
-        "version": version,
-        "createTime": int(time.time() * 1000),
-        "header": header,
-        "body": [
-            {"id": f"e{i}", "name": e["name"], "body": {k: v for k, v in e.items() if k != "name"}}
-            for i, e in enumerate(events)
-        ],
-    }
+    if traced:
+        header["traceparent"] = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+    return commit(aggregate_id, *events, version=version, commit_id=commit_id, header=header)
 
 
-def schedule_set(rule: dict[str, Any], key: str = "grace") -> dict[str, Any]:
-    return {
-        "name": "wow.ScheduleSet",
-        "key": key,
-        "rule": rule,
-        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "PAYMENT_TIMEOUT"}},
-        "target": None,
-    }
-
-
-def new_traceparent() -> str:
-    """A W3C `traceparent` of a fresh sampled trace."""
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+def cancel_at(rule: dict[str, Any]) -> dict[str, Any]:
+    """A `wow.ScheduleSet` of the `grace` key sending `CANCEL` as `rule` says."""
+    return schedule_set(rule, body=dict(CANCEL.body))
 
 
 def timer_id(aggregate_id: str, key: str = "grace") -> str:
     return f"wow-timer:eshop-order.order:t1:{aggregate_id}:{key}"
 
 
-async def pool(jobs: Iterable[Callable[[], Awaitable[Any]]], limit: int = CONCURRENCY) -> None:
-    """Run the jobs with at most `limit` in flight."""
-    queue = list(jobs)
-    queue.reverse()
-
-    async def worker() -> None:
-        while queue:
-            await queue.pop()()
-
-    await asyncio.gather(*(worker() for _ in range(limit)))
+def tagged(request_id: str, tag: str) -> bool:
+    """Whether a request id is one of `tag`'s (`tag` up to its first `-`)."""
+    return request_id.split("-", 1)[0] == tag
 
 
 @dataclass
 class Rig:
     client: Client
-    host: Host
+    host: HostProcess
     timers: TimerClient
     idle_timers: TimerClient
     seq: int = 0
+    undelivered: int = 0
+    """Commands of every measure not delivered before its wait ended."""
     wow_ids: list[str] = field(default_factory=list)
     bare_ids: list[str] = field(default_factory=list)
 
@@ -377,18 +234,12 @@ class Rig:
         taken."""
 
         def job(i: int, due: int) -> Callable[[], Awaitable[Any]]:
-            c = commit(
-                f"{tag}-{i}",
-                f"{tag}-{i}",
-                1,
-                schedule_set({"at": iso_ms(due)}),
-                traceparent=new_traceparent() if traced else None,
+            c = cancel_commit(
+                f"{tag}-{i}", f"{tag}-{i}", 1, cancel_at({"at": iso_ms(due)}), traced=traced
             )
             return lambda: timers.apply(c)
 
-        t0 = time.perf_counter()
-        await pool((job(i, due) for i, due in enumerate(dues_ms)), limit)
-        return time.perf_counter() - t0
+        return await pool((job(i, due) for i, due in enumerate(dues_ms)), limit)
 
     async def ingest_bare(
         self,
@@ -415,18 +266,14 @@ class Rig:
 
             return start
 
-        t0 = time.perf_counter()
-        await pool((job(i, due) for i, due in enumerate(dues_ms)), limit)
-        return time.perf_counter() - t0
+        return await pool((job(i, due) for i, due in enumerate(dues_ms)), limit)
 
     async def wait_delivered(self, tag: str, n: int, via: str, within: float) -> bool:
+        if via != "noop":
+            return await self.host.wait_for(n, tag=f"{tag}-", within=within)
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            if via == "noop":
-                done = sum(1 for k in NOOP_DONE if k.split("-", 1)[0] == tag)
-            else:
-                done = await self.host.count(tag)
-            if done >= n:
+            if sum(tagged(k, tag) for k in NOOP_DONE) >= n:
                 return True
             await asyncio.sleep(0.05)
         return False
@@ -434,8 +281,13 @@ class Rig:
     async def received(self, tag: str, via: str) -> dict[str, float]:
         """Request id (without the `:e0#1` of wow) -> epoch ms it reached the host / ran."""
         if via == "noop":
-            return {k: v for k, v in NOOP_DONE.items() if k.split("-", 1)[0] == tag}
-        return {k.split(":", 1)[0]: v for k, v in (await self.host.records(tag)).items()}
+            return {k: v for k, v in NOOP_DONE.items() if tagged(k, tag)}
+        return {k.split(":", 1)[0]: v for k, v in (await self.records(tag)).items()}
+
+    async def records(self, tag: str) -> dict[str, float]:
+        """Request id -> epoch ms the host first answered it `Ok`, of `tag`'s commands."""
+        delivered = await self.host.delivered()
+        return {a.request_id: a.received_ms for a in delivered if tagged(a.request_id, tag)}
 
     async def settle(self, queue: str, within: float = 20.0) -> None:
         """Wait until no workflow of `queue` runs, so the next side starts on a quiet server."""
@@ -504,7 +356,9 @@ async def run_side(
     ingested_ms = time.time() * 1000
     wait = max(dues_ms) / 1000 - time.time()
     ok = await rig.wait_delivered(tag, len(dues_ms), side.via, wait + drain_timeout)
-    return await rig.received(tag, side.via), ingested_ms, ok
+    got = await rig.received(tag, side.via)
+    rig.undelivered += len(dues_ms) - len(got)
+    return got, ingested_ms, ok
 
 
 async def burst(rig: Rig, side: Side, n: int, lead: float) -> Burst:
@@ -685,19 +539,21 @@ async def measure_actions(rig: Rig, sample: int, cron_slots: int) -> ActionsRepo
     tag = rig.tag("act")
     soon = int((time.time() + 3) * 1000)
     cron_agg, replaced_agg, cancelled_agg = f"{tag}-cron", f"{tag}-repl", f"{tag}-canc"
-    await timers.apply(commit(f"{tag}-0", cron_agg, 1, schedule_set({"cron": "* * * * * *"})))
-    await timers.apply(commit(f"{tag}-1", replaced_agg, 1, schedule_set({"at": iso_ms(soon)})))
+    await timers.apply(cancel_commit(f"{tag}-0", cron_agg, 1, cancel_at({"cron": "* * * * * *"})))
+    await timers.apply(cancel_commit(f"{tag}-1", replaced_agg, 1, cancel_at({"at": iso_ms(soon)})))
     await timers.apply(
-        commit(f"{tag}-2", replaced_agg, 2, schedule_set({"at": iso_ms(soon + 1000)}))
+        cancel_commit(f"{tag}-2", replaced_agg, 2, cancel_at({"at": iso_ms(soon + 1000)}))
     )
-    await timers.apply(commit(f"{tag}-3", cancelled_agg, 1, schedule_set({"at": iso_ms(soon)})))
+    await timers.apply(cancel_commit(f"{tag}-3", cancelled_agg, 1, cancel_at({"at": iso_ms(soon)})))
     await timers.apply(
-        commit(f"{tag}-4", cancelled_agg, 2, {"name": "wow.ScheduleCancelled", "key": "grace"})
+        cancel_commit(
+            f"{tag}-4", cancelled_agg, 2, {"name": "wow.ScheduleCancelled", "key": "grace"}
+        )
     )
     # The cron timer delivers `{tag}-0:e0#k`; the replaced one `{tag}-2:e0#1`: wait for both.
     deadline = time.monotonic() + cron_slots + 30
     while time.monotonic() < deadline:
-        records = await rig.host.records(tag)
+        records = await rig.records(tag)
         if sum(1 for k in records if k.startswith(f"{tag}-0:")) >= cron_slots and any(
             k.startswith(f"{tag}-2:") for k in records
         ):
@@ -726,9 +582,11 @@ async def measure_actions(rig: Rig, sample: int, cron_slots: int) -> ActionsRepo
 
 
 class DiscardSpans(SpanExporter):
-    """Takes every span and drops it (counting them): export's cost without a collector."""
+    """Takes every span of `provider` and drops it (counting them): export's cost without a
+    collector."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: TracerProvider) -> None:
+        self.provider = provider
         self.spans = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -741,8 +599,50 @@ class Telemetered:
     """One side of the telemetry measure: a wow side with its own client, queue and worker."""
 
     side: Side
+    client: Client
     timers: TimerClient
     traced: bool
+
+
+@contextlib.asynccontextmanager
+async def wow_worker(client: Client, host_url: str, queue: str) -> AsyncIterator[None]:
+    """A timer worker on `queue`, delivering to `host_url`, as every wow side of the bench has."""
+    async with (
+        CommandSender(host_url) as sender,
+        timer_worker(client, sender, task_queue=queue, max_concurrent_activities=MAX_ACTIVITIES),
+    ):
+        yield
+
+
+async def telemetered(
+    server: EmbeddedTemporal, delivery: DeliverySettings, metrics_port: int
+) -> tuple[Telemetered, Telemetered, DiscardSpans]:
+    """The side with tracing and metrics on, the side with them off, and where the spans go."""
+    telemetry = TelemetrySettings()
+    configure_tracing(telemetry, "bench")  # process-global, kept if installed already
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = DiscardSpans(provider)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    on_client = await server.connect(
+        client_interceptors(telemetry), metrics_runtime(metrics_port, "127.0.0.1")
+    )
+    off_client = await server.connect(
+        runtime=Runtime(telemetry=TelemetryConfig(logging=core_logging()))
+    )
+    on = Telemetered(
+        Side("telon", "tracing and metrics on", "host"),
+        on_client,
+        TimerClient(on_client, task_queue=TELEMETRY_ON_QUEUE, delivery=delivery),
+        traced=True,
+    )
+    off = Telemetered(
+        Side("teloff", "tracing and metrics off", "host"),
+        off_client,
+        TimerClient(off_client, task_queue=TELEMETRY_OFF_QUEUE, delivery=delivery),
+        traced=False,
+    )
+    return on, off, exporter
 
 
 @dataclass
@@ -776,46 +676,12 @@ async def measure_telemetry(
     `traceparent`, so no span is made though the provider is installed. Each side has its own
     client, runtime, task queue, sender and timer worker, polling as the bench's wow side does.
     """
-    telemetry = TelemetrySettings()
-    configure_tracing(telemetry, "bench")  # process-global, kept if installed already
-    provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    exporter = DiscardSpans()
-    provider.add_span_processor(BatchSpanProcessor(exporter))
     metrics_port = free_port("127.0.0.1")
-
-    on_client = await server.connect(
-        client_interceptors(telemetry), metrics_runtime(metrics_port, "127.0.0.1")
-    )
-    off_client = await server.connect(
-        runtime=Runtime(telemetry=TelemetryConfig(logging=core_logging()))
-    )
-    on = Telemetered(
-        Side("telon", "tracing and metrics on", "host"),
-        TimerClient(on_client, task_queue=TELEMETRY_ON_QUEUE, delivery=delivery),
-        traced=True,
-    )
-    off = Telemetered(
-        Side("teloff", "tracing and metrics off", "host"),
-        TimerClient(off_client, task_queue=TELEMETRY_OFF_QUEUE, delivery=delivery),
-        traced=False,
-    )
+    on, off, exporter = await telemetered(server, delivery, metrics_port)
     sides = [on, off]
     async with (
-        CommandSender(rig.host.url) as on_sender,
-        CommandSender(rig.host.url) as off_sender,
-        timer_worker(
-            on_client,
-            on_sender,
-            task_queue=TELEMETRY_ON_QUEUE,
-            max_concurrent_activities=MAX_ACTIVITIES,
-        ),
-        timer_worker(
-            off_client,
-            off_sender,
-            task_queue=TELEMETRY_OFF_QUEUE,
-            max_concurrent_activities=MAX_ACTIVITIES,
-        ),
+        wow_worker(on.client, rig.host.url, on.timers.task_queue),
+        wow_worker(off.client, rig.host.url, off.timers.task_queue),
     ):
         spans = {s.side.name: 0 for s in sides}
 
@@ -823,7 +689,7 @@ async def measure_telemetry(
             """One side's pipeline of `count`; the spans it made are counted once it settled."""
             before = exporter.spans
             rate = await pipeline(rig, s.side, count, timers=s.timers, traced=s.traced)
-            await asyncio.to_thread(provider.force_flush)
+            await asyncio.to_thread(exporter.provider.force_flush)
             spans[s.side.name] += exporter.spans - before
             return rate
 
@@ -835,8 +701,9 @@ async def measure_telemetry(
             for s in sides[r % 2 :] + sides[: r % 2]:
                 rate = await measure(s, n)
                 rates[s.side.name].append(rate)
-                print(f"  round {r + 1} {s.side.name:10} {rate:6.0f}/s e2e")
-        scraped = (await rig.host.http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+                print(f"  round {r + 1} {s.side.name:10} {rate:6.0f}/s e2e", file=sys.stderr)
+        async with httpx.AsyncClient(timeout=10) as http:
+            scraped = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
     return TelemetryReport(
         n=n,
         rounds=rounds,
@@ -869,10 +736,6 @@ def print_telemetry(report: TelemetryReport) -> None:
 # -- main --------------------------------------------------------------------------------------
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 @dataclass
 class TimersReport:
     """Sections 1 to 4."""
@@ -897,7 +760,9 @@ async def measure_timers(
     # 4. ingest first: its rate sizes the lead time of the bursts.
     ingest_n = max(n, 100)
     ingest_wow, ingest_bare = await measure_ingest(rig, ingest_n, rounds)
-    print(f"ingest: wow {ingest_wow:.0f}/s, bare start_workflow {ingest_bare:.0f}/s")
+    print(
+        f"ingest: wow {ingest_wow:.0f}/s, bare start_workflow {ingest_bare:.0f}/s", file=sys.stderr
+    )
 
     # Warm up every side once (imports, connections, caches), unmeasured.
     await asyncio.gather(*(burst(rig, side, 10, 1.5) for side in sides))
@@ -913,7 +778,8 @@ async def measure_timers(
             print(
                 f"  round {r + 1} {side.name:10} {b.rate:6.0f}/s "
                 f"(p50 {b.p50_ms:5.0f} ms, last {b.last_ms:5.0f} ms after due"
-                f"{', INGEST OVERRAN DUE' if b.late_ingest else ''})"
+                f"{', INGEST OVERRAN DUE' if b.late_ingest else ''})",
+                file=sys.stderr,
             )
     best = {name: max(bs, key=lambda b: b.rate) for name, bs in results.items()}
 
@@ -923,7 +789,8 @@ async def measure_timers(
         order = sides[r % len(sides) :] + sides[: r % len(sides)]
         for side in order:
             flows[side.name].append(await pipeline(rig, side, n))
-            print(f"  round {r + 1} {side.name:10} {flows[side.name][-1]:6.0f}/s e2e")
+            rate = flows[side.name][-1]
+            print(f"  round {r + 1} {side.name:10} {rate:6.0f}/s e2e", file=sys.stderr)
     flow = {name: max(rates) for name, rates in flows.items()}
 
     # 2. lateness at half the ceiling (the end-to-end rate).
@@ -992,7 +859,38 @@ def print_timers(t: TimersReport) -> None:
     )
 
 
-async def run(args: argparse.Namespace) -> int:
+async def bare_worker(client: Client, bare_http: BareHttp, tmp: Path) -> Worker:
+    """The bare baseline's worker, its workflow in a module of its own (written to `tmp`)."""
+    await asyncio.to_thread((tmp / f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
+    sys.path.insert(0, str(tmp))  # the sandbox re-imports that module by name, from sys.path
+    return Worker(
+        client,
+        task_queue=BARE_QUEUE,
+        workflows=[importlib.import_module(BARE_MODULE).BareTimer],
+        activities=[noop, bare_http.post],
+        max_concurrent_activities=MAX_ACTIVITIES,
+        # The same pollers as the timer worker: compare the designs, not the tuning.
+        workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+        activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+    )
+
+
+@dataclass
+class Report:
+    """Every section, and what the host saw."""
+
+    n: int
+    rounds: int
+    telemetry_rounds: int
+    seconds: float
+    timers: TimersReport | None
+    telemetry: TelemetryReport
+    undelivered: int
+    duplicates: int
+
+
+async def run(args: argparse.Namespace) -> Report:
     n = args.n or (40 if args.quick else 300)
     rounds = args.rounds or (1 if args.quick else 2)
     telemetry_rounds = args.rounds or (1 if args.quick else 3)
@@ -1000,15 +898,11 @@ async def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     timers_report: TimersReport | None = None
 
-    with tempfile.TemporaryDirectory(prefix="wow-bench-") as tmp:
-        await asyncio.to_thread(Path(tmp, f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
-        sys.path.insert(0, tmp)
-        bare_workflow = importlib.import_module(BARE_MODULE).BareTimer
-
-        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
-        host = Host()
-        await asyncio.gather(server.start(), host.start())
+    with scratch(args, "timers") as tmp:
+        server = EmbeddedTemporal(tmp / "temporal", headless=True)
+        host = HostProcess(tmp / "host.log")
         try:
+            await asyncio.gather(server.start(), host.start())
             client = await server.connect()
             delivery = DeliverySettings(initial_interval=timedelta(milliseconds=200))
             rig = Rig(
@@ -1019,27 +913,15 @@ async def run(args: argparse.Namespace) -> int:
             )
             bare_http = BareHttp(host.url)
             async with (
-                CommandSender(host.url) as sender,
-                timer_worker(
-                    client, sender, task_queue=WOW_QUEUE, max_concurrent_activities=MAX_ACTIVITIES
-                ),
-                Worker(
-                    client,
-                    task_queue=BARE_QUEUE,
-                    workflows=[bare_workflow],
-                    activities=[noop, bare_http.post],
-                    max_concurrent_activities=MAX_ACTIVITIES,
-                    # The same pollers as the timer worker: compare the designs, not the tuning.
-                    workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-                    activity_task_poller_behavior=PollerBehaviorAutoscaling(),
-                    sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
-                ),
+                wow_worker(client, host.url, WOW_QUEUE),
+                await bare_worker(client, bare_http, tmp),
             ):
                 names = "telemetry on, off" if args.only else ", ".join(s.name for s in sides)
                 print(
                     f"dev server up in {time.perf_counter() - started:.1f}s; N={n}, "
                     f"{rounds} round(s) ({telemetry_rounds} for telemetry), sides: {names}; "
-                    f"dynamic config {server.dynamic_config}"
+                    f"dynamic config {server.dynamic_config}",
+                    file=sys.stderr,
                 )
                 if args.only is None:
                     timers_report = await measure_timers(rig, args, sides, n, rounds)
@@ -1051,41 +933,79 @@ async def run(args: argparse.Namespace) -> int:
             await bare_http.client.aclose()
         finally:
             await asyncio.gather(server.stop(), host.stop())
-
-    elapsed = time.perf_counter() - started
-    print()
-    what = "telemetry on against off" if args.only else "vs bare Temporal"
-    print(
-        f"=== wow timers {what}: N={n}, {telemetry_rounds if args.only else rounds} round(s), "
-        f"best kept; {elapsed:.0f}s in all ==="
+    seconds = time.perf_counter() - started
+    return Report(
+        n,
+        rounds,
+        telemetry_rounds,
+        seconds,
+        timers_report,
+        telemetry_report,
+        rig.undelivered,
+        duplicates,
     )
-    if timers_report is not None:
-        print_timers(timers_report)
-    print_telemetry(telemetry_report)
-    print(f"host duplicates (redeliveries): {duplicates}")
-    return 0
+
+
+def text(report: Report) -> None:
+    what = "telemetry on against off" if report.timers is None else "vs bare Temporal"
+    rounds = report.rounds if report.timers else report.telemetry_rounds
+    print(
+        f"=== wow timers {what}: N={report.n}, {rounds} round(s), "
+        f"best kept; {report.seconds:.0f}s in all ==="
+    )
+    if report.timers is not None:
+        print_timers(report.timers)
+    print_telemetry(report.telemetry)
+    print(f"host duplicates (redeliveries): {report.duplicates}")
+
+
+def verdicts(report: Report) -> Verdicts:
+    """Nothing early, missing or undelivered; metrics really on (every delivery counted) and
+    spans exported only when on; a one-shot command costs 2 actions; the ratios to bare."""
+    tel = report.telemetry
+    zero = {
+        "undelivered": report.undelivered,
+        "deliveries_uncounted": max(0, tel.delivered - round(tel.deliveries)),
+        "spans_exported_off": tel.spans["teloff"],
+    }
+    ratios = {"telemetry_on_off": tel.on / tel.off}
+    figures: dict[str, float] = {}
+    t = report.timers
+    if t is not None:
+        late = t.wow_late
+        # hundredths of an action a one-shot command costs over or under 2 (printed as 2.00)
+        zero["one_shot_actions_not_2"] = round(abs(t.actions.one_shot[0] - 2) * 100)
+        zero |= {"early": late.early, "missing": late.missing}
+        ratios |= {
+            "throughput": t.flow["wow"] / t.flow["bare"],
+            "burst_drain": t.best["wow"].rate / t.best["bare"].rate,
+            "ingest": t.ingest_wow / t.ingest_bare,
+        }
+        figures = {
+            "lateness_p50_ms": late.p50,
+            "lateness_p99_ms": late.p99,
+            "ingest_wow_per_s": t.ingest_wow,
+            "ingest_bare_per_s": t.ingest_bare,
+            "cron_actions_per_slot": t.actions.cron_per_slot,
+        }
+    return Verdicts(
+        must_be_zero=zero,
+        must_be_positive={"spans_exported_on": tel.spans["telon"]},
+        ratios=ratios,
+        figures=figures | {"host_duplicates": report.duplicates},
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for the smoke test")
-    parser.add_argument("--n", type=int, help="commands per burst (default 300, quick 40)")
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        help="interleaved rounds (default 2, telemetry 3; quick 1)",
+    p = parser(__doc__)
+    p.add_argument("--n", type=int, help="commands per burst (default 300, quick 40)")
+    p.add_argument(
+        "--rounds", type=int, help="interleaved rounds (default 2, telemetry 3; quick 1)"
     )
-    parser.add_argument(
-        "--only",
-        choices=["telemetry"],
-        help="run one section alone (5: telemetry on against off)",
+    p.add_argument(
+        "--only", choices=["telemetry"], help="run one section alone (5: telemetry on against off)"
     )
-    parser.add_argument("--serve-host", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve_host:
-        serve_host(args.serve_host)
-        return 0
-    return asyncio.run(run(args))
+    return bench_main(p.parse_args(), run, text, verdicts)
 
 
 if __name__ == "__main__":

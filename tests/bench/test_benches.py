@@ -26,13 +26,27 @@ class Bench:
 
 
 BENCHES = {
-    "cron": Bench(120, ratios=("median",)),
-    "ingest": Bench(180, zero=("lost",), ratios=("batched_per_commit",)),
+    "cron": Bench(
+        120, zero=("cases_unmeasured", "rates_not_finite"), positive=("cases",), ratios=("median",)
+    ),
+    "ingest": Bench(
+        180,
+        zero=("lost",),
+        positive=("change_cases",),
+        ratios=("apply", "api_single", "api_batched", "after_sigkill_rate", "after_sigkill_p99"),
+    ),
     "timers": Bench(
         300,
-        zero=("early", "missing", "deliveries_uncounted", "spans_exported_off"),
+        zero=(
+            "early",
+            "missing",
+            "undelivered",
+            "one_shot_actions_not_2",
+            "deliveries_uncounted",
+            "spans_exported_off",
+        ),
         positive=("spans_exported_on",),
-        ratios=("throughput", "telemetry_on_off"),
+        ratios=("throughput", "burst_drain", "ingest", "telemetry_on_off"),
     ),
     "jobs": Bench(
         300,
