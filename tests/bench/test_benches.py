@@ -71,9 +71,18 @@ BENCHES = {
         ),
     ),
     "soak_eshop": Bench(
-        300,
-        zero=("unresolved", "slots_lost"),
-        positive=("paid", "deleted", "cancelled_by_timer", "cancelled_by_customer"),
+        240,
+        zero=("unresolved", "slots_lost", "timers_still_running", "chaos_kinds_missing"),
+        positive=(
+            "paid",
+            "deleted",
+            "cancelled_by_timer",
+            "cancelled_by_customer",
+            "cancelled_out_of_stock",
+            "slots_handled",
+            "received_from_job",
+            "timers_set",
+        ),
     ),
 }
 
