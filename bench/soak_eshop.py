@@ -960,6 +960,13 @@ async def orders_end(shop: Shop, refs: list[AggregateRef], within: float) -> Non
             await asyncio.sleep(0.5)
 
 
+async def read_versions(shop: Shop, refs: list[AggregateRef]) -> dict[AggregateRef, int | None]:
+    """Each order's and product's version as the host reads it at the end."""
+    every = refs + [STOCK.ref(TENANT, p) for p in (*PRODUCTS, NEVER_STOCKED)]
+    read = await asyncio.gather(*(shop.version(r) for r in every))
+    return dict(zip(every, read, strict=True))
+
+
 async def check_timers_ended(report: Report, client: Client, orders: dict[str, OrderLog]) -> None:
     """No order's timer is left running (parked, or never told of its end), 30 s at most."""
     timers = [
@@ -1020,28 +1027,24 @@ async def soak(args: argparse.Namespace) -> Report:
             idle = await drained(stack.url, args.settle)
             sampled.set()
             await sampler
-            every = refs + [STOCK.ref(TENANT, p) for p in (*PRODUCTS, NEVER_STOCKED)]
-            versions = dict(
-                zip(every, await asyncio.gather(*(shop.version(r) for r in every)), strict=True)
-            )
+            versions = await read_versions(shop, refs)
             await stack.host.stop()
             print(f"soak-eshop: host stopped at {clock():.1f}s; reading its log", file=sys.stderr)
 
             report = Report(args.customers, len(plans), args.duration, args.seed)
             report.chaos = chaos.windows
-            planned = sorted(f.what for track in tracks for f in track)
             quick_seed = args.quick and args.seed == QUICK["seed"]
+            planned = sorted(f.what for track in tracks for f in track)
             report.chaos_expected = list(QUICK_CHAOS) if quick_seed else planned
             report.customers_waited_out = shop.waited_out
-            report.followers_worst = followers.worst
-            report.followers_stalls = followers.stalls
+            report.followers_worst, report.followers_stalls = followers.worst, followers.stalls
             for error in shop.host_errors:
                 report.problem("host_errors", error)
             if not idle:
                 report.problem("not_drained", "the relay or a saga was still behind at the end")
+            check_host_log(report, stack.host.log)
             commits, store = read_log(stack.store)
             check_reads(report, commits, versions)
-            check_host_log(report, stack.host.log)
             try:
                 orders = check_orders(report, commits, store, shop.sent, epoch, chaos)
                 check_stock_and_job(
