@@ -1,10 +1,11 @@
 """Chaos soak: thousands of aggregates' schedules under worker kills and a server restart, the
 host's ledger checked against a model of what the spec promises.
 
-One fresh headless dev server (EmbeddedTemporal) in a throw-away directory, one domain host
-process that records every request and answers by the aggregate id's prefix (`ok-` Ok, `reject-`
-IllegalState, `fail-` 503 until healed, `flaky-` 503 twice per request id, `slow-` Ok after up to
-1.5 s; a request id it has decided answers DuplicateRequestId), and `--workers` real
+One fresh headless dev server (EmbeddedTemporal) in a throw-away directory, the fake Wow host in
+a process of its own (`bench.harness.HostProcess`) recording every request and answering by the
+aggregate id's prefix (`ok-` Ok, `reject-` IllegalState, `fail-` 503 until healed, `flaky-` 503
+twice per request id, `slow-` Ok after up to 1.5 s; a request id it has decided answers
+DuplicateRequestId), and `--workers` real
 `wow-temporal worker` processes on the same task queues. This process plays the domain's relay:
 each aggregate commits 1-3 times (a one-shot key, sometimes a cron key; replaced, cancelled or
 deleted), some commits are handed over twice and some out of order, each applied with
@@ -31,8 +32,9 @@ sets, cancels, replaces and deletes; once the server is back the backlog is hand
 batches with the log read ahead (as the host's relay does), and the ledger is checked:
 every set still in force delivered once, none the log replaced, cancelled or deleted.
 
-Run: `.venv/bin/python bench/soak.py [--aggregates N] [--duration S] [--json]` (or
-`--catch-up [--outage S]`); exit status 1 if any count that must be 0 is not.
+Run: `python -m bench.soak [--quick] [--aggregates N] [--duration S] [--json]` (or
+`--catch-up [--outage S]`); `--quick` (the smoke test's size): 240 aggregates over 40 s, two
+workers each killed once and both together once, seed 11.
 """
 
 from __future__ import annotations
@@ -40,14 +42,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import random
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
@@ -56,31 +53,33 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from bench.harness.stats import summary
-from wow_temporal.dev.ports import free_port
+from bench.harness import (
+    Chaos,
+    Fault,
+    HostProcess,
+    Proc,
+    Verdicts,
+    bench_main,
+    parser,
+    scratch,
+    summary,
+    verdict,
+    worker_env,
+)
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
 from wow_temporal.model import AggregateRef, Commit, ScheduleRule
+from wow_temporal.testing.wow_host import Arrival
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import DeliverySettings
-from wow_temporal.wire import (
-    COMMAND_SEND_PATH,
-    DUPLICATE_REQUEST_ID,
-    ERROR_CODE_HEADER,
-    OK,
-    CommandResult,
-    parse_command,
-)
+from wow_temporal.wire import DUPLICATE_REQUEST_ID, OK
 
 CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
 BEHAVIOURS = (("ok", 0.70), ("reject", 0.07), ("fail", 0.06), ("flaky", 0.09), ("slow", 0.08))
@@ -98,96 +97,6 @@ UNHEALTHY = frozenset({"flaky", "slow"})
 """Hosts whose answers make lateness by design; their deliveries are counted apart."""
 CHAOS_LEAD_S = 2.0
 """...and one due this long before it (its attempt may have been in flight)."""
-WORKER = Path(sys.executable).parent / "wow-temporal"
-
-
-# -- the domain host (its own process) --------------------------------------------------------
-
-
-def host_app() -> Callable[..., Awaitable[None]]:
-    """A raw ASGI Wow host that answers by the aggregate id's prefix and keeps a ledger."""
-    ledger: list[dict[str, Any]] = []
-    decided: dict[str, str] = {}
-    attempts: Counter[str] = Counter()
-    healed = False
-
-    async def reply(send: Any, status: int, body: Any, code: str = "") -> None:
-        headers = [(b"content-type", b"application/json")]
-        if code:
-            headers.append((ERROR_CODE_HEADER.lower().encode(), code.encode()))
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": content})
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        nonlocal healed
-        if scope["type"] != "http":
-            return
-        arrived = time.time() * 1000
-        chunks = []
-        more = True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        path = scope["path"]
-        if path == "/_ledger":
-            await reply(send, 200, ledger)
-            return
-        if path == "/_heal":
-            healed = True
-            await reply(send, 200, {"healed": True})
-            return
-        if path != COMMAND_SEND_PATH:
-            await reply(send, 404, {})
-            return
-        headers = {name.decode(): value.decode() for name, value in scope["headers"]}
-        command = parse_command(headers, b"".join(chunks))
-        request_id, aggregate_id = command.request_id, command.aggregate_id
-        behaviour = aggregate_id.split("-", 1)[0]
-        attempts[request_id] += 1
-        if request_id in decided:
-            status, code = 200, DUPLICATE_REQUEST_ID
-        elif behaviour == "reject":
-            status, code = 400, "IllegalState"
-        elif (behaviour == "fail" and not healed) or (
-            behaviour == "flaky" and attempts[request_id] <= FLAKY_FAILURES
-        ):
-            status, code = 503, "InternalServerError"
-        else:
-            status, code = 200, OK
-        if code in (OK, "IllegalState"):
-            decided[request_id] = code
-        ledger.append(
-            {
-                "requestId": request_id,
-                "arrivedMs": arrived,
-                "code": code,
-                "dueMs": int(command.headers.get("schedule_due", "0")),
-                "slot": int(command.headers.get("schedule_slot", "0")),
-                "skipped": int(command.headers.get("schedule_skipped", "0")),
-                "aggregateId": aggregate_id,
-            }
-        )
-        if behaviour == "slow" and code == OK:
-            await asyncio.sleep(random.uniform(0.2, 1.5))
-        result = CommandResult.of(command, command_id=request_id, request_id=request_id, code=code)
-        await reply(send, status, result.model_dump_json().encode(), code)
-
-    return app
-
-
-def serve_host(port: int) -> None:
-    import uvicorn
-
-    uvicorn.run(
-        host_app(),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -376,144 +285,110 @@ def schedules_of(aggregate: Aggregate, epoch: float) -> list[Schedule]:
 # -- the rig ----------------------------------------------------------------------------------
 
 
-class HostProcess:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: asyncio.subprocess.Process | None = None
-        self.http = httpx.AsyncClient(timeout=30)
+# -- the rig ----------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve-host", str(self.port), stdin=subprocess.DEVNULL
+
+async def start_host(log: Path) -> HostProcess:
+    """The fake Wow host in its own process, answering by the aggregate id's prefix: `ok-` Ok,
+    `reject-` IllegalState, `fail-` 503 until healed, `flaky-` 503 for the first attempts of
+    each request id, `slow-` Ok late."""
+    host = HostProcess(log)
+    await host.start()
+    await host.behave("reject", aggregate_prefix="reject")
+    await host.behave("fail", aggregate_prefix="fail", status=503)
+    await host.behave("fail", aggregate_prefix="flaky", attempts=FLAKY_FAILURES, status=503)
+    await host.behave("hang", aggregate_prefix="slow", delay=(0.2, 1.5))
+    return host
+
+
+async def heal(host: HostProcess) -> None:
+    """The failing host answers as the others again."""
+    await host.unbehave(aggregate_prefix="fail")
+
+
+def ledger(arrivals: list[Arrival]) -> list[dict[str, Any]]:
+    """What the host received, one row a request: its code as a host that remembers every
+    decision (Ok or IllegalState) would answer it, so a rejected request id that comes again
+    is a duplicate, as an accepted one is."""
+    decided: set[str] = set()
+    rows = []
+    for arrival in arrivals:
+        request_id = arrival.request_id
+        if arrival.behaviour in ("ok", "hang", "reject") and request_id not in decided:
+            decided.add(request_id)
+            code = OK if arrival.behaviour != "reject" else arrival.error_code
+        elif arrival.behaviour in ("ok", "hang", "reject", "duplicate"):
+            code = DUPLICATE_REQUEST_ID
+        else:
+            code = arrival.error_code
+        rows.append(
+            {
+                "requestId": request_id,
+                "arrivedMs": arrival.received_ms,
+                "code": code,
+                "dueMs": int(arrival.message_header("schedule_due") or 0),
+                "slot": int(arrival.message_header("schedule_slot") or 0),
+                "skipped": int(arrival.message_header("schedule_skipped") or 0),
+                "aggregateId": arrival.aggregate_id,
+            }
         )
-        for _ in range(200):
-            with contextlib.suppress(httpx.HTTPError):
-                await self.http.get(self.url + "/_heal-check")
-                return
-            await asyncio.sleep(0.05)
-        raise RuntimeError("the soak host did not start")
-
-    async def ledger(self) -> list[dict[str, Any]]:
-        answer: list[dict[str, Any]] = (await self.http.get(self.url + "/_ledger")).json()
-        return answer
-
-    async def heal(self) -> None:
-        await self.http.post(self.url + "/_heal")
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.terminate()
-            await self.proc.wait()
+    return rows
 
 
-class WorkerProcess:
-    """The real `wow-temporal worker`, killed and started again."""
-
-    def __init__(
-        self, server: EmbeddedTemporal, host_url: str, log: Path, *, tracing: bool = True
-    ) -> None:
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
-            "TEMPORAL_ADDRESS": server.address,
-            "WOW_HOST_URL": host_url,
-            "WOW_TELEMETRY_TRACING": str(tracing).lower(),
-            "WOW_WORKER_HEALTH_PORT": "0",  # several run side by side, on a shared machine
-            "WOW_WORKER_METRICS_PORT": "0",
-        }
-        self.log = log
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                str(WORKER),
-                "worker",
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while b"timer worker on task queue" not in self.log.read_bytes()[offset:]:
-            if self.proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError("the worker did not start:\n" + self.log.read_text()[-3000:])
-            await asyncio.sleep(0.05)
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            await self.proc.wait()
+def start_workers(
+    server: EmbeddedTemporal, host_url: str, tmp: Path, count: int, *, tracing: bool = True
+) -> list[Proc]:
+    """`count` real `wow-temporal worker` processes on the same task queues (not yet started)."""
+    env = worker_env(
+        server.address, server.namespace, host_url, WOW_TELEMETRY_TRACING=str(tracing).lower()
+    )
+    return [Proc.worker(tmp / f"worker-{n}.log", env, name=f"worker {n + 1}") for n in range(count)]
 
 
-class Workers:
-    """Several real workers on the same task queues, SIGKILLed one at a time or all at once."""
-
-    def __init__(self, workers: list[WorkerProcess]) -> None:
-        self.workers = workers
-
-    async def start(self, which: list[int] | None = None) -> None:
-        chosen = range(len(self.workers)) if which is None else which
-        await asyncio.gather(*(self.workers[i].start() for i in chosen))
-
-    async def kill(self, which: list[int] | None = None) -> None:
-        chosen = range(len(self.workers)) if which is None else which
-        await asyncio.gather(*(self.workers[i].kill() for i in chosen))
+async def restart(procs: list[Proc], pause: float) -> None:
+    """SIGKILL them together, wait `pause` seconds, start them again together."""
+    await asyncio.gather(*(p.kill() for p in procs))
+    await asyncio.sleep(pause)
+    await asyncio.gather(*(p.start() for p in procs))
 
 
-@dataclass
-class Chaos:
-    """What was done when (run-relative seconds), for the lateness windows."""
-
-    windows: list[tuple[str, float, float]] = field(default_factory=list)
-
-    def inside(self, at: float) -> bool:
-        return any(
-            start - CHAOS_LEAD_S <= at <= end + CHAOS_RECOVERY_S for _, start, end in self.windows
-        )
-
-
-async def run_chaos(
+def chaos_plan(
     server: EmbeddedTemporal,
-    workers: Workers,
+    workers: list[Proc],
     duration: float,
     rng: random.Random,
-    clock: Callable[[], float],
-    chaos: Chaos,
     kills: int,
     restart_server: bool,
-) -> None:
+) -> list[Fault]:
     """SIGKILL one worker `kills` times (each in turn), all of them once when there are
     several, and kill the dev server once, at random moments while commits are handed over."""
-    count = len(workers.workers)
+    count = len(workers)
     moments = sorted(rng.uniform(0.1, 0.65) * duration for _ in range(kills + (count > 1)))
-    plan_: list[tuple[float, str]] = [
-        (at, f"worker {n % count + 1}") for n, at in enumerate(moments[:kills])
+
+    def down(procs: list[Proc]) -> Callable[[], Awaitable[None]]:
+        return lambda: restart(procs, rng.uniform(1.0, 3.0))
+
+    faults = [
+        Fault(at, f"worker {n % count + 1}", down([workers[n % count]]))
+        for n, at in enumerate(moments[:kills])
     ]
     if count > 1:
-        plan_.append((moments[kills], "all workers"))
+        faults.append(Fault(moments[kills], "all workers", down(workers)))
+
+    async def server_down() -> None:
+        await server.kill()
+        await asyncio.sleep(5.0)
+        await server.start()
+
     if restart_server:
-        plan_.append((rng.uniform(0.45, 0.6) * duration, "server"))
-    for at, what in sorted(plan_):
-        await asyncio.sleep(max(0.0, at - clock()))
-        began = clock()
-        if what.startswith("worker "):
-            which = [int(what.split()[1]) - 1]
-            await workers.kill(which)
-            await asyncio.sleep(rng.uniform(1.0, 3.0))
-            await workers.start(which)
-        elif what == "all workers":
-            await workers.kill()
-            await asyncio.sleep(rng.uniform(1.0, 3.0))
-            await workers.start()
-        else:
-            await server.kill()
-            await asyncio.sleep(5.0)
-            await server.start()
-        chaos.windows.append((what, began, clock()))
-        print(f"  chaos: {what} down {began:6.1f}s .. {clock():6.1f}s", file=sys.stderr)
+        faults.append(Fault(rng.uniform(0.45, 0.6) * duration, "server", server_down))
+    return faults
+
+
+def chaos_kinds(workers: int, kills: int, restart_server: bool) -> list[str]:
+    """What `chaos_plan` does, by name."""
+    kinds = [f"worker {n % workers + 1}" for n in range(kills)]
+    return sorted(kinds + ["all workers"] * (workers > 1) + ["server"] * restart_server)
 
 
 async def hand_over(
@@ -588,6 +463,8 @@ class Report:
     lateness_unhealthy: dict[str, float] = field(default_factory=dict)
     """Deliveries to the flaky and slow hosts, wherever due."""
     chaos: list[tuple[str, float, float]] = field(default_factory=list)
+    chaos_expected: list[str] = field(default_factory=list)
+    """What the chaos was planned to do, by name."""
     latest_outside: list[tuple[int, float, str]] = field(default_factory=list)
     latest_inside: list[tuple[int, float, str]] = field(default_factory=list)
     """The latest deliveries due outside the chaos windows: (ms late, due at s, request id)."""
@@ -798,31 +675,33 @@ async def count_task_timeouts(client: Client, workflow_ids: list[str]) -> int:
     return sum(await asyncio.gather(*(one(w) for w in workflow_ids)))
 
 
+@dataclass
+class Run:
+    """A soak under way: its server, host, workers and client, and the run's clock."""
+
+    server: EmbeddedTemporal
+    host: HostProcess
+    workers: list[Proc]
+    client: Client
+    timers: TimerClient
+    epoch: float = field(default_factory=time.time)
+
+    def clock(self) -> float:
+        return time.time() - self.epoch
+
+
 async def soak(args: argparse.Namespace) -> Report:
     rng = random.Random(args.seed)
     run = f"{rng.randrange(16**6):06x}"
-    with contextlib.ExitStack() as stack:
-        if args.keep:
-            tmp = tempfile.mkdtemp(prefix="wow-soak-")
-            print(f"soak: keeping {tmp}", file=sys.stderr)
-        else:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wow-soak-"))
-        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
-        host = HostProcess()
+    with scratch(args, "soak") as tmp:
+        server = EmbeddedTemporal(tmp / "temporal", headless=True)
         await server.start()
-        await host.start()
-        workers = Workers(
-            [
-                WorkerProcess(
-                    server, host.url, Path(tmp) / f"worker-{n}.log", tracing=not args.no_tracing
-                )
-                for n in range(args.workers)
-            ]
-        )
+        host = await start_host(tmp / "host.log")
+        workers = start_workers(server, host.url, tmp, args.workers, tracing=not args.no_tracing)
         try:
-            await workers.start()
+            await asyncio.gather(*(w.start() for w in workers))
             client = await server.connect()
-            timers = TimerClient(client, delivery=DELIVERY)
+            rig = Run(server, host, workers, client, TimerClient(client, delivery=DELIVERY))
             aggregates = plan(args.aggregates, args.duration, rng, run)
             commits = sum(len(a.commits) for a in aggregates)
             print(
@@ -830,71 +709,27 @@ async def soak(args: argparse.Namespace) -> Report:
                 f"{args.duration:.0f}s, seed {args.seed}",
                 file=sys.stderr,
             )
-            epoch = time.time()
-
-            def clock() -> float:
-                return time.time() - epoch
-
-            chaos = Chaos()
+            rig.epoch = time.time()
+            chaos = Chaos(lead=CHAOS_LEAD_S, recovery=CHAOS_RECOVERY_S)
+            faults = chaos_plan(
+                server, workers, args.duration, rng, args.kills, not args.no_server_restart
+            )
+            chaos_task = asyncio.ensure_future(chaos.run(faults, rig.clock))
             limit = asyncio.Semaphore(args.concurrency)
             applies: list[tuple[float, float]] = []
-            chaos_task = asyncio.ensure_future(
-                run_chaos(
-                    server,
-                    workers,
-                    args.duration,
-                    rng,
-                    clock,
-                    chaos,
-                    args.kills,
-                    not args.no_server_restart,
+            await asyncio.gather(
+                *(
+                    hand_over(rig.timers, a, rig.epoch, rig.clock, limit, applies)
+                    for a in aggregates
                 )
             )
-            await asyncio.gather(
-                *(hand_over(timers, a, epoch, clock, limit, applies) for a in aggregates)
-            )
-            ingest_done = clock()
+            ingest_done = rig.clock()
             await chaos_task
-            schedules = [s for a in aggregates for s in schedules_of(a, epoch)]
-            last_due = max(
-                (s.due_ms(1) / 1000 - epoch for s in schedules if not s.recurring), default=0.0
+            report = Report(args.aggregates, commits, 0, workers=args.workers, chaos=chaos.windows)
+            report.chaos_expected = chaos_kinds(
+                args.workers, args.kills, not args.no_server_restart
             )
-            await asyncio.sleep(max(0.0, last_due - clock()) + args.settle)
-
-            # Parked now: exactly the failing host's live schedules (read by id, not visibility).
-            parked_seen: set[str] = set()
-            live: dict[str, Schedule] = {}
-            for schedule in schedules:
-                if schedule.superseded_at is None and schedule.applied_at is not None:
-                    wid = timer_workflow_id(schedule.aggregate.ref, schedule.key)
-                    if wid not in live or live[wid].order < schedule.order:
-                        live[wid] = schedule
-            states = await settled_states(client, list(live), args.settle_within)
-            for state in states.values():
-                if state is not None and state.status is Status.PARKED and state.spec is not None:
-                    parked_seen.add(state.spec.timer)
-            await host.heal()
-            healed_at = clock()
-            for wid, state in states.items():
-                if state is not None and state.status is Status.PARKED:
-                    with contextlib.suppress(TimerError):
-                        await timers.retry(wid)
-            await asyncio.sleep(args.settle)
-            retried = [w for w, state in states.items() if state and state.status is Status.PARKED]
-            await settled_states(client, retried, args.settle_within)
-            cancelled_crons_at: dict[str, tuple[float, float]] = {}
-            for wid, schedule in live.items():
-                if schedule.recurring:
-                    began = clock()
-                    with contextlib.suppress(TimerError):
-                        await timers.cancel(wid)
-                    cancelled_crons_at[schedule.timer] = (began, clock())
-            for schedule in schedules:
-                if schedule.recurring and schedule.timer not in cancelled_crons_at:
-                    cancelled_crons_at[schedule.timer] = (clock(), clock())
-            await asyncio.sleep(2.0)
-            ledger = await host.ledger()
-            report = Report(args.aggregates, commits, len(schedules), chaos=chaos.windows)
+            await settle_and_check(rig, args, aggregates, chaos, report)
             report.ingest_per_s = round(
                 sum(len(c.handovers) for a in aggregates for c in a.commits)
                 / max(ingest_done, 1e-9),
@@ -902,27 +737,70 @@ async def soak(args: argparse.Namespace) -> Report:
             )
             lat = summary([took * 1000 for _, took in applies])
             report.apply_p50_ms, report.apply_p99_ms = lat.get("p50", 0.0), lat.get("p99", 0.0)
-            report.workers = args.workers
             first_planned = min(at for a in aggregates for c in a.commits for at in c.handovers)
             ingest_in_chaos(report, applies, chaos, first_planned, ingest_done)
-            check(
-                report, schedules, ledger, epoch, parked_seen, healed_at, chaos, cancelled_crons_at
-            )
-            every_timer = sorted(
-                {
-                    timer_workflow_id(a.ref, k)
-                    for a in aggregates
-                    for k in ("k1", "tick")
-                    if any(e.key == k for c in a.commits for e in c.events)
-                }
-            )
-            report.still_running = await count_running(client, every_timer)
-            report.workflow_task_timeouts = await count_task_timeouts(client, every_timer)
             return report
         finally:
-            await workers.kill()
+            await asyncio.gather(*(w.kill() for w in workers))
             await host.stop()
             await server.stop()
+
+
+async def settle_and_check(
+    rig: Run, args: argparse.Namespace, aggregates: list[Aggregate], chaos: Chaos, report: Report
+) -> None:
+    """Once the last one-shot is due: read which timers parked, heal the failing host and
+    retry them, cancel the live cron timers; then check the host's ledger against the model."""
+    schedules = [s for a in aggregates for s in schedules_of(a, rig.epoch)]
+    report.schedules = len(schedules)
+    last_due = max(
+        (s.due_ms(1) / 1000 - rig.epoch for s in schedules if not s.recurring), default=0.0
+    )
+    await asyncio.sleep(max(0.0, last_due - rig.clock()) + args.settle)
+
+    # Parked now: exactly the failing host's live schedules (read by id, not visibility).
+    parked_seen: set[str] = set()
+    live: dict[str, Schedule] = {}
+    for schedule in schedules:
+        if schedule.superseded_at is None and schedule.applied_at is not None:
+            wid = timer_workflow_id(schedule.aggregate.ref, schedule.key)
+            if wid not in live or live[wid].order < schedule.order:
+                live[wid] = schedule
+    states = await settled_states(rig.client, list(live), args.settle_within)
+    for state in states.values():
+        if state is not None and state.status is Status.PARKED and state.spec is not None:
+            parked_seen.add(state.spec.timer)
+    await heal(rig.host)
+    healed_at = rig.clock()
+    retried = [w for w, state in states.items() if state and state.status is Status.PARKED]
+    for wid in retried:
+        with contextlib.suppress(TimerError):
+            await rig.timers.retry(wid)
+    await asyncio.sleep(args.settle)
+    await settled_states(rig.client, retried, args.settle_within)
+    cancelled_crons_at: dict[str, tuple[float, float]] = {}
+    for wid, schedule in live.items():
+        if schedule.recurring:
+            began = rig.clock()
+            with contextlib.suppress(TimerError):
+                await rig.timers.cancel(wid)
+            cancelled_crons_at[schedule.timer] = (began, rig.clock())
+    for schedule in schedules:
+        if schedule.recurring and schedule.timer not in cancelled_crons_at:
+            cancelled_crons_at[schedule.timer] = (rig.clock(), rig.clock())
+    await asyncio.sleep(2.0)
+    rows = ledger(await rig.host.arrivals())
+    check(report, schedules, rows, rig.epoch, parked_seen, healed_at, chaos, cancelled_crons_at)
+    every_timer = sorted(
+        {
+            timer_workflow_id(a.ref, k)
+            for a in aggregates
+            for k in ("k1", "tick")
+            if any(e.key == k for c in a.commits for e in c.events)
+        }
+    )
+    report.still_running = await count_running(rig.client, every_timer)
+    report.workflow_task_timeouts = await count_task_timeouts(rig.client, every_timer)
 
 
 async def settled_states(
@@ -982,9 +860,8 @@ async def count_running(client: Client, workflow_ids: list[str]) -> int:
 
 
 def print_report(report: Report) -> None:
-    verdict = "PASS" if report.ok else "FAIL"
     print(
-        f"soak {verdict}: {report.aggregates} aggregates, {report.commits} commits, "
+        f"soak {verdict(report.ok)}: {report.aggregates} aggregates, {report.commits} commits, "
         f"{report.schedules} schedules"
     )
     print(
@@ -1161,15 +1038,13 @@ async def catch_up(args: argparse.Namespace) -> CatchUpReport:
     with the log read ahead (as `Relay` does): nothing the log changed may be delivered."""
     rng = random.Random(args.seed)
     run = f"{rng.randrange(16**6):06x}"
-    with tempfile.TemporaryDirectory(prefix="wow-catch-up-") as tmp:
-        server = EmbeddedTemporal(Path(tmp) / "temporal", headless=True)
-        host = HostProcess()
+    with scratch(args, "soak-catch-up") as tmp:
+        server = EmbeddedTemporal(tmp / "temporal", headless=True)
         await server.start()
-        await host.start()
-        logs = [Path(tmp) / f"worker-{n}.log" for n in range(args.workers)]
-        workers = Workers([WorkerProcess(server, host.url, log) for log in logs])
+        host = await start_host(tmp / "host.log")
+        workers = start_workers(server, host.url, tmp, args.workers)
         try:
-            await workers.start()
+            await asyncio.gather(*(w.start() for w in workers))
             client = await server.connect()
             timers = TimerClient(client, delivery=DELIVERY)
             began = time.time()
@@ -1201,10 +1076,10 @@ async def catch_up(args: argparse.Namespace) -> CatchUpReport:
                 if e["name"] == "wow.ScheduleSet"
             )
             await asyncio.sleep(max(0.0, last_due - time.time()) + args.settle)
-            judge_catch_up(report, log, await host.ledger())
+            judge_catch_up(report, log, ledger(await host.arrivals()))
             return report
         finally:
-            await workers.kill()
+            await asyncio.gather(*(w.kill() for w in workers))
             await host.stop()
             await server.stop()
 
@@ -1224,62 +1099,99 @@ def print_catch_up(report: CatchUpReport) -> None:
     )
     for problem in report.problems[:20]:
         print(f"  ! {problem}")
-    print("PASS" if report.ok else "FAIL")
+    print(verdict(report.ok))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--aggregates", type=int, default=3000)
-    parser.add_argument("--duration", type=float, default=300.0, help="seconds of commits")
-    parser.add_argument("--kills", type=int, default=3, help="SIGKILLs of one worker, in turn")
-    parser.add_argument(
-        "--workers", type=int, default=3, help="worker processes; several: also all killed once"
+QUICK = {"aggregates": 240, "duration": 40.0, "kills": 2, "workers": 2, "settle": 8.0, "seed": 11}
+"""`--quick`: the smoke test's size (about a minute and a half)."""
+FULL = {"aggregates": 3000, "duration": 300.0, "kills": 3, "workers": 3, "settle": 15.0, "seed": 7}
+
+
+def verdicts(report: Report) -> Verdicts:
+    """Nothing lost, early, twice or after a change; every expected command decided once; the
+    failing host's schedules parked and delivered once after the retry; the chaos planned."""
+    return Verdicts(
+        must_be_zero={
+            **{name: getattr(report, name) for name in Report.MUST_BE_ZERO},
+            "undecided": report.expected - report.decided_once,
+            "parked_unlike_expected": abs(report.parked - report.parked_expected),
+            "parked_undelivered": abs(report.parked - report.delivered_after_retry),
+            "chaos_kinds_missing": _differ(report.chaos_expected, [w for w, _, _ in report.chaos]),
+        },
+        must_be_positive={
+            "decided_once": report.decided_once,
+            "expected_over_100": report.expected - 100,
+            "parked": report.parked,
+            "ingest_inside_per_s": report.ingest_inside_per_s,
+            "ingest_outside_per_s": report.ingest_outside_per_s,
+        },
+        figures={
+            "ingest_per_s": report.ingest_per_s,
+            "apply_p99_ms": report.apply_p99_ms,
+            **{
+                f"lateness_outside_{q}_ms": report.lateness_outside[q]
+                for q in ("p50", "p99")
+                if q in report.lateness_outside
+            },
+        },
     )
-    parser.add_argument("--no-server-restart", action="store_true")
-    parser.add_argument(
+
+
+def catch_up_verdicts(report: CatchUpReport) -> Verdicts:
+    zero = ("lost", "decided_twice", "early", "delivered_though_changed")
+    return Verdicts(
+        must_be_zero={name: getattr(report, name) for name in zero},
+        must_be_positive={"delivered_once": report.delivered_once},
+        figures={"caught_up_s": report.caught_up_s},
+    )
+
+
+def _differ(wanted: list[str], done: list[str]) -> int:
+    """How many entries the two lists do not share (each counted as often as it occurs)."""
+    a, b = Counter(wanted), Counter(done)
+    return sum(((a - b) + (b - a)).values())
+
+
+def main() -> int:
+    p = parser(__doc__)
+    for name in ("aggregates", "kills"):
+        p.add_argument(f"--{name}", type=int, help=f"default {FULL[name]} ({QUICK[name]} quick)")
+    p.add_argument("--duration", type=float, help="seconds of commits (default 300, 40 quick)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes (default 3, 2 quick); several: also all killed once",
+    )
+    p.add_argument("--settle", type=float, help="default 15 (8 quick)")
+    p.add_argument("--no-server-restart", action="store_true")
+    p.add_argument(
         "--no-tracing", action="store_true", help="the worker without spans (its default: on)"
     )
-    parser.add_argument("--concurrency", type=int, default=50, help="applies in flight")
-    parser.add_argument("--settle", type=float, default=15.0)
-    parser.add_argument(
+    p.add_argument("--concurrency", type=int, default=50, help="applies in flight")
+    p.add_argument(
         "--settle-within",
         type=float,
         default=300.0,
         help="at most this long to wait for the one-shots to end or park, after --settle",
     )
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--keep", action="store_true", help="keep the logs and database")
-    parser.add_argument(
+    p.add_argument(
         "--catch-up",
         action="store_true",
         help="instead: a relay's catch-up after a Temporal outage of --outage seconds",
     )
-    parser.add_argument("--outage", type=float, default=180.0, help="with --catch-up")
-    parser.add_argument("--serve-host", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve_host:
-        serve_host(args.serve_host)
-        return
-    # SIGTERM (a timeout) ends the run through `finally`, so no dev server is left behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    p.add_argument("--outage", type=float, default=180.0, help="with --catch-up")
+    p.set_defaults(seed=None)
+    args = p.parse_args()
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     configure_temporal_runtime()  # the core's retry warnings while the server is down: quiet
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)
     if args.catch_up:
-        caught = asyncio.run(catch_up(args))
-        if args.json:
-            print(json.dumps({**caught.__dict__, "ok": caught.ok}, default=str))
-        else:
-            print_catch_up(caught)
-        sys.exit(0 if caught.ok else 1)
-    report = asyncio.run(soak(args))
-    if args.json:
-        print(json.dumps({**report.__dict__, "ok": report.ok}, default=str))
-    else:
-        print_report(report)
-    sys.exit(0 if report.ok else 1)
+        return bench_main(args, catch_up, print_catch_up, catch_up_verdicts)
+    return bench_main(args, soak, print_report, verdicts)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

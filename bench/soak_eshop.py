@@ -30,8 +30,9 @@ notification log (every commit, in order) and request records are read:
 It prints those counts and the lateness (commit - due) of the timers' cancellations and of the
 job's ticks, overall and outside the chaos windows.
 
-Run: `.venv/bin/python bench/soak_eshop.py [--customers N] [--duration S] [--seed N] [--json]`;
-exit status 1 if any count that must be 0 is not.
+Run: `python -m bench.soak_eshop [--quick] [--customers N] [--duration S] [--seed N] [--json]`;
+`--quick` (the smoke test's size): 50 customers over 30 s, grace 3 s, one kill of the workers
+and one of the host, seed 13.
 """
 
 from __future__ import annotations
@@ -39,28 +40,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import random
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from bench.harness.stats import summary
+from bench.harness import (
+    CLI,
+    Chaos,
+    Fault,
+    Proc,
+    Verdicts,
+    answers,
+    bench_main,
+    log_says,
+    parser,
+    scratch,
+    summary,
+    verdict,
+    worker_env,
+)
 from workers.eshop.inventory import PRODUCTS, SupplierFeed
 from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from workers.eshop.stock import STOCK
@@ -78,8 +87,6 @@ from wow_temporal.wire import (
     read_result,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-CLI = Path(sys.executable).parent / "wow-temporal"
 TENANT = "(0)"
 """Wow's default tenant: the SYSTEM job's, so its deliveries stock the customers' shop."""
 JOB = "receive-deliveries"
@@ -114,91 +121,11 @@ PLACED_BY = 0.75
 # -- processes --------------------------------------------------------------------------------
 
 
-class Proc:
-    """One `wow-temporal` subprocess, its output appended to a log file; SIGKILLed and started
-    again, or stopped with SIGTERM (it lets its work in flight finish)."""
-
-    def __init__(
-        self,
-        name: str,
-        args: list[str],
-        env: dict[str, str],
-        log: Path,
-        ready: Callable[[int], Awaitable[bool]],
-    ) -> None:
-        self.name = name
-        self.args = args
-        self.env = env
-        self.log = log
-        self.ready = ready
-        self.proc: asyncio.subprocess.Process | None = None
-        self.starts = 0
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
-
-    async def start(self) -> None:
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                str(CLI),
-                *self.args,
-                cwd=REPO,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.starts += 1
-        deadline = time.monotonic() + 90
-        while not await self.ready(offset):
-            if self.proc.returncode is not None or time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"{self.name} did not start:\n{tail}")
-            await asyncio.sleep(0.05)
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGKILL)
-            await self.proc.wait()
-
-    async def stop(self, timeout: float = 45.0) -> None:  # noqa: ASYNC109 - a plain bound
-        if self.proc is not None and self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                async with asyncio.timeout(timeout):
-                    await self.proc.wait()
-            except TimeoutError:
-                await self.kill()
-
-
-def log_says(log: Path, line: bytes) -> Callable[[int], Awaitable[bool]]:
-    """Ready once `line` is in the log past the offset the start began at."""
-
-    async def probe(offset: int) -> bool:
-        return line in (await asyncio.to_thread(log.read_bytes))[offset:]
-
-    return probe
-
-
-def answers_health(url: str) -> Callable[[int], Awaitable[bool]]:
-    """Ready once the host answers `GET /health`."""
-
-    async def probe(offset: int) -> bool:
-        try:
-            async with httpx.AsyncClient(timeout=2) as http:
-                return (await http.get(url + "/health")).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    return probe
-
-
 @dataclass
 class Stack:
+    """The e-shop's processes on a dev server of its own: the host (on its store) and the two
+    workers."""
+
     server: EmbeddedTemporal
     host: Proc
     timer_worker: Proc
@@ -206,51 +133,43 @@ class Stack:
     url: str
     store: Path
 
+    async def server_down(self) -> None:
+        """Kill the dev server and start it again on its database, 5 s later."""
+        await self.server.kill()
+        await asyncio.sleep(5.0)
+        await self.server.start()
+
 
 def make_stack(tmp: Path, server: EmbeddedTemporal, grace: float, job_every: int) -> Stack:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    inherited = {
-        k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_", "ESHOP_"))
-    }
-    base = {
-        **inherited,
-        "TEMPORAL_ADDRESS": server.address,
-        "TEMPORAL_NAMESPACE": server.namespace,
+    base = worker_env(
+        server.address,
+        server.namespace,
+        url,
         # Deliveries and ticks ride out a host that is down for a while (never parked by it),
         # and are retried promptly once it is back.
-        "WOW_TIMERS_MAX_ATTEMPTS": "60",
-        "WOW_TIMERS_RETRY_INITIAL_INTERVAL": "200ms",
-        "WOW_TIMERS_RETRY_MAX_INTERVAL": "1s",
-        "WOW_WORKER_HEALTH_PORT": "0",  # two workers here: no 8081
-        "WOW_WORKER_METRICS_PORT": "0",  # nor 9464
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-    }
+        WOW_TIMERS_MAX_ATTEMPTS="60",
+        WOW_TIMERS_RETRY_INITIAL_INTERVAL="200ms",
+        WOW_TIMERS_RETRY_MAX_INTERVAL="1s",
+    )
+    base = {k: v for k, v in base.items() if not k.startswith("ESHOP_")}
     store = tmp / "domain.db"
     host = Proc(
         "the host",
-        ["host", "--app", "workers.eshop:apps", "--db", str(store), "--port", str(port)],
-        {**base, "ESHOP_PAYMENT_GRACE_PERIOD": f"PT{grace:g}S"},
+        [str(CLI), "host", "--app", "workers.eshop:apps", "--db", str(store), "--port", str(port)],
         tmp / "host.log",
-        answers_health(url),
+        answers(url + "/health"),
+        env={**base, "ESHOP_PAYMENT_GRACE_PERIOD": f"PT{grace:g}S"},
     )
-    timer_worker = Proc(
-        "the timer worker",
-        ["worker"],
-        {**base, "WOW_HOST_URL": url},
-        tmp / "timer-worker.log",
-        log_says(tmp / "timer-worker.log", b"timer worker on task queue"),
-    )
+    timer_worker = Proc.worker(tmp / "timer-worker.log", base, name="the timer worker")
+    job_log = tmp / "job-worker.log"
     job_worker = Proc(
         "the job worker",
-        ["worker", "--app", "workers.eshop.inventory:app"],
-        {
-            **base,
-            "WOW_HOST_URL": url,
-            "WOW_SCHEDULES_RECEIVE_DELIVERIES_EXPRESSION": f"*/{job_every} * * * * *",
-        },
-        tmp / "job-worker.log",
-        log_says(tmp / "job-worker.log", b"job worker for eshop-inventory"),
+        [str(CLI), "worker", "--app", "workers.eshop.inventory:app"],
+        job_log,
+        log_says(job_log, b"job worker for eshop-inventory"),
+        env={**base, "WOW_SCHEDULES_RECEIVE_DELIVERIES_EXPRESSION": f"*/{job_every} * * * * *"},
     )
     return Stack(server, host, timer_worker, job_worker, url, store)
 
@@ -258,65 +177,38 @@ def make_stack(tmp: Path, server: EmbeddedTemporal, grace: float, job_every: int
 # -- chaos ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Chaos:
-    """What was done when (run-relative seconds), for the lateness windows."""
-
-    windows: list[tuple[str, float, float]] = field(default_factory=list)
-
-    def inside(self, at: float) -> bool:
-        return any(
-            start - CHAOS_LEAD_S <= at <= end + CHAOS_RECOVERY_S for _, start, end in self.windows
-        )
-
-
-async def run_chaos(
-    stack: Stack,
-    args: argparse.Namespace,
-    rng: random.Random,
-    clock: Callable[[], float],
-    chaos: Chaos,
-) -> None:
+def chaos_plan(
+    stack: Stack, args: argparse.Namespace, rng: random.Random
+) -> tuple[list[Fault], list[Fault]]:
     """SIGKILL the workers `--kills` times, and the host `--host-kills` times and kill the dev
-    server once, at seeded random moments: the workers' kills one after the other, the host's
-    and the server's one after the other, the two at once (a worker may die while the host or
-    the server is down)."""
+    server once, at seeded random moments: two tracks, each done one fault after the other and
+    the two at once (a worker may die while the host or the server is down)."""
     duration = args.duration
-    workers = [stack.timer_worker], [stack.job_worker], [stack.timer_worker, stack.job_worker]
+    victims = [stack.timer_worker], [stack.job_worker], [stack.timer_worker, stack.job_worker]
     kills = sorted(
-        (rng.uniform(0.12, 0.7) * duration, "worker", rng.randrange(3), rng.uniform(0.5, 3.0))
+        (rng.uniform(0.12, 0.7) * duration, rng.randrange(3), rng.uniform(0.5, 3.0))
         for _ in range(args.kills)
     )
-    downs = [
-        (rng.uniform(0.12, 0.7) * duration, "host", 0, rng.uniform(0.3, 2.0))
-        for _ in range(args.host_kills)
+    hosts = [
+        (rng.uniform(0.12, 0.7) * duration, rng.uniform(0.3, 2.0)) for _ in range(args.host_kills)
     ]
+    workers = [
+        Fault(at, " and ".join(v.name.removeprefix("the ") for v in victims[which]),
+              partial(restart, victims[which], pause))
+        for at, which, pause in kills
+    ]  # fmt: skip
+    downs = [Fault(at, "host", partial(restart, [stack.host], pause)) for at, pause in hosts]
     if not args.no_server_restart:
-        downs.append((rng.uniform(0.35, 0.55) * duration, "server", 0, 5.0))
+        downs.append(Fault(rng.uniform(0.35, 0.55) * duration, "server", stack.server_down))
+    return workers, downs
 
-    async def one_after_another(plan: list[tuple[float, str, int, float]]) -> None:
-        for at, what, which, pause in sorted(plan):
-            await asyncio.sleep(max(0.0, at - clock()))
-            began = clock()
-            if what == "worker":
-                victims = workers[which]
-                for victim in victims:
-                    await victim.kill()
-                await asyncio.sleep(pause)
-                await asyncio.gather(*(victim.start() for victim in victims))
-                what = " and ".join(v.name.removeprefix("the ") for v in victims)
-            elif what == "host":
-                await stack.host.kill()
-                await asyncio.sleep(pause)
-                await stack.host.start()
-            else:
-                await stack.server.kill()
-                await asyncio.sleep(pause)
-                await stack.server.start()
-            chaos.windows.append((what, began, clock()))
-            print(f"  chaos: {what} down {began:6.1f}s .. {clock():6.1f}s", file=sys.stderr)
 
-    await asyncio.gather(one_after_another(kills), one_after_another(downs))
+async def restart(procs: list[Proc], pause: float) -> None:
+    """SIGKILL them one after the other, wait `pause` seconds, start them again together."""
+    for proc in procs:
+        await proc.kill()
+    await asyncio.sleep(pause)
+    await asyncio.gather(*(proc.start() for proc in procs))
 
 
 # -- customers --------------------------------------------------------------------------------
@@ -587,6 +479,8 @@ class Report:
     followers_stalls: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Each follower's longest stall: seconds behind without moving, from when (run s)."""
     chaos: list[tuple[str, float, float]] = field(default_factory=list)
+    chaos_expected: list[str] = field(default_factory=list)
+    """What the chaos was to do, by name."""
     problems: list[str] = field(default_factory=list)
 
     MUST_BE_ZERO = (
@@ -1031,15 +925,68 @@ async def drained(url: str, timeout: float) -> bool:  # noqa: ASYNC109
     return False
 
 
+async def stock_up(shop: Shop, run: str) -> set[str]:
+    """Every product stocked with `INITIAL_STOCK` before the customers come; the request ids."""
+    stocked: set[str] = set()
+    for product in PRODUCTS:
+        request_id = f"stock-{product}-{run}"
+        answer = await shop.send(
+            "stock",
+            product,
+            STOCK.ref(TENANT, product),
+            "eshop.inventory.ReceiveStock",
+            {"quantity": INITIAL_STOCK},
+            request_id,
+            record=False,
+        )
+        assert answer.code == "Ok", answer
+        stocked.add(request_id)
+    return stocked
+
+
+async def orders_end(shop: Shop, refs: list[AggregateRef], within: float) -> None:
+    """Wait until every order placed has ended (its grace period at the latest), `within`
+    seconds at most."""
+    pending = list(refs)
+    deadline = time.monotonic() + within
+    while pending and time.monotonic() < deadline:
+        statuses = await asyncio.gather(*(shop.status(r) for r in pending))
+        pending = [
+            r
+            for r, s in zip(pending, statuses, strict=True)
+            if s not in ("PAID", "CANCELLED") and not (s is None and _never(shop, r))
+        ]
+        if pending:
+            await asyncio.sleep(0.5)
+
+
+async def read_versions(shop: Shop, refs: list[AggregateRef]) -> dict[AggregateRef, int | None]:
+    """Each order's and product's version as the host reads it at the end."""
+    every = refs + [STOCK.ref(TENANT, p) for p in (*PRODUCTS, NEVER_STOCKED)]
+    read = await asyncio.gather(*(shop.version(r) for r in every))
+    return dict(zip(every, read, strict=True))
+
+
+async def check_timers_ended(report: Report, client: Client, orders: dict[str, OrderLog]) -> None:
+    """No order's timer is left running (parked, or never told of its end), 30 s at most."""
+    timers = [
+        timer_workflow_id(ORDER.ref(TENANT, o), PAYMENT_GRACE_PERIOD)
+        for o, order in orders.items()
+        if order.timers
+    ]
+    running = await count_running(client, timers)
+    wait_until = time.monotonic() + 30
+    while running and time.monotonic() < wait_until:
+        await asyncio.sleep(1.0)
+        running = await count_running(client, running)
+    for workflow_id in running:
+        report.problem("timers_still_running", workflow_id)
+
+
 async def soak(args: argparse.Namespace) -> Report:
     rng = random.Random(args.seed)
     run = f"{rng.randrange(16**6):06x}"
-    with contextlib.ExitStack() as exits:
-        if args.keep:
-            tmp = Path(tempfile.mkdtemp(prefix="wow-soak-eshop-"))
-            print(f"soak-eshop: keeping {tmp}", file=sys.stderr)
-        else:
-            tmp = Path(exits.enter_context(tempfile.TemporaryDirectory(prefix="wow-soak-eshop-")))
+    with scratch(args, "soak_eshop") as tmp:
         server = EmbeddedTemporal(tmp / "temporal", headless=True)
         stack: Stack | None = None
         http = httpx.AsyncClient(
@@ -1052,20 +999,7 @@ async def soak(args: argparse.Namespace) -> Report:
                 stack.host.start(), stack.timer_worker.start(), stack.job_worker.start()
             )
             shop = Shop(stack.url, http, args.grace)
-            stocked: set[str] = set()
-            for product in PRODUCTS:
-                request_id = f"stock-{product}-{run}"
-                answer = await shop.send(
-                    "stock",
-                    product,
-                    STOCK.ref(TENANT, product),
-                    "eshop.inventory.ReceiveStock",
-                    {"quantity": INITIAL_STOCK},
-                    request_id,
-                    record=False,
-                )
-                assert answer.code == "Ok", answer
-                stocked.add(request_id)
+            stocked = await stock_up(shop, run)
             plans = plan_orders(args.customers, args.duration, rng, run)
             print(
                 f"soak-eshop: {args.customers} customers, {len(plans)} orders over "
@@ -1078,51 +1012,39 @@ async def soak(args: argparse.Namespace) -> Report:
             def clock() -> float:
                 return time.time() - epoch
 
-            chaos = Chaos()
-            chaos_task = asyncio.ensure_future(run_chaos(stack, args, rng, clock, chaos))
+            chaos = Chaos(lead=CHAOS_LEAD_S, recovery=CHAOS_RECOVERY_S)
+            tracks = chaos_plan(stack, args, rng)
+            chaos_task = asyncio.gather(*(chaos.run(track, clock) for track in tracks))
             followers, sampled = Followers(), asyncio.Event()
             sampler = asyncio.ensure_future(followers.sample(stack.url, clock, sampled))
             await asyncio.gather(*(customer(shop, p, clock) for p in plans))
             await chaos_task
             print(f"soak-eshop: customers done at {clock():.1f}s", file=sys.stderr)
-
-            # Every order placed ends (its grace period at the latest), then nothing more moves.
             refs = [ORDER.ref(TENANT, p.order_id) for p in plans]
-            pending = list(refs)
-            deadline = time.monotonic() + args.grace + args.settle
-            while pending and time.monotonic() < deadline:
-                statuses = await asyncio.gather(*(shop.status(r) for r in pending))
-                pending = [
-                    r
-                    for r, s in zip(pending, statuses, strict=True)
-                    if s not in ("PAID", "CANCELLED") and not (s is None and _never(shop, r))
-                ]
-                if pending:
-                    await asyncio.sleep(0.5)
+            await orders_end(shop, refs, args.grace + args.settle)
             job_stopped_ms = int(time.time() * 1000)
             await stack.job_worker.stop()  # its tick in flight finishes; no slot after it
             idle = await drained(stack.url, args.settle)
             sampled.set()
             await sampler
-            every = refs + [STOCK.ref(TENANT, p) for p in (*PRODUCTS, NEVER_STOCKED)]
-            versions = dict(
-                zip(every, await asyncio.gather(*(shop.version(r) for r in every)), strict=True)
-            )
+            versions = await read_versions(shop, refs)
             await stack.host.stop()
             print(f"soak-eshop: host stopped at {clock():.1f}s; reading its log", file=sys.stderr)
 
-            commits, store = read_log(stack.store)
             report = Report(args.customers, len(plans), args.duration, args.seed)
             report.chaos = chaos.windows
+            quick_seed = args.quick and args.seed == QUICK["seed"]
+            planned = sorted(f.what for track in tracks for f in track)
+            report.chaos_expected = list(QUICK_CHAOS) if quick_seed else planned
             report.customers_waited_out = shop.waited_out
-            report.followers_worst = followers.worst
-            report.followers_stalls = followers.stalls
+            report.followers_worst, report.followers_stalls = followers.worst, followers.stalls
             for error in shop.host_errors:
                 report.problem("host_errors", error)
             if not idle:
                 report.problem("not_drained", "the relay or a saga was still behind at the end")
-            check_reads(report, commits, versions)
             check_host_log(report, stack.host.log)
+            commits, store = read_log(stack.store)
+            check_reads(report, commits, versions)
             try:
                 orders = check_orders(report, commits, store, shop.sent, epoch, chaos)
                 check_stock_and_job(
@@ -1130,20 +1052,7 @@ async def soak(args: argparse.Namespace) -> Report:
                 )
             finally:
                 store.close()
-            # No order's timer is left running (parked, or never told of its end).
-            client = await server.connect()
-            timers = [
-                timer_workflow_id(ORDER.ref(TENANT, o), PAYMENT_GRACE_PERIOD)
-                for o, order in orders.items()
-                if order.timers
-            ]
-            running = await count_running(client, timers)
-            wait_until = time.monotonic() + 30
-            while running and time.monotonic() < wait_until:
-                await asyncio.sleep(1.0)
-                running = await count_running(client, running)
-            for workflow_id in running:
-                report.problem("timers_still_running", workflow_id)
+            await check_timers_ended(report, await server.connect(), orders)
             return report
         finally:
             await http.aclose()
@@ -1162,10 +1071,9 @@ def _never(shop: Shop, ref: AggregateRef) -> bool:
 
 def print_report(report: Report) -> None:
     r = report
-    verdict = "PASS" if r.ok else "FAIL"
     cancelled = r.cancelled_by_timer + r.cancelled_by_customer + r.cancelled_out_of_stock
     print(
-        f"soak-eshop {verdict}: {r.customers} customers, {r.orders} orders over "
+        f"soak-eshop {verdict(r.ok)}: {r.customers} customers, {r.orders} orders over "
         f"{r.duration:.0f}s, seed {r.seed}"
     )
     print(
@@ -1231,35 +1139,85 @@ def print_report(report: Report) -> None:
         print(f"  ! {line}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--customers", type=int, default=300)
-    parser.add_argument("--duration", type=float, default=180.0, help="seconds of customers")
-    parser.add_argument("--grace", type=float, default=4.0, help="payment grace period, s")
-    parser.add_argument("--job-every", type=int, default=3, help="seconds between job ticks")
-    parser.add_argument("--kills", type=int, default=3, help="worker SIGKILLs")
-    parser.add_argument("--host-kills", type=int, default=2, help="host SIGKILLs")
-    parser.add_argument("--no-server-restart", action="store_true")
-    parser.add_argument("--settle", type=float, default=60.0, help="bound on the end's waits")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--keep", action="store_true", help="keep the logs and databases")
-    args = parser.parse_args()
+QUICK = {
+    "customers": 50,
+    "duration": 30.0,
+    "grace": 3.0,
+    "kills": 1,
+    "host_kills": 1,
+    "settle": 40.0,
+    "seed": 13,
+}
+"""`--quick`: the smoke test's size (under a minute)."""
+QUICK_CHAOS = ("host", "server", "timer worker and job worker")
+"""What `--quick`'s seed does: both workers killed while the server is down, then the host."""
+FULL = {
+    "customers": 300,
+    "duration": 180.0,
+    "grace": 4.0,
+    "kills": 3,
+    "host_kills": 2,
+    "settle": 60.0,
+    "seed": 7,
+}
+
+
+def verdicts(report: Report) -> Verdicts:
+    """Every count that must be 0, and the chaos as planned; every path taken."""
+    done = Counter(what for what, _, _ in report.chaos)
+    wanted = Counter(report.chaos_expected)
+    return Verdicts(
+        must_be_zero={
+            **{name: getattr(report, name) for name in Report.MUST_BE_ZERO},
+            "chaos_kinds_missing": sum(((wanted - done) + (done - wanted)).values()),
+        },
+        must_be_positive={
+            name: getattr(report, name)
+            for name in (
+                "paid",
+                "deleted",
+                "cancelled_by_timer",
+                "cancelled_by_customer",
+                "cancelled_out_of_stock",
+                "slots_handled",
+                "received_from_job",
+                "timers_set",
+            )
+        },
+        figures={
+            f"lateness_{what}_{q}_ms": figures[q]
+            for what, figures in (
+                ("timers_outside", report.lateness_timers_outside),
+                ("ticks_outside", report.lateness_ticks_outside),
+            )
+            for q in ("p50", "p99")
+            if q in figures
+        },
+    )
+
+
+def main() -> int:
+    p = parser(__doc__)
+    p.add_argument("--customers", type=int, help="default 300 (50 quick)")
+    p.add_argument("--duration", type=float, help="seconds of customers (default 180, 30 quick)")
+    p.add_argument("--grace", type=float, help="payment grace period, s (default 4, 3 quick)")
+    p.add_argument("--job-every", type=int, default=3, help="seconds between job ticks")
+    p.add_argument("--kills", type=int, help="worker SIGKILLs (default 3, 1 quick)")
+    p.add_argument("--host-kills", type=int, help="host SIGKILLs (default 2, 1 quick)")
+    p.add_argument("--no-server-restart", action="store_true")
+    p.add_argument("--settle", type=float, help="bound on the end's waits (default 60, 40 quick)")
+    p.set_defaults(seed=None)
+    args = p.parse_args()
     if not 1 <= args.job_every <= 59 or 60 % args.job_every:
-        parser.error("--job-every: a divisor of 60")
-    # SIGTERM (a timeout) ends the run through `finally`, so nothing is left behind.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        p.error("--job-every: a divisor of 60")
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     configure_temporal_runtime()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)
-    report = asyncio.run(soak(args))
-    if args.json:
-        verdict = {"ok": report.ok, "must_be_zero": Report.MUST_BE_ZERO}
-        print(json.dumps({**report.__dict__, **verdict}, default=str))
-    else:
-        print_report(report)
-    sys.exit(0 if report.ok else 1)
+    return bench_main(args, soak, print_report, verdicts)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
