@@ -4,8 +4,6 @@ arrivals by the body's `run` and `due`."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import ClassVar
 
 from pydantic import BaseModel
@@ -80,12 +78,7 @@ async def arrivals_of(
 ) -> list[Arrival]:
     """The commands of `run` (the body's) the host decided `Ok`, in arrival order; with `n`,
     once there are `n` of them or `within` seconds have passed."""
-    deadline = time.monotonic() + within
-    while True:
-        found = [a for a in await host.delivered() if _run(a) == run]
-        if len(found) >= n or time.monotonic() >= deadline:
-            return found
-        await asyncio.sleep(0.05)
+    return await host.delivered_matching(lambda a: _run(a) == run, n, within)
 
 
 def _run(arrival: Arrival) -> str:

@@ -672,13 +672,6 @@ class Lag:
         return self.relay_rate < 0.95 * self.sent.rate or last > 2 * first + 50
 
 
-def stats(values: Sequence[float]) -> dict[str, float]:
-    """`summary` (n, p50, p99, max), NaN figures when there are no values."""
-    return (
-        summary(values) if values else {"n": 0, "p50": math.nan, "p99": math.nan, "max": math.nan}
-    )
-
-
 class LagRig:
     """A fresh host handing to a real `TimerClient` on a fresh dev server."""
 
@@ -754,12 +747,12 @@ class LagRig:
             rate,
             seconds,
             sent,
-            stats(lags),
+            summary(lags),
             (thirds[0], thirds[1]),
             len({r[3] for r in rows}),
             (len(rows) - 1) / span_s if span_s > 0 else math.nan,
             drain,
-            stats(await self.starts(rows)),
+            summary(await self.starts(rows)),
             server_cpu / sent.seconds if sent.seconds else math.nan,
         )
         progress(

@@ -59,6 +59,7 @@ from bench.harness import (
     pool,
     schedule_set,
     scratch,
+    sized,
     worker_env,
 )
 from wow_temporal.dev.ports import free_port
@@ -326,10 +327,7 @@ async def run_changes(
 
 async def run(args: argparse.Namespace) -> IngestReport:
     """The dev server and the control API up; the handovers, then the changes."""
-    sizes = {**(QUICK if args.quick else FULL), "rounds_per_case": 1 if args.quick else 2}
-    for flag, size in sizes.items():
-        if getattr(args, flag) is None:
-            setattr(args, flag, size)
+    sized(args, {**QUICK, "rounds_per_case": 1}, {**FULL, "rounds_per_case": 2})
     with scratch(args, "ingest") as tmp:
         server = EmbeddedTemporal(tmp / "temporal", headless=True)
         await server.start()

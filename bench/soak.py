@@ -65,6 +65,7 @@ from bench.harness import (
     bench_main,
     parser,
     scratch,
+    sized,
     summary,
     verdict,
     worker_env,
@@ -1180,11 +1181,8 @@ def main() -> int:
         help="instead: a relay's catch-up after a Temporal outage of --outage seconds",
     )
     p.add_argument("--outage", type=float, default=180.0, help="with --catch-up")
-    p.set_defaults(seed=None)
     args = p.parse_args()
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    sized(args, QUICK, FULL)
     configure_temporal_runtime()  # the core's retry warnings while the server is down: quiet
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)

@@ -66,6 +66,7 @@ from bench.harness import (
     log_says,
     parser,
     scratch,
+    sized,
     summary,
     verdict,
     worker_env,
@@ -1206,13 +1207,10 @@ def main() -> int:
     p.add_argument("--host-kills", type=int, help="host SIGKILLs (default 2, 1 quick)")
     p.add_argument("--no-server-restart", action="store_true")
     p.add_argument("--settle", type=float, help="bound on the end's waits (default 60, 40 quick)")
-    p.set_defaults(seed=None)
     args = p.parse_args()
     if not 1 <= args.job_every <= 59 or 60 % args.job_every:
         p.error("--job-every: a divisor of 60")
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    sized(args, QUICK, FULL)
     configure_temporal_runtime()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     logging.getLogger(CORE_LOGGER).setLevel(logging.ERROR)

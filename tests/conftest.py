@@ -71,11 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _LONGEST_FIRST = (
-    "test_soak",
-    "test_soak_eshop",
-    "test_bench_jobs_smoke",
-    "test_bench_host_smoke",
-    "test_bench_smoke",
+    "test_benches",
     "test_eshop_e2e",
     "test_jobs_faults",
     "test_timers_faults",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness.proc import Proc
@@ -41,12 +42,14 @@ class HostProcess(RemoteWowHost):
         """How many arrivals came again after their request id was decided."""
         return sum(a.behaviour == "duplicate" for a in await self.arrivals())
 
-    async def wait_for(self, count: int, *, tag: str = "", within: float) -> bool:
-        """True once `count` commands whose request ids start with `tag` were decided `Ok`;
-        False past `within` seconds."""
+    async def delivered_matching(
+        self, match: Callable[[Arrival], bool], count: int = 0, within: float = 0.0
+    ) -> list[Arrival]:
+        """The arrivals decided `Ok` that `match`, in order: once there are `count` of them, or
+        as they are when `within` seconds have passed."""
         deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if sum(a.request_id.startswith(tag) for a in await self.delivered()) >= count:
-                return True
+        while True:
+            found = [a for a in await self.delivered() if match(a)]
+            if len(found) >= count or time.monotonic() >= deadline:
+                return found
             await asyncio.sleep(0.05)
-        return False

@@ -38,8 +38,8 @@ def answers(url: str) -> Ready:
     """Ready once `url` answers 2xx."""
 
     async def probe(_: int) -> bool:
-        try:
-            async with httpx.AsyncClient(timeout=2) as http:
+        try:  # no TLS context: building one costs ~30 ms of CPU a probe, for a local http URL
+            async with httpx.AsyncClient(timeout=2, verify=False) as http:
                 return (await http.get(url)).is_success
         except httpx.HTTPError:
             return False

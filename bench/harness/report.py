@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["Verdicts", "bench_main", "parser", "scratch", "to_json", "verdict"]
+__all__ = ["Verdicts", "bench_main", "parser", "scratch", "sized", "to_json", "verdict"]
 
 R = TypeVar("R")
 
@@ -43,10 +43,20 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="a small run, for the smoke test")
-    p.add_argument("--seed", type=int, default=1, help="the random seed (default 1)")
+    p.add_argument("--seed", type=int, help="the random seed (default: the size's, else 1)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
     return p
+
+
+def sized(
+    args: argparse.Namespace, quick: dict[str, Any], full: dict[str, Any]
+) -> argparse.Namespace:
+    """Fill the flags left unset from the `--quick` or the full size (a seed too; else 1)."""
+    for name, value in {"seed": 1, **(quick if args.quick else full)}.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    return args
 
 
 @contextmanager
@@ -92,14 +102,21 @@ def bench_main(
     verdicts: Callable[[R], Verdicts],
 ) -> int:
     """Run the bench and print its report as text, or with `--json` as one object: the bench's
-    name, size and seed, its `Verdicts` and the whole report. SIGTERM (a timeout) ends the run
-    through `finally`, so no server is left behind."""
+    name, size and seed, its `Verdicts` and the whole report. Exits 1 when a count that must
+    be 0 is not, or one that must be above 0 is not (a figure never fails a run). SIGTERM (a
+    timeout) ends the run through `finally`, so no server is left behind."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report: R = asyncio.run(run(args))
+    judged = verdicts(report)
     if args.json:
         name = Path(sys.argv[0]).stem if sys.argv[0] else "bench"
         head = {"bench": name, "quick": args.quick, "seed": args.seed}
-        print(json.dumps({**head, **to_json(verdicts(report)), "report": to_json(report)}))
+        print(json.dumps({**head, **to_json(judged), "report": to_json(report)}))
     else:
         text(report)
-    return 0
+    broken = [k for k, v in judged.must_be_zero.items() if v != 0] + [
+        k for k, v in judged.must_be_positive.items() if not (math.isfinite(v) and v > 0)
+    ]
+    if broken:
+        print(f"broken: {', '.join(broken)}", file=sys.stderr)
+    return 1 if broken else 0

@@ -21,12 +21,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summary(values: Sequence[float], quantiles: Sequence[float] = (0.5, 0.99)) -> dict[str, float]:
-    """`n`, each quantile as `p50`, `p90`, `p99` … (rounded to 0.1) and `max`; `{"n": 0}` when
-    there are no samples."""
-    if not values:
-        return {"n": 0}
+    """`n`, each quantile as `p50`, `p90`, `p99` … (rounded to 0.1) and `max`; NaN for each
+    when there are no samples."""
     shown: dict[str, float] = {"n": len(values)}
     for q in quantiles:
         shown[f"p{round(q * 100):g}"] = round(percentile(values, q), 1)
-    shown["max"] = round(max(values), 1)
+    shown["max"] = round(max(values), 1) if values else math.nan
     return shown

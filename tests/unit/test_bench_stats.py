@@ -36,7 +36,9 @@ def test_known_values() -> None:
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert percentile([7.0], 0.99) == 7.0
     assert math.isnan(percentile([], 0.5))
-    assert summary([], (0.5,)) == {"n": 0}
+    empty = summary([], (0.5,))
+    assert empty["n"] == 0 and set(empty) == {"n", "p50", "max"}
+    assert math.isnan(empty["p50"]) and math.isnan(empty["max"])
     assert summary(hundred, (0.5, 0.9, 0.99)) == {
         "n": 100, "p50": 50.0, "p90": 90.0, "p99": 99.0, "max": 100.0,
     }  # fmt: skip
