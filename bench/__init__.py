@@ -1,2 +1,3 @@
-"""The benchmarks and soaks: each a script (`python bench/NAME.py`) that prints its figures as
-ratios against a baseline run side by side in the same process; `stats` is what they share."""
+"""The benchmarks and soaks: each a module (`python -m bench.NAME [--quick] [--json]`) that prints
+its figures as ratios against a baseline run side by side in the same process; `harness` is
+what they share."""
