@@ -16,6 +16,7 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordedRequest, RecordingHost
 from wow_temporal.delivery import CommandSender
 from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
@@ -116,15 +117,13 @@ class Rig:
         self, predicate: Callable[[list[TimerInfo]], bool], within: float = 10.0, **filters: Any
     ) -> list[TimerInfo]:
         """Poll the visibility listing (eventually consistent) until `predicate` holds."""
-        deadline = time.monotonic() + within
-        while True:
-            where = TimerFilter(aggregate_id=self.aggregate_id, **filters)
-            found = await self.timers.list(where)
-            if predicate(found):
-                return found
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"listing {filters} never matched; last {found}")
-            await asyncio.sleep(0.1)
+        where = TimerFilter(aggregate_id=self.aggregate_id, **filters)
+
+        listed: list[TimerInfo] = await eventually(
+            lambda: self.timers.list(where), within=within, what=f"listing {filters}",
+            interval=0.1, holds=predicate,
+        )
+        return listed
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -8,6 +8,7 @@ is shared by the session. Listing (visibility) is eventually consistent, so list
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -27,6 +28,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig
 
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app, serve
@@ -92,13 +94,9 @@ def timer_id(aggregate_id: str, key: str, tenant: str = "t1") -> str:
 async def polled(
     fetch: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 5.0
 ) -> T:
-    """Poll `fetch` until `check` holds (visibility lags); the last value if it never does."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await fetch()
-        if check(value) or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.2)
+    """Poll `fetch` until `check` holds (visibility lags)."""
+    value: T = await eventually(fetch, within=within, what="polled", interval=0.2, holds=check)
+    return value
 
 
 @dataclass
@@ -1180,13 +1178,13 @@ async def test_serve_runs_uvicorn_until_stopped(dev_client: Client) -> None:
     serving = asyncio.create_task(serve(settings, TimerClient(dev_client), stop=stop))
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=url) as http:
-        for _ in range(100):
-            try:
-                health = await http.get("/health")
-                break
-            except httpx.ConnectError:
-                await asyncio.sleep(0.05)
-        assert health.json() == {"status": "ok"}
+
+        async def health() -> dict[str, Any] | None:
+            with contextlib.suppress(httpx.ConnectError):
+                return dict((await http.get("/health")).json())
+            return None
+
+        assert await eventually(health, within=5, what="serving") == {"status": "ok"}
         assert (await http.get("/timers")).status_code == 401
         listed = await http.get(
             "/timers", params={"aggregateId": uuid.uuid4().hex}, headers=auth(OPERATOR)

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner
 
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from wow_temporal.cli import CLOSED_STDOUT_EXIT, app
 from wow_temporal.delivery import CommandSender
@@ -164,12 +164,13 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
     assert f"started   set    {workflow_id}" in applied.stdout
 
-    for _ in range(50):  # visibility is eventually consistent
-        listed = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
-        assert listed.returncode == 0, listed.stderr
-        if json.loads(listed.stdout):
-            break
-    (info,) = json.loads(listed.stdout)
+    def listed() -> list[dict[str, Any]]:  # visibility is eventually consistent
+        done = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        found: list[dict[str, Any]] = json.loads(done.stdout)
+        return found
+
+    (info,) = await eventually(listed, within=60, what="the timer listed")
     assert info["workflow_id"] == workflow_id
     assert info["status"] == "Scheduled"
     assert info["tenant"] == "t-cli"
@@ -406,16 +407,14 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
             stderr=stderr,
         )
     try:
-        deadline = time.monotonic() + 60
-        while "timer worker on task queue" not in output():
+
+        def said(words: str) -> bool:
             assert worker.returncode is None, output()
-            assert time.monotonic() < deadline, output()
-            await asyncio.sleep(0.1)
+            return words in output()
+
+        await eventually(lambda: said("timer worker on task queue"), within=60, what="started")
         await server.kill()
-        while "retried" not in output():
-            assert worker.returncode is None, output()
-            assert time.monotonic() < deadline + 60, output()
-            await asyncio.sleep(0.2)
+        await eventually(lambda: said("retried"), within=60, what="a retry", interval=0.2)
     finally:
         if worker.returncode is None:
             worker.send_signal(signal.SIGTERM)
@@ -578,10 +577,11 @@ async def test_timers_retry_says_what_is_true_of_the_retried_timer(
         dev_client, sender, task_queue=task_queue
     ):
         await timers.apply(commit)
-        deadline = time.monotonic() + 30
-        while (await timers.show(workflow_id)).status != "Parked":
-            assert time.monotonic() < deadline, "the timer never parked"
-            await asyncio.sleep(0.2)
+
+        async def parked() -> bool:
+            return (await timers.show(workflow_id)).status == "Parked"
+
+        await eventually(parked, within=30, what="the timer parked", interval=0.2)
         retried = await asyncio.to_thread(_cli, "timers", "retry", workflow_id, env=env)
         assert retried.returncode == 0, retried.stderr
         assert retried.stdout.strip() == (

@@ -13,7 +13,6 @@ import json
 import re
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -186,17 +185,18 @@ class Served:
         assert response.status_code == 200
         return {status["name"]: status for status in response.json()}
 
-    async def settle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    async def settle(self) -> None:
         """Wait until every follower has handled the whole log, twice in a row."""
         calm = 0
-        deadline = time.monotonic() + timeout
-        while calm < 2:
+
+        async def calm_twice() -> bool:
+            nonlocal calm
             shown = await self.followers()
-            behind = all(s["behind"] == 0 and s["lastError"] is None for s in shown.values())
-            calm = calm + 1 if behind else 0
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the followers did not catch up: {shown}")
-            await asyncio.sleep(0.03)
+            caught_up = all(s["behind"] == 0 and s["lastError"] is None for s in shown.values())
+            calm = calm + 1 if caught_up else 0
+            return calm >= 2
+
+        await eventually(calm_twice, within=10, what="the followers caught up", interval=0.03)
 
 
 class _Dispatch:
@@ -240,10 +240,9 @@ async def _http_server() -> AsyncIterator[None]:
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-            await asyncio.sleep(0.005)
+        await eventually(lambda: server.started or serving.done(), within=10, what="serving")
+        if serving.done():
+            serving.result()
         _server = _Server(dispatch, f"http://127.0.0.1:{sock.getsockname()[1]}")
         yield
     finally:
