@@ -28,6 +28,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig
 
+from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
@@ -37,7 +38,6 @@ from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import ScheduleRule
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import job_worker, timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -135,11 +135,7 @@ async def api(dev_client: Client, recording_host: RecordingHost) -> AsyncIterato
     timers = TimerClient(
         dev_client,
         task_queue=task_queue,
-        delivery=DeliverySettings(
-            max_attempts=2,
-            initial_interval=timedelta(milliseconds=100),
-            max_interval=timedelta(milliseconds=200),
-        ),
+        delivery=fast_delivery(2),
     )
     app = create_app(timers, token=OPERATOR, tenant_tokens=TENANT_TOKENS)
     async with CommandSender(recording_host.url) as sender:

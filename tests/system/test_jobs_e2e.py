@@ -19,6 +19,7 @@ import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import quiescent
 from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
@@ -37,7 +38,6 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.jobs.client import JobClient, JobError, UnknownJobError
 from wow_temporal.jobs.core import HostRule, JobState, RuleLayer
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import job_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -46,12 +46,7 @@ __all__ = ["recording_host"]
 
 OPERATOR = "operator-secret"
 TENANT_TOKENS = {"t1-secret": "t1", "t2-secret": "t2"}
-FAST = DeliverySettings(
-    max_attempts=3,
-    initial_interval=timedelta(milliseconds=100),
-    max_interval=timedelta(milliseconds=200),
-    heartbeat_timeout=timedelta(seconds=2),
-)
+FAST = fast_delivery(3, heartbeat_timeout=timedelta(seconds=2))
 
 
 class Count(BaseModel):

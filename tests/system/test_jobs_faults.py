@@ -26,6 +26,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.apps import jobs_app
+from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import attempts, quiescent
 from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
@@ -39,19 +40,13 @@ from wow_temporal.jobs.attributes import SA_STATUS
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import DISABLE, RESCHEDULE
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import job_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 __all__ = ["recording_host"]  # the shared host's fixture, used by the tests here
 
-FAST = DeliverySettings(
-    max_attempts=3,
-    initial_interval=timedelta(milliseconds=100),
-    max_interval=timedelta(milliseconds=200),
-    heartbeat_timeout=timedelta(seconds=2),
-)
+FAST = fast_delivery(3, heartbeat_timeout=timedelta(seconds=2))
 
 
 def now_ms() -> int:

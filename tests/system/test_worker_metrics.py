@@ -22,7 +22,7 @@ import pytest
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import ActivityEnvironment
 
-from tests.helpers.builders import commit, make_request
+from tests.helpers.builders import commit, fast_delivery, make_request
 from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from tests.helpers.worker_process import WorkerProcess, on_the_session_loop
@@ -30,7 +30,6 @@ from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import PARKED_QUERIES, timer_worker
 
 
@@ -103,12 +102,7 @@ async def test_the_worker_gauges_the_parked_timers(
 ) -> None:
     client = await dev_server.connect()
     queue = f"parked-{uuid.uuid4().hex[:8]}"
-    budget = DeliverySettings(
-        max_attempts=1,
-        initial_interval=timedelta(milliseconds=100),
-        max_interval=timedelta(milliseconds=100),
-    )
-    timers = TimerClient(client, task_queue=queue, delivery=budget)
+    timers = TimerClient(client, task_queue=queue, delivery=fast_delivery(1))
     data = commit(after=0.1)
     recording_host.behave("fail", request_id=f"{data['id']}:e1#1")
     async with CommandSender(recording_host.url) as sender, timer_worker(
