@@ -18,7 +18,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
@@ -29,6 +28,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig
 
 from tests.helpers.builders import fast_delivery
+from tests.helpers.docs_page import assert_docs_served_offline
 from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
@@ -209,32 +209,8 @@ async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
     assert "400" in paths["/timers"]["get"]["responses"]
 
 
-ASSET_TYPES = {
-    ".js": ("text/javascript", "application/javascript"),
-    ".css": ("text/css",),
-    ".png": ("image/png",),
-}
-
-
 async def test_docs_need_no_internet_every_asset_is_served_by_the_app(api: Api) -> None:
-    page = await api.http.get("/docs")
-    assert page.status_code == 200
-    assert page.headers["content-type"].startswith("text/html")
-    html = page.text
-    assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
-    assets = re.findall(r'(?:href|src)="([^"]*)"', html)
-    assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
-    assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
-    for asset in assets:  # public, like the page: no token
-        assert asset.startswith("/"), asset
-        response = await api.http.get(asset)
-        assert response.status_code == 200, asset
-        kind = response.headers["content-type"].split(";")[0]
-        assert kind in ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
-        assert len(response.content) > 1000, asset
-    (script,) = [asset for asset in assets if asset.endswith(".js")]
-    assert "SwaggerUIBundle" in (await api.http.get(script)).text
-
+    await assert_docs_served_offline(api.http)
     # Public only for the docs' own files; ReDoc (from a CDN) is gone.
     assert (await api.http.get("/docs/assets/%2E%2E/%2E%2E/timers")).status_code == 404
     assert (await api.http.get("/docs/assetsx")).status_code == 401
