@@ -26,36 +26,31 @@ _TASK_ENDED = {
 }
 
 
-class _Busy(str):
-    """Why a workflow is not quiescent: falsy, so `eventually` goes on and reports it."""
-
-    def __bool__(self) -> bool:
-        return False
-
-
-async def _quiet(handle: WorkflowHandle[Any, Any]) -> bool | _Busy:
+async def _why_not(handle: WorkflowHandle[Any, Any]) -> str | None:
     description = await handle.describe()
     if description.status != WorkflowExecutionStatus.RUNNING:
-        return True  # closed: it can start nothing (an attempt in flight was waited for)
+        return None  # closed: it can start nothing (an attempt in flight was waited for)
     if description.raw_description.pending_activities:
-        return _Busy("an activity is in flight")
+        return "an activity is in flight"
     events = [e async for e in handle.fetch_history_events()]
     timers = 0
     for event in events:
         timers += event.event_type in _OPENS_TIMER
         timers -= event.event_type in _CLOSES_TIMER
     if timers:
-        return _Busy("a timer is running")
+        return "a timer is running"
     if events and events[-1].event_type in _TASK_PENDING:
-        return _Busy("a workflow task is pending")
-    return True
+        return "a workflow task is pending"
+    return None
 
 
 async def quiescent(handle: WorkflowHandle[Any, Any], *, within: float = 60.0) -> None:
     """Wait until `handle`'s workflow can do nothing more by itself (closed, or running with
     no activity, timer or workflow task outstanding); AssertionError after `within` s."""
-    what = f"{handle.id} quiescent"
-    await eventually(lambda: _quiet(handle), within=within, what=what, interval=0.1)
+    await eventually(
+        lambda: _why_not(handle), within=within, what=f"{handle.id} quiescent", interval=0.1,
+        holds=lambda why: why is None,
+    )
 
 
 async def attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
@@ -78,11 +73,11 @@ async def first_task_ended(
     """The history once a worker has run the workflow's first task (completed, failed or
     timed out): what it made of it, without sleeping for it."""
 
-    async def ended() -> list[HistoryEvent]:
-        events = [e async for e in handle.fetch_history_events()]
-        return events if any(e.event_type in _TASK_ENDED for e in events) else []
+    async def history() -> list[HistoryEvent]:
+        return [e async for e in handle.fetch_history_events()]
 
-    history: list[HistoryEvent] = await eventually(
-        ended, within=within, what=f"{handle.id}'s first workflow task ended"
+    events: list[HistoryEvent] = await eventually(
+        history, within=within, what=f"{handle.id}'s first workflow task ended",
+        holds=lambda events: any(e.event_type in _TASK_ENDED for e in events),
     )
-    return history
+    return events

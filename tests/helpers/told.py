@@ -13,9 +13,10 @@ async def told(timers: TimerClient, workflow_id: str, version: int, *, within: f
 
     async def last_change() -> str:
         state = (await timers.show(workflow_id)).state
-        seen = state.last_change if state is not None else ""
-        return seen if f" of version {version}" in seen else ""
+        return state.last_change if state is not None else "(no state)"
 
-    what = f"{workflow_id} told of version {version}"
-    seen: str = await eventually(last_change, within=within, what=what, interval=0.05)
+    seen: str = await eventually(
+        last_change, within=within, what=f"{workflow_id} told of version {version}",
+        interval=0.05, holds=lambda seen: f" of version {version}" in seen,
+    )
     return seen

@@ -28,7 +28,7 @@ from wow_temporal.jobs.workflow import JOB_WORKFLOW, JobWorkflow
 from wow_temporal.model import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
-from wow_temporal.timers.client import TimerClient, TimerError, TimerInfo, TimerNotAnsweredError
+from wow_temporal.timers.client import TimerClient, TimerError, TimerNotAnsweredError
 from wow_temporal.timers.core import Status, TimerChange
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Horizon
@@ -396,12 +396,10 @@ async def test_a_change_the_timer_cannot_read_is_refused_visibly_and_the_timer_g
     await running.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
     async with rig.worker():
         await rig.handle("grace").signal("apply", {"kind": "reschedule", "version": "soon"})
-
-        async def refused() -> TimerInfo | None:
-            shown = await rig.timers.show(rig.workflow_id("grace"))
-            return shown if shown.state is not None and shown.state.unreadable else None
-
-        shown = await eventually(refused, within=5, what="the change refused")
+        shown = await eventually(
+            lambda: rig.timers.show(rig.workflow_id("grace")), within=5, what="refused",
+            holds=lambda shown: shown.state is not None and shown.state.unreadable,
+        )
         assert shown.state is not None and shown.state.unreadable == 1
         assert "ValidationError" in shown.state.last_unreadable
         assert shown.status == "Scheduled"
@@ -436,12 +434,10 @@ async def test_a_timer_that_cannot_read_its_input_parks_and_is_still_shown_and_c
         start_signal="nothing",  # ends the start delay: a worker runs it now
     )
     async with rig.worker():
-
-        async def parked() -> TimerInfo | None:
-            shown = await rig.timers.show(workflow_id)
-            return shown if shown.status == "Parked" else None
-
-        shown = await eventually(parked, within=10, what="parked")
+        shown = await eventually(
+            lambda: rig.timers.show(workflow_id), within=10, what="parked",
+            holds=lambda shown: shown.status == "Parked",
+        )
         assert shown.state is not None and "ValidationError" in shown.state.parked_error
         with pytest.raises(TimerError, match="nothing to retry"):
             await rig.timers.retry(workflow_id)
