@@ -48,7 +48,10 @@ async def quiescent(handle: WorkflowHandle[Any, Any], *, within: float = 60.0) -
     """Wait until `handle`'s workflow can do nothing more by itself (closed, or running with
     no activity, timer or workflow task outstanding); AssertionError after `within` s."""
     await eventually(
-        lambda: _why_not(handle), within=within, what=f"{handle.id} quiescent", interval=0.1,
+        lambda: _why_not(handle),
+        within=within,
+        what=f"{handle.id} quiescent",
+        interval=0.1,
         holds=lambda why: why is None,
     )
 
@@ -77,7 +80,9 @@ async def first_task_ended(
         return [e async for e in handle.fetch_history_events()]
 
     events: list[HistoryEvent] = await eventually(
-        history, within=within, what=f"{handle.id}'s first workflow task ended",
+        history,
+        within=within,
+        what=f"{handle.id}'s first workflow task ended",
         holds=lambda events: any(e.event_type in _TASK_ENDED for e in events),
     )
     return events

@@ -120,8 +120,11 @@ class Rig:
         where = TimerFilter(aggregate_id=self.aggregate_id, **filters)
 
         listed: list[TimerInfo] = await eventually(
-            lambda: self.timers.list(where), within=within, what=f"listing {filters}",
-            interval=0.1, holds=predicate,
+            lambda: self.timers.list(where),
+            within=within,
+            what=f"listing {filters}",
+            interval=0.1,
+            holds=predicate,
         )
         return listed
 

@@ -16,7 +16,10 @@ async def told(timers: TimerClient, workflow_id: str, version: int, *, within: f
         return state.last_change if state is not None else "(no state)"
 
     seen: str = await eventually(
-        last_change, within=within, what=f"{workflow_id} told of version {version}",
-        interval=0.05, holds=lambda seen: f" of version {version}" in seen,
+        last_change,
+        within=within,
+        what=f"{workflow_id} told of version {version}",
+        interval=0.05,
+        holds=lambda seen: f" of version {version}" in seen,
     )
     return seen

@@ -397,7 +397,9 @@ async def test_a_change_the_timer_cannot_read_is_refused_visibly_and_the_timer_g
     async with rig.worker():
         await rig.handle("grace").signal("apply", {"kind": "reschedule", "version": "soon"})
         shown = await eventually(
-            lambda: rig.timers.show(rig.workflow_id("grace")), within=5, what="refused",
+            lambda: rig.timers.show(rig.workflow_id("grace")),
+            within=5,
+            what="refused",
             holds=lambda shown: shown.state is not None and shown.state.unreadable,
         )
         assert shown.state is not None and shown.state.unreadable == 1
@@ -435,7 +437,9 @@ async def test_a_timer_that_cannot_read_its_input_parks_and_is_still_shown_and_c
     )
     async with rig.worker():
         shown = await eventually(
-            lambda: rig.timers.show(workflow_id), within=10, what="parked",
+            lambda: rig.timers.show(workflow_id),
+            within=10,
+            what="parked",
             holds=lambda shown: shown.status == "Parked",
         )
         assert shown.state is not None and "ValidationError" in shown.state.parked_error

@@ -283,8 +283,11 @@ async def test_a_newer_schedule_ends_a_parked_one(rig: Rig) -> None:
 async def delivered(handle: WorkflowHandle[Any, Any], count: int) -> TimerState:
     """The timer's state once it has recorded `count` deliveries' outcomes."""
     state: TimerState = await eventually(
-        lambda: handle.query(TimerWorkflow.state), within=10, what=f"{count} delivered",
-        interval=0.1, holds=lambda state: state.delivered >= count,
+        lambda: handle.query(TimerWorkflow.state),
+        within=10,
+        what=f"{count} delivered",
+        interval=0.1,
+        holds=lambda state: state.delivered >= count,
     )
     return state
 
