@@ -1,14 +1,26 @@
-"""What the tests hand the timers: a commit that schedules one CancelOrder, and a delivery request
-with a distinct value in every field."""
+"""What the tests hand the timers: a commit that schedules one CancelOrder, fast delivery settings,
+and a delivery request with a distinct value in every field."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from wow_temporal.delivery import DeliveryRequest, ScheduleDetails
 from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.timers.workflow import DeliverySettings
+
+
+def fast_delivery(max_attempts: int, **settings: Any) -> DeliverySettings:
+    """Delivery retried after 100 ms, then every 200 ms: a failing command parks in a second."""
+    return DeliverySettings(
+        max_attempts=max_attempts,
+        initial_interval=timedelta(milliseconds=100),
+        max_interval=timedelta(milliseconds=200),
+        **settings,
+    )
 
 
 def commit(after: float) -> dict[str, Any]:

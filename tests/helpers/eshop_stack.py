@@ -537,22 +537,24 @@ async def timer_result(
     """The final state of the timer's latest run (read by workflow id, never by a visibility
     list), once one satisfies `until`: a later set may start a new run of the same id."""
     handle = client.get_workflow_handle(workflow_id, result_type=TimerState)
-    deadline = time.monotonic() + timeout
-    last: TimerState | None = None
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"timer {workflow_id}: not as expected in {timeout:g}s: {last}")
+
+    async def result() -> TimerState | None:
         try:
-            async with asyncio.timeout(remaining):
+            async with asyncio.timeout(5):  # a long poll while the run goes on
                 state: TimerState = await handle.result()
         except TimeoutError:
-            continue
+            return None
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
-        else:
-            last = state
-            if until(state):
-                return state
-        await asyncio.sleep(0.1)
+            return None
+        return state
+
+    final: TimerState = await eventually(
+        result,
+        within=timeout,
+        what=f"timer {workflow_id} as expected",
+        interval=0.1,
+        holds=lambda state: state is not None and until(state),
+    )
+    return final

@@ -11,16 +11,22 @@ from typing import Any
 
 
 async def eventually(
-    probe: Callable[[], Any], *, within: float, what: str, interval: float = 0.02
+    probe: Callable[[], Any],
+    *,
+    within: float,
+    what: str,
+    interval: float = 0.02,
+    holds: Callable[[Any], object] = bool,
 ) -> Any:
-    """Await `probe()` (sync or async) until it is truthy, and return that value; AssertionError
-    saying `what` was not reached, with the last value, once `within` seconds have passed."""
+    """Await `probe()` (sync or async) until `holds` of its value (by default: it is truthy),
+    and return that value; AssertionError saying `what` was not reached, with the last value,
+    once `within` seconds have passed."""
     deadline = time.monotonic() + within
     while True:
         value = probe()
         if inspect.isawaitable(value):
             value = await value
-        if value:
+        if holds(value):
             return value
         if time.monotonic() >= deadline:
             raise AssertionError(f"not reached in {within:g}s: {what} (last: {value!r})")

@@ -16,11 +16,12 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from tests.helpers.builders import fast_delivery
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordedRequest, RecordingHost
 from wow_temporal.delivery import CommandSender
 from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
 from wow_temporal.timers.core import TimerState
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
 
 CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
@@ -116,15 +117,16 @@ class Rig:
         self, predicate: Callable[[list[TimerInfo]], bool], within: float = 10.0, **filters: Any
     ) -> list[TimerInfo]:
         """Poll the visibility listing (eventually consistent) until `predicate` holds."""
-        deadline = time.monotonic() + within
-        while True:
-            where = TimerFilter(aggregate_id=self.aggregate_id, **filters)
-            found = await self.timers.list(where)
-            if predicate(found):
-                return found
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"listing {filters} never matched; last {found}")
-            await asyncio.sleep(0.1)
+        where = TimerFilter(aggregate_id=self.aggregate_id, **filters)
+
+        listed: list[TimerInfo] = await eventually(
+            lambda: self.timers.list(where),
+            within=within,
+            what=f"listing {filters}",
+            interval=0.1,
+            holds=predicate,
+        )
+        return listed
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -133,12 +135,7 @@ async def rig(dev_client: Client, recording_host: RecordingHost) -> AsyncIterato
     timers = TimerClient(
         dev_client,
         task_queue=task_queue,
-        delivery=DeliverySettings(
-            max_attempts=MAX_ATTEMPTS,
-            initial_interval=timedelta(milliseconds=100),
-            max_interval=timedelta(milliseconds=200),
-            attempt_timeout=timedelta(seconds=5),
-        ),
+        delivery=fast_delivery(MAX_ATTEMPTS, attempt_timeout=timedelta(seconds=5)),
     )
     yield Rig(dev_client, recording_host, timers, task_queue, uuid.uuid4().hex)
 

@@ -8,6 +8,7 @@ is shared by the session. Listing (visibility) is eventually consistent, so list
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -17,7 +18,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import httpx
@@ -27,6 +27,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig
 
+from tests.helpers.builders import fast_delivery
+from tests.helpers.docs_page import assert_docs_served_offline
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app, serve
@@ -35,7 +38,6 @@ from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import ScheduleRule
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import job_worker, timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -92,13 +94,9 @@ def timer_id(aggregate_id: str, key: str, tenant: str = "t1") -> str:
 async def polled(
     fetch: Callable[[], Awaitable[T]], check: Callable[[T], bool], within: float = 5.0
 ) -> T:
-    """Poll `fetch` until `check` holds (visibility lags); the last value if it never does."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await fetch()
-        if check(value) or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.2)
+    """Poll `fetch` until `check` holds (visibility lags)."""
+    value: T = await eventually(fetch, within=within, what="polled", interval=0.2, holds=check)
+    return value
 
 
 @dataclass
@@ -137,11 +135,7 @@ async def api(dev_client: Client, recording_host: RecordingHost) -> AsyncIterato
     timers = TimerClient(
         dev_client,
         task_queue=task_queue,
-        delivery=DeliverySettings(
-            max_attempts=2,
-            initial_interval=timedelta(milliseconds=100),
-            max_interval=timedelta(milliseconds=200),
-        ),
+        delivery=fast_delivery(2),
     )
     app = create_app(timers, token=OPERATOR, tenant_tokens=TENANT_TOKENS)
     async with CommandSender(recording_host.url) as sender:
@@ -215,32 +209,8 @@ async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
     assert "400" in paths["/timers"]["get"]["responses"]
 
 
-ASSET_TYPES = {
-    ".js": ("text/javascript", "application/javascript"),
-    ".css": ("text/css",),
-    ".png": ("image/png",),
-}
-
-
 async def test_docs_need_no_internet_every_asset_is_served_by_the_app(api: Api) -> None:
-    page = await api.http.get("/docs")
-    assert page.status_code == 200
-    assert page.headers["content-type"].startswith("text/html")
-    html = page.text
-    assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
-    assets = re.findall(r'(?:href|src)="([^"]*)"', html)
-    assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
-    assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
-    for asset in assets:  # public, like the page: no token
-        assert asset.startswith("/"), asset
-        response = await api.http.get(asset)
-        assert response.status_code == 200, asset
-        kind = response.headers["content-type"].split(";")[0]
-        assert kind in ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
-        assert len(response.content) > 1000, asset
-    (script,) = [asset for asset in assets if asset.endswith(".js")]
-    assert "SwaggerUIBundle" in (await api.http.get(script)).text
-
+    await assert_docs_served_offline(api.http)
     # Public only for the docs' own files; ReDoc (from a CDN) is gone.
     assert (await api.http.get("/docs/assets/%2E%2E/%2E%2E/timers")).status_code == 404
     assert (await api.http.get("/docs/assetsx")).status_code == 401
@@ -1180,13 +1150,13 @@ async def test_serve_runs_uvicorn_until_stopped(dev_client: Client) -> None:
     serving = asyncio.create_task(serve(settings, TimerClient(dev_client), stop=stop))
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=url) as http:
-        for _ in range(100):
-            try:
-                health = await http.get("/health")
-                break
-            except httpx.ConnectError:
-                await asyncio.sleep(0.05)
-        assert health.json() == {"status": "ok"}
+
+        async def health() -> dict[str, Any] | None:
+            with contextlib.suppress(httpx.ConnectError):
+                return dict((await http.get("/health")).json())
+            return None
+
+        assert await eventually(health, within=5, what="serving") == {"status": "ok"}
         assert (await http.get("/timers")).status_code == 401
         listed = await http.get(
             "/timers", params={"aggregateId": uuid.uuid4().hex}, headers=auth(OPERATOR)

@@ -13,9 +13,8 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner
 
+from tests.helpers.builders import fast_delivery
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from wow_temporal.cli import CLOSED_STDOUT_EXIT, app
 from wow_temporal.delivery import CommandSender
@@ -31,7 +32,6 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
 from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import timer_worker
 
 WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
@@ -126,17 +126,10 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.asyncio(loop_scope="session")
-async def test_setup_apply_list_show_cancel_on_a_real_server(
-    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost, tmp_path: Path
-) -> None:
-    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
-    setup = _cli("setup", env=env)
-    assert setup.returncode == 0, setup.stderr
-    assert "already there" in setup.stdout  # the dev server registered them at start
-
-    aggregate_id = uuid.uuid4().hex[:8]
-    commit = {
+def _grace_commit(aggregate_id: str, after: str, command_type: str) -> dict[str, Any]:
+    """Commit `c-{aggregate_id}` of tenant t-cli, its event `e-1` setting timer `grace`."""
+    command = {"type": command_type, "body": {}}
+    return {
         "id": f"c-{aggregate_id}",
         "contextName": "eshop-order",
         "aggregateName": "order",
@@ -148,15 +141,23 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
             {
                 "id": "e-1",
                 "name": "wow.ScheduleSet",
-                "body": {
-                    "key": "grace",
-                    "rule": {"after": "P1D"},
-                    "command": {"type": "eshop.order.CancelOrder", "body": {}},
-                    "target": None,
-                },
+                "body": {"key": "grace", "rule": {"after": after}, "command": command},
             }
         ],
     }
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_setup_apply_list_show_cancel_on_a_real_server(
+    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost, tmp_path: Path
+) -> None:
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    setup = _cli("setup", env=env)
+    assert setup.returncode == 0, setup.stderr
+    assert "already there" in setup.stdout  # the dev server registered them at start
+
+    aggregate_id = uuid.uuid4().hex[:8]
+    commit = _grace_commit(aggregate_id, "P1D", "eshop.order.CancelOrder")
     path = tmp_path / "commit.json"
     path.write_text(json.dumps(commit))
     applied = _cli("apply", str(path), env=env)
@@ -164,12 +165,13 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
     assert f"started   set    {workflow_id}" in applied.stdout
 
-    for _ in range(50):  # visibility is eventually consistent
-        listed = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
-        assert listed.returncode == 0, listed.stderr
-        if json.loads(listed.stdout):
-            break
-    (info,) = json.loads(listed.stdout)
+    def listed() -> list[dict[str, Any]]:  # visibility is eventually consistent
+        done = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        found: list[dict[str, Any]] = json.loads(done.stdout)
+        return found
+
+    (info,) = await eventually(listed, within=60, what="the timer listed")
     assert info["workflow_id"] == workflow_id
     assert info["status"] == "Scheduled"
     assert info["tenant"] == "t-cli"
@@ -406,16 +408,14 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
             stderr=stderr,
         )
     try:
-        deadline = time.monotonic() + 60
-        while "timer worker on task queue" not in output():
+
+        def said(words: str) -> bool:
             assert worker.returncode is None, output()
-            assert time.monotonic() < deadline, output()
-            await asyncio.sleep(0.1)
+            return words in output()
+
+        await eventually(lambda: said("timer worker on task queue"), within=60, what="started")
         await server.kill()
-        while "retried" not in output():
-            assert worker.returncode is None, output()
-            assert time.monotonic() < deadline + 60, output()
-            await asyncio.sleep(0.2)
+        await eventually(lambda: said("retried"), within=60, what="a retry", interval=0.2)
     finally:
         if worker.returncode is None:
             worker.send_signal(signal.SIGTERM)
@@ -544,44 +544,20 @@ async def test_timers_retry_says_what_is_true_of_the_retried_timer(
     timers = TimerClient(
         dev_client,
         task_queue=task_queue,
-        delivery=DeliverySettings(
-            max_attempts=2,
-            initial_interval=timedelta(milliseconds=100),
-            max_interval=timedelta(milliseconds=200),
-        ),
+        delivery=fast_delivery(2),
     )
     aggregate_id = uuid.uuid4().hex[:8]
-    commit = Commit.parse(
-        {
-            "id": f"c-{aggregate_id}",
-            "contextName": "eshop-order",
-            "aggregateName": "order",
-            "tenantId": "t-cli",
-            "aggregateId": aggregate_id,
-            "version": 1,
-            "createTime": int(datetime.now(UTC).timestamp() * 1000),
-            "body": [
-                {
-                    "id": "e-1",
-                    "name": "wow.ScheduleSet",
-                    "body": {
-                        "key": "grace",
-                        "rule": {"after": "PT0.1S"},
-                        "command": {"type": command_type, "body": {}},
-                    },
-                }
-            ],
-        }
-    )
+    commit = Commit.parse(_grace_commit(aggregate_id, "PT0.1S", command_type))
     workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
     async with CommandSender(recording_host.url) as sender, timer_worker(
         dev_client, sender, task_queue=task_queue
     ):
         await timers.apply(commit)
-        deadline = time.monotonic() + 30
-        while (await timers.show(workflow_id)).status != "Parked":
-            assert time.monotonic() < deadline, "the timer never parked"
-            await asyncio.sleep(0.2)
+
+        async def parked() -> bool:
+            return (await timers.show(workflow_id)).status == "Parked"
+
+        await eventually(parked, within=30, what="the timer parked", interval=0.2)
         retried = await asyncio.to_thread(_cli, "timers", "retry", workflow_id, env=env)
         assert retried.returncode == 0, retried.stderr
         assert retried.stdout.strip() == (

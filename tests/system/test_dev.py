@@ -17,6 +17,7 @@ import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 
+from tests.helpers.eventually import eventually
 from tests.helpers.ports import time_wait_port
 from tests.helpers.processes import alive, descendants
 from wow_temporal.dev.errors import PortInUseError, TemporalServerExitedError
@@ -90,12 +91,8 @@ async def test_run_dev_starts_and_stops_services_in_order(tmp_path: Path) -> Non
     task = asyncio.create_task(
         run_dev(tmp_path, headless=True, services=services, stop_event=stop, out=out)
     )
-    for _ in range(300):
-        if READY_LINE in out.getvalue():
-            break
-        await asyncio.sleep(0.05)
+    await _wait_ready(out, task)
     text = out.getvalue()
-    assert READY_LINE in text
     ctx = services[0].ctx
     assert ctx is not None
     assert ctx.namespace == "default"
@@ -126,10 +123,7 @@ async def test_run_dev_failed_service_stops_what_started(tmp_path: Path) -> None
 
 
 async def _wait_ready(out: io.StringIO, task: asyncio.Task[None]) -> None:
-    for _ in range(600):
-        if READY_LINE in out.getvalue() or task.done():
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: READY_LINE in out.getvalue() or task.done(), within=30, what="ready")
     assert READY_LINE in out.getvalue(), out.getvalue()
 
 
@@ -248,11 +242,7 @@ async def test_dev_process_stops_cleanly_on_signal(
         assert proc.returncode == 0, output
         assert "echo service stopped" in output
         assert output.index("echo service stopped") < output.index("wow-temporal dev: stopped")
-        for _ in range(50):
-            if not any(alive(pid) for pid in below):
-                break
-            await asyncio.sleep(0.1)
-        assert not [pid for pid in below if alive(pid)]
+        await eventually(lambda: not any(map(alive, below)), within=5, what="children gone")
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -5,6 +5,7 @@ on the same data directory is refused; the stack stops when its server dies."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.eventually import eventually
 from tests.helpers.processes import alive, descendants
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.stack import READY_LINE
@@ -39,6 +41,11 @@ def _read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], time
         if needle in line:
             return
     raise AssertionError(f"{needle!r} not seen; output:\n{''.join(lines)}")
+
+
+def _reaped(children: set[int]) -> None:
+    """Every process the dev stack started is gone soon after it stopped."""
+    asyncio.run(eventually(lambda: not any(map(alive, children)), within=10, what="all gone"))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -173,10 +180,7 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-        deadline = time.monotonic() + 10
-        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [pid for pid in children if alive(pid)]
+        _reaped(children)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -300,10 +304,7 @@ def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
         ), rest
         stderr = first.stderr.read() if first.stderr else ""
         assert "Traceback" not in stderr, stderr
-        deadline = time.monotonic() + 10
-        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [pid for pid in children if alive(pid)]
+        _reaped(children)
     finally:
         if first.poll() is None:
             first.kill()

@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 import uvicorn
 
+from tests.helpers.eventually import eventually
 from wow_temporal.delivery import COMMAND_SEND_PATH, CommandSender, DeliveryFailure, DeliveryRequest
 from wow_temporal.delivery import ScheduleDetails as Details
 from wow_temporal.dev.ports import free_port
@@ -43,10 +44,9 @@ async def echo() -> AsyncIterator[Echo]:
     )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.01)
+    await eventually(lambda: server.started or serving.done(), within=10, what="serving")
+    if serving.done():
+        serving.result()
     url = f"http://127.0.0.1:{port}"
     try:
         async with CommandSender(url, timeout=5.0) as sender:

@@ -27,7 +27,9 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.helpers.eventually import eventually
 from tests.helpers.ports import time_wait_port
+from tests.helpers.quiescent import first_task_ended
 from wow_temporal.dev.binaries import find_temporal_cli, find_test_server
 from wow_temporal.dev.errors import (
     DataDirInUseError,
@@ -195,13 +197,11 @@ async def test_workflows_are_searchable_by_wow_status(dev_client: Client) -> Non
             task_queue=queue,
             search_attributes=attrs,
         )
-        found: list[str] = []
-        for _ in range(100):
-            found = [w.id async for w in dev_client.list_workflows(f'WowStatus="{status}"')]
-            if found:
-                break
-            await asyncio.sleep(0.1)
-        assert found == [handle.id]
+
+        async def listed() -> list[str]:
+            return [w.id async for w in dev_client.list_workflows(f'WowStatus="{status}"')]
+
+        assert await eventually(listed, within=10, what="listed", interval=0.1) == [handle.id]
         await handle.signal(WaitForSignalWorkflow.release, "done")
         assert await handle.result() == "done"
 
@@ -227,13 +227,8 @@ async def test_restart_keeps_workflows_and_registration_is_idempotent(tmp_path: 
                 WaitForSignalWorkflow.run, id=f"restart-{queue}", task_queue=queue
             )
             # Let the first workflow task run so the workflow is parked on its condition.
-            for _ in range(200):
-                events = [e async for e in handle.fetch_history_events()]
-                if any(e.HasField("workflow_task_completed_event_attributes") for e in events):
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail("the workflow's first task never completed")
+            history = await first_task_ended(handle)
+            assert any(e.HasField("workflow_task_completed_event_attributes") for e in history)
         port = server.port
     assert not server.running
     await server.stop()  # idempotent
@@ -275,13 +270,12 @@ async def test_pending_timer_survives_a_crash(tmp_path: Path) -> None:
                 NapWorkflow.run, id=f"nap-{queue}", task_queue=queue
             )
             started = (await handle.describe()).start_time
-            for _ in range(200):
+
+            async def timer_started() -> bool:
                 events = [e async for e in handle.fetch_history_events()]
-                if any(e.HasField("timer_started_event_attributes") for e in events):
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail("the timer was never started")
+                return any(e.HasField("timer_started_event_attributes") for e in events)
+
+            await eventually(timer_started, within=10, what="the timer started")
         await server.kill()  # SIGKILL: no graceful shutdown
         assert not server.running
         await server.start()

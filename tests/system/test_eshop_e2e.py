@@ -31,7 +31,8 @@ from tests.helpers.eshop_stack import (
     timer_result,
 )
 from tests.helpers.eventually import eventually
-from tests.helpers.quiescent import quiescent
+from tests.helpers.own_server import own_server, server
+from tests.helpers.quiescent import attempts, quiescent
 from tests.helpers.worker_process import WorkerProcess
 from workers.eshop.order import (
     CANCEL_ORDER,
@@ -47,12 +48,14 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.system import SetSchedule
 from wow_temporal.host.relay import RELAY
 from wow_temporal.host.store import EventStore
-from wow_temporal.model import AggregateRef
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.workflow import TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+__all__ = ["own_server", "server"]  # the fixtures of the fault tests' own server
 
 GRACE = timedelta(seconds=3)
 GRACE_MS = round(GRACE.total_seconds() * 1000)
@@ -91,12 +94,6 @@ async def confirmed_order(stack: EshopStack, tenant: str, order_id: str = "o-1")
 def only(seen: list[Seen]) -> Seen:
     assert len(seen) == 1, [(s.request_id, s.error_code) for s in seen]
     return seen[0]
-
-
-async def past_due(set_create_ms: int, grace_ms: int, margin: float = 1.5) -> None:
-    """Sleep until `margin` seconds past the due time (the timers' poll interval is 1 s)."""
-    wait = (set_create_ms + grace_ms) / 1000 + margin - time.time()
-    await asyncio.sleep(max(0.0, wait))
 
 
 # --- 1. not paid: cancelled once, never early --------------------------------------------------
@@ -163,30 +160,35 @@ async def test_one_trace_runs_from_the_order_placed_to_its_cancellation(
 # --- 2. paid in time: the timer ends cancelled, nothing is sent ---------------------------------
 
 
+async def cancelled_before_due(
+    stack: EshopStack, client: Client, command: str
+) -> tuple[OrderView, Commit, TimerState]:
+    """A confirmed order sent `command`: its timer ends Cancelled with no delivery ever
+    scheduled, so it can send nothing, however late. The order, its set commit, the timer."""
+    confirmed = await confirmed_order(stack, new_tenant())
+    set_commit, timer = confirmed.schedule_set()
+    sent = await stack.send(command, confirmed.ref)
+    assert sent.ok, sent
+    state = await timer_result(client, stack.timer_id(confirmed.ref), timeout=30)
+    assert state.status is Status.CANCELLED
+    assert (state.delivered, state.rejected) == (0, 0)
+    assert await attempts(client.get_workflow_handle(stack.timer_id(confirmed.ref))) == []
+    assert stack.front.by_timer(timer) == [], f"its timer sent its command after {command}"
+    view = await stack.order(confirmed.ref)
+    assert view.cancellations == []
+    return view, set_commit, state
+
+
 @pytest.mark.timeout(60)
 async def test_an_order_paid_in_time_cancels_its_timer_and_is_never_cancelled(
     stack: EshopStack, dev_client: Client
 ) -> None:
-    tenant = new_tenant()
-    confirmed = await confirmed_order(stack, tenant)
-    ref = confirmed.ref
-    set_commit, timer = confirmed.schedule_set()
-    paid = await stack.send(PAY, ref)
-    assert paid.ok, paid
-
-    state = await timer_result(dev_client, stack.timer_id(ref), timeout=30)
-    assert state.status is Status.CANCELLED
-    assert (state.delivered, state.rejected) == (0, 0)
-
-    await past_due(set_commit.create_time, GRACE_MS)
-    view = await stack.order(ref)
+    view, set_commit, state = await cancelled_before_due(stack, dev_client, PAY)
     assert view.status == PAID
-    assert view.cancellations == []
     pay_commit = view.commits[-1]
     assert [e.name for e in pay_commit.body] == ["eshop.order.OrderPaid", "wow.ScheduleCancelled"]
     assert pay_commit.create_time < set_commit.create_time + GRACE_MS, "paid too late to test"
-    assert stack.front.by_timer(timer) == [], "a cancelled timer sent its command"
-    again = await timer_result(dev_client, stack.timer_id(ref), timeout=5)
+    again = await timer_result(dev_client, stack.timer_id(view.ref), timeout=5)
     assert again == state, "the timer ran again"
 
 
@@ -296,8 +298,7 @@ async def test_a_cancellation_in_flight_when_the_order_is_paid_is_refused_and_co
     assert "in flight" in state.last_outcome, state.last_outcome
     arrived = only(stack.front.by_timer(timer))
     assert arrived.error_code == "IllegalState"
-    await asyncio.sleep(1)
-    assert len(stack.front.by_timer(timer)) == 1, "sent again"
+    assert await attempts(handle) == [1], "sent again"  # closed: no stale attempt left
     view = await stack.order(ref)
     assert view.status == PAID
     assert view.cancellations == []
@@ -310,23 +311,10 @@ async def test_a_cancellation_in_flight_when_the_order_is_paid_is_refused_and_co
 async def test_deleting_an_order_cancels_its_pending_timer(
     stack: EshopStack, dev_client: Client
 ) -> None:
-    tenant = new_tenant()
-    confirmed = await confirmed_order(stack, tenant)
-    ref = confirmed.ref
-    set_commit, timer = confirmed.schedule_set()
-    deleted = await stack.send("wow.DeleteAggregate", ref)
-    assert deleted.ok, deleted
-
-    state = await timer_result(dev_client, stack.timer_id(ref), timeout=30)
-    assert state.status is Status.CANCELLED
-    assert (state.delivered, state.rejected) == (0, 0)
-    await past_due(set_commit.create_time, GRACE_MS)
-    assert stack.front.by_timer(timer) == [], "a deleted order's timer sent its command"
-    view = await stack.order(ref)
+    view, _, _ = await cancelled_before_due(stack, dev_client, "wow.DeleteAggregate")
     assert view.deleted
-    assert view.cancellations == []
     assert [e.name for e in view.commits[-1].body] == ["wow.AggregateDeleted"]
-    refused = await stack.send(PAY, ref)
+    refused = await stack.send(PAY, view.ref)
     assert (refused.status, refused.error_code) == (410, "IllegalAccessDeletedAggregate")
 
 
@@ -507,25 +495,6 @@ async def _relay_caught_up(stack: EshopStack) -> bool:
 # --- 6 and 7: faults, on a server of this module's own ----------------------------------------
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def own_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedTemporal]:
-    """A dev server of this module's own, to stop and restart (same database), whose default
-    task queue the CLI worker may take."""
-    server = EmbeddedTemporal(tmp_path_factory.mktemp("temporal-eshop"), headless=True)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def server(own_server: EmbeddedTemporal) -> EmbeddedTemporal:
-    """The module's server, running (a test before may have stopped it)."""
-    await own_server.start()
-    return own_server
-
-
 FAULT_GRACE = timedelta(seconds=2)
 FAULT_GRACE_MS = 2000
 
@@ -592,12 +561,10 @@ async def test_a_worker_killed_while_grace_periods_fire_cancels_every_order_once
                 within=30,
                 what="a decided command whose answer is held",
             )
-            await worker.kill()
+            await worker.kill()  # reaped (it asserts the SIGKILL): it sends nothing more
             at_kill = list(stack.front.from_timers(tenant))
             # Decided by the host, the answer still on its way.
             in_flight = [s.request_id for s in at_kill if s.status and not s.answered]
-            await asyncio.sleep(1)
-            assert len(stack.front.from_timers(tenant)) == len(at_kill), "a killed worker sent"
             stack.front.answers.set()  # to a connection the killed worker closed
             await worker.start()
             states = await all_timers(client, stack, refs, timeout=60)

@@ -63,6 +63,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
+from tests.helpers.eventually import eventually
+from tests.helpers.quiescent import first_task_ended
 from tests.helpers.recording_host import RecordingHost
 from workers.eshop import apps as eshop_apps
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
@@ -440,18 +442,17 @@ async def outside_input(client: Client, workflow_id: str) -> int:
     return sum([1 async for e in handle.fetch_history_events() if e.event_type in _OUTSIDE_INPUT])
 
 
-async def until_listed(
-    http: httpx.AsyncClient, path: str, params: dict[str, str], within: float = 15.0
-) -> list[Any]:
+async def until_listed(http: httpx.AsyncClient, path: str, params: dict[str, str]) -> list[Any]:
     """The operator's listing, polled until visibility shows at least one entry."""
-    deadline = time.monotonic() + within
-    while True:
+
+    async def listing() -> list[Any]:
         answer = await http.get(path, params=params, headers=auth(OPERATOR))
         assert answer.status_code == 200, answer.text
         found: list[Any] = answer.json()
-        if found or time.monotonic() > deadline:
-            return found
-        await asyncio.sleep(0.2)
+        return found
+
+    found: list[Any] = await eventually(listing, within=15, what=f"{path} lists", interval=0.2)
+    return found
 
 
 @pytest.mark.asyncio(loop_scope="session")
@@ -643,13 +644,10 @@ async def test_no_commit_the_api_accepts_wedges_a_timer_a_live_worker_runs(
             if answer.status_code == 200:
                 started += [a["workflow_id"] for a in answer.json() if a["outcome"] == "started"]
         assert len(started) >= 8, started
-        await asyncio.sleep(1.0)  # the worker runs the timers' first tasks
         for workflow_id in started:
-            handle = dev_client.get_workflow_handle(workflow_id)
+            history = await first_task_ended(dev_client.get_workflow_handle(workflow_id))
             failed = [
-                event
-                async for event in handle.fetch_history_events()
-                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+                e for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
             ]
             assert not failed, f"{workflow_id}: {failed[0]}"
             path = f"/timers/{quote(workflow_id, safe='')}"
@@ -713,19 +711,20 @@ async def own_namespace(dev_server: EmbeddedTemporal) -> Client:
             namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
         )
     )
-    deadline = time.monotonic() + 30
-    while True:  # served once the server's namespace cache has it
+
+    async def served() -> Client | None:  # once the server's namespace cache has it
         try:
             await register_search_attributes(client, namespace)
             own = await Client.connect(
                 dev_server.address, namespace=namespace, data_converter=pydantic_data_converter
             )
             await own.count_workflows()
-            return own
         except RPCError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+            return None
+        return own
+
+    own: Client = await eventually(served, within=30, what=namespace, interval=0.2)
+    return own
 
 
 def stateful_machine(app: FastAPI, token: str, seen: set[str], steps: Counter[str]) -> type[Any]:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,6 +31,7 @@ from tests.apps.host_app import (
     SchedulerSaga,
     make_app,
 )
+from tests.helpers.docs_page import assert_docs_served_offline
 from tests.helpers.eventually import eventually
 from workers.eshop import apps as eshop_apps
 from workers.eshop.inventory import app as inventory_app
@@ -186,17 +185,18 @@ class Served:
         assert response.status_code == 200
         return {status["name"]: status for status in response.json()}
 
-    async def settle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    async def settle(self) -> None:
         """Wait until every follower has handled the whole log, twice in a row."""
         calm = 0
-        deadline = time.monotonic() + timeout
-        while calm < 2:
+
+        async def calm_twice() -> bool:
+            nonlocal calm
             shown = await self.followers()
-            behind = all(s["behind"] == 0 and s["lastError"] is None for s in shown.values())
-            calm = calm + 1 if behind else 0
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the followers did not catch up: {shown}")
-            await asyncio.sleep(0.03)
+            caught_up = all(s["behind"] == 0 and s["lastError"] is None for s in shown.values())
+            calm = calm + 1 if caught_up else 0
+            return calm >= 2
+
+        await eventually(calm_twice, within=10, what="the followers caught up", interval=0.03)
 
 
 class _Dispatch:
@@ -240,10 +240,9 @@ async def _http_server() -> AsyncIterator[None]:
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-            await asyncio.sleep(0.005)
+        await eventually(lambda: server.started or serving.done(), within=10, what="serving")
+        if serving.done():
+            serving.result()
         _server = _Server(dispatch, f"http://127.0.0.1:{sock.getsockname()[1]}")
         yield
     finally:
@@ -1399,30 +1398,7 @@ async def test_an_unknown_aggregate_is_the_404_the_openapi_declares(db: Path) ->
             assert body["errorCode"] == response.headers["Wow-Error-Code"] == "NotFound"
 
 
-DOC_ASSET_TYPES = {
-    ".js": ("text/javascript", "application/javascript"),
-    ".css": ("text/css",),
-    ".png": ("image/png",),
-}
-
-
 async def test_the_docs_need_no_internet_every_asset_is_served_by_the_host(db: Path) -> None:
     async with serve([make_app()], db, start=False) as host:
-        page = await host.client.get("/docs")
-        assert page.status_code == 200
-        assert page.headers["content-type"].startswith("text/html")
-        html = page.text
-        assert not re.findall(r"https?://\S*", html), "the page loads something from outside"
-        assets = re.findall(r'(?:href|src)="([^"]*)"', html)
-        assert sorted(PurePosixPath(asset).suffix for asset in assets) == [".css", ".js", ".png"]
-        assert re.findall(r"url: '([^']*)'", html) == ["/openapi.json"]
-        for asset in assets:
-            assert asset.startswith("/"), asset
-            response = await host.client.get(asset)
-            assert response.status_code == 200, asset
-            kind = response.headers["content-type"].split(";")[0]
-            assert kind in DOC_ASSET_TYPES[PurePosixPath(asset).suffix], (asset, kind)
-            assert len(response.content) > 1000, asset
-        (script,) = [asset for asset in assets if asset.endswith(".js")]
-        assert "SwaggerUIBundle" in (await host.client.get(script)).text
+        await assert_docs_served_offline(host.client)
         assert (await host.client.get("/redoc")).status_code == 404

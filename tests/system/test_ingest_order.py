@@ -6,6 +6,7 @@ before", used to deliver a command the log had cancelled, replaced or deleted, o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import quiescent
 from tests.helpers.recording_host import recording_host
 from tests.helpers.timer_rig import DELETED, Rig, cancelled, request_id, rig, schedule_set
@@ -212,14 +214,15 @@ class _SlowReader(TimerClient):
             return read
         before = (await self.client.get_workflow_handle(workflow_id).describe()).run_id
         self.entered.set()
-        for _ in range(30):  # up to 3 s: with the key's lock held, the newer one cannot run
+
+        async def newer_ended() -> bool:
             description = await self.client.get_workflow_handle(workflow_id).describe()
-            if (
-                description.run_id != before
-                and description.status != WorkflowExecutionStatus.RUNNING
-            ):
-                break
-            await asyncio.sleep(0.1)
+            running = description.status == WorkflowExecutionStatus.RUNNING
+            return description.run_id != before and not running
+
+        # Up to 3 s: with the key's lock held, the newer one cannot run.
+        with contextlib.suppress(AssertionError):
+            await eventually(newer_ended, within=3, what="a newer run ended", interval=0.1)
         return read
 
 
@@ -280,17 +283,20 @@ async def test_a_daily_cron_re_set_to_every_second_keeps_ticking_across_continue
 
 
 class _HeldStart:
-    """The client, but the start holding deletion `held` waits until `until` is set: the
-    interleaving in which a lower deletion, having read the record, writes after a higher."""
+    """The client, but the start holding deletion `held` sets `reached` (the lower deletion
+    has read the record) and waits until `until` is set: the interleaving in which a lower
+    deletion, having read the record, writes after a higher."""
 
     def __init__(self, client: Client, held: int, until: asyncio.Event) -> None:
         self._client = client
         self._held = held
         self._until = until
+        self.reached = asyncio.Event()
 
     async def start_workflow(self, *args: Any, **kwargs: Any) -> Any:
         record = args[1] if len(args) > 1 else None
         if isinstance(record, DeletionRecord) and record.version == self._held:
+            self.reached.set()
             await asyncio.wait_for(self._until.wait(), 30)
         return await self._client.start_workflow(*args, **kwargs)
 
@@ -306,7 +312,7 @@ async def test_a_lower_deletion_writing_after_a_higher_one_leaves_the_higher(rig
     lower = DeletionRecords(held, task_queue=rig.task_queue)  # type: ignore[arg-type]
 
     async def higher() -> None:
-        await asyncio.sleep(0.5)  # the lower one has read the record (version 5) by now
+        await asyncio.wait_for(held.reached.wait(), 30)  # the lower one read version 5
         await rig.timers.deletions.record(DeletionRecord(aggregate=owner, version=20))
         higher_done.set()
 
@@ -332,10 +338,11 @@ async def test_a_flood_of_stale_changes_continues_the_timer_as_new(rig: Rig) -> 
     async with rig.worker():
         for _ in range(30):
             await handle.signal("apply", stale)
-        for _ in range(150):
-            if (await handle.describe()).run_id != handle.result_run_id:
-                break
-            await asyncio.sleep(0.2)
+
+        async def continued() -> bool:
+            return (await handle.describe()).run_id != handle.result_run_id
+
+        await eventually(continued, within=30, what="continued as new", interval=0.2)
     first = rig.client.get_workflow_handle(workflow_id, run_id=handle.result_run_id)
     assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
     await rig.handle("grace").terminate("done")
@@ -389,12 +396,12 @@ async def test_a_change_the_timer_cannot_read_is_refused_visibly_and_the_timer_g
     await running.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
     async with rig.worker():
         await rig.handle("grace").signal("apply", {"kind": "reschedule", "version": "soon"})
-        shown = await rig.timers.show(rig.workflow_id("grace"))
-        for _ in range(50):
-            if shown.state is not None and shown.state.unreadable:
-                break
-            await asyncio.sleep(0.1)
-            shown = await rig.timers.show(rig.workflow_id("grace"))
+        shown = await eventually(
+            lambda: rig.timers.show(rig.workflow_id("grace")),
+            within=5,
+            what="refused",
+            holds=lambda shown: shown.state is not None and shown.state.unreadable,
+        )
         assert shown.state is not None and shown.state.unreadable == 1
         assert "ValidationError" in shown.state.last_unreadable
         assert shown.status == "Scheduled"
@@ -429,12 +436,12 @@ async def test_a_timer_that_cannot_read_its_input_parks_and_is_still_shown_and_c
         start_signal="nothing",  # ends the start delay: a worker runs it now
     )
     async with rig.worker():
-        for _ in range(100):
-            shown = await rig.timers.show(workflow_id)
-            if shown.status == "Parked":
-                break
-            await asyncio.sleep(0.1)
-        assert shown.status == "Parked", shown
+        shown = await eventually(
+            lambda: rig.timers.show(workflow_id),
+            within=10,
+            what="parked",
+            holds=lambda shown: shown.status == "Parked",
+        )
         assert shown.state is not None and "ValidationError" in shown.state.parked_error
         with pytest.raises(TimerError, match="nothing to retry"):
             await rig.timers.retry(workflow_id)
@@ -459,14 +466,14 @@ async def test_a_job_instance_that_cannot_read_its_input_is_disabled_with_a_noti
         result_type=JobState,
     )
     async with Worker(rig.client, task_queue=rig.task_queue, workflows=[JobWorkflow]):
-        state: JobState | None = None
-        for _ in range(100):
-            try:
-                state = await handle.query("state", result_type=JobState)
-                break
-            except RPCError:
-                await asyncio.sleep(0.1)
-        assert state is not None
+
+        async def answered() -> JobState | None:
+            with contextlib.suppress(RPCError):
+                state: JobState = await handle.query("state", result_type=JobState)
+                return state
+            return None
+
+        state: JobState = await eventually(answered, within=10, what="the state query")
         assert not state.enabled
         assert state.job == "nightly"
         assert any("cannot read its input" in notice for notice in state.notices), state.notices

@@ -19,6 +19,8 @@ import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from tests.helpers.builders import fast_delivery
+from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import quiescent
 from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
 from wow_temporal import (
@@ -36,7 +38,6 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.jobs.client import JobClient, JobError, UnknownJobError
 from wow_temporal.jobs.core import HostRule, JobState, RuleLayer
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import job_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -45,12 +46,7 @@ __all__ = ["recording_host"]
 
 OPERATOR = "operator-secret"
 TENANT_TOKENS = {"t1-secret": "t1", "t2-secret": "t2"}
-FAST = DeliverySettings(
-    max_attempts=3,
-    initial_interval=timedelta(milliseconds=100),
-    max_interval=timedelta(milliseconds=200),
-    heartbeat_timeout=timedelta(seconds=2),
-)
+FAST = fast_delivery(3, heartbeat_timeout=timedelta(seconds=2))
 
 
 class Count(BaseModel):
@@ -307,15 +303,10 @@ async def test_a_failing_handler_is_parked_then_retried_and_later_slots_follow(
         s.saga.failing = True
         await s.jobs.enable(ctx, "flaky")
 
-        async def parked() -> bool:
-            return (await s.jobs.show(ctx, "flaky")).status == "Parked"
-
-        for _ in range(100):
-            if await parked():
-                break
-            await asyncio.sleep(0.1)
-        info = await s.jobs.show(ctx, "flaky")
-        assert info.status == "Parked"
+        info = await eventually(
+            lambda: s.jobs.show(ctx, "flaky"), within=10, what="parked", interval=0.1,
+            holds=lambda info: info.status == "Parked",
+        )
         assert "the supplier's feed is down" in (info.parked or "")
         attempts = [t for name, t in s.saga.calls if name == "flaky"]
         assert len(attempts) == FAST.max_attempts and {t.slot for t in attempts} == {1}
@@ -450,7 +441,7 @@ async def test_an_enable_with_no_worker_running_counts_from_when_it_was_asked(
     try:
         created = await jobs.enable(context, "every-second")  # starts it: no worker needed
         assert created.status == "Enabled"
-        await asyncio.sleep(3.2)
+        await asyncio.sleep(3.2)  # real time: slots come due with no worker (asserted below)
         async with CommandSender(recording_host.url) as sender:
             async with job_worker(dev_client, app, sender):
                 await recording_host.wait_for(lambda h: saga.calls, timeout=10)
@@ -460,7 +451,7 @@ async def test_an_enable_with_no_worker_running_counts_from_when_it_was_asked(
             again = await jobs.enable(context, "every-second")  # no worker: goes as a signal
             assert again.note is not None and "signal" in again.note
             seen = len(saga.calls)
-            await asyncio.sleep(3.2)
+            await asyncio.sleep(3.2)  # real time again: the enable's slots come due unrun
             async with job_worker(dev_client, app, sender):
                 await recording_host.wait_for(lambda h: len(saga.calls) > seen, timeout=10)
                 resumed = saga.calls[seen][1]

@@ -702,7 +702,7 @@ async def test_with_no_worker_running_an_operators_cancel_says_so_and_still_happ
         await timers.cancel(rig.workflow_id("grace"))
     shown = await timers.show(rig.workflow_id("grace"))
     assert shown.waiting == ["cancel requested by an operator"]
-    await asyncio.sleep(2)
+    await asyncio.sleep(2)  # real time: it comes due with the cancel waiting, and still ends so
     async with rig.worker():
         state = await rig.result("grace", within=15)
     assert state.status is Status.CANCELLED

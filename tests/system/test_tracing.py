@@ -25,6 +25,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.helpers.tracing import reset_tracing
 from wow_temporal import App, Command, SagaContext, ScheduleTick, on_schedule
@@ -145,23 +146,17 @@ class Rig:
         (request,) = [r for r in self.host.requests if r.aggregate_id == self.aggregate_id]
         return request
 
-    async def span(self, name: str, trace: str, within: float = 5.0) -> ReadableSpan:
+    def named(self, name: str, trace: str) -> list[ReadableSpan]:
+        """The spans named `name` in trace `trace` that have ended, in the order they began."""
+        found = [s for s in self.spans.get_finished_spans() if s.name == name]
+        return sorted((s for s in found if hex_trace(s) == trace), key=lambda s: s.start_time or 0)
+
+    async def span(self, name: str, trace: str) -> ReadableSpan:
         """The one span named `name` in trace `trace` (spans end a little after the work)."""
-        deadline = time.monotonic() + within
-        while True:
-            found = [
-                s
-                for s in self.spans.get_finished_spans()
-                if s.name == name and hex_trace(s) == trace
-            ]
-            if found:
-                assert len(found) == 1, f"{len(found)} spans {name} in trace {trace}"
-                return found[0]
-            if time.monotonic() > deadline:
-                names = sorted({s.name for s in self.spans.get_finished_spans()
-                                if hex_trace(s) == trace})
-                raise AssertionError(f"no span {name} in trace {trace}; it has {names}")
-            await asyncio.sleep(0.05)
+        found = await eventually(lambda: self.named(name, trace), within=5, what=name)
+        assert len(found) == 1, f"{len(found)} spans {name} in trace {trace}"
+        span: ReadableSpan = found[0]
+        return span
 
     def ancestors(self, span: ReadableSpan) -> list[str]:
         """The names of `span`'s parents, nearest first, as far as this process saw them."""
@@ -192,11 +187,13 @@ async def rig(
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http,
         timer_worker(client, sender, task_queue=queue),
     ):
-        for _ in range(100):
+
+        async def healthy() -> bool:
             with contextlib.suppress(httpx.TransportError):
-                if (await http.get("/health")).status_code == 200:
-                    break
-            await asyncio.sleep(0.05)
+                return (await http.get("/health")).status_code == 200
+            return False
+
+        await eventually(healthy, within=5, what="the API serving")
         try:
             yield Rig(client, http, recording_host, spans, uuid.uuid4().hex)
         finally:
@@ -269,16 +266,10 @@ async def test_a_failed_attempt_is_an_error_span_and_the_retry_stays_in_the_trac
     rig.host.behave("fail", request_id=f"{commit['id']}:e1#1", times=1)
     await rig.post(commit)
     name = f"wow.deliver {COMMAND}"
-    deadline = time.monotonic() + 30
-    while True:
-        attempts = sorted(
-            (s for s in rig.spans.get_finished_spans()
-             if s.name == name and hex_trace(s) == trace_id(sent)),
-            key=lambda s: s.start_time or 0,
-        )
-        if len(attempts) >= 2 or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.1)
+    attempts = await eventually(
+        lambda: rig.named(name, trace_id(sent)), within=30, what="two attempts",
+        holds=lambda found: len(found) >= 2,
+    )
     assert [(s.attributes or {}).get("wow.outcome") for s in attempts] == ["failed", "delivered"]
     assert [(s.attributes or {}).get("wow.attempt") for s in attempts] == [1, 2]
     assert attempts[0].status.status_code is StatusCode.ERROR
@@ -344,17 +335,12 @@ async def test_a_tick_has_a_span_and_its_commands_continue_it(
     )
     got = request.header("traceparent")
     assert got is not None
-    deadline = time.monotonic() + 5
-    while True:
-        ticks = [
-            s for s in spans.get_finished_spans()
-            if s.name == "wow.tick ping" and hex_span(s) == span_id(got)
-        ]
-        if ticks or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.05)
-    assert ticks, "the command's traceparent is not a tick span"
-    (tick,) = ticks
+    (tick,) = await eventually(
+        lambda: [s for s in spans.get_finished_spans() if hex_span(s) == span_id(got)],
+        within=5,
+        what="the command's traceparent is a span",
+    )
+    assert tick.name == "wow.tick ping"
     assert hex_trace(tick) == trace_id(got)
     assert tick.attributes is not None
     assert tick.attributes["wow.job"] == "ping"

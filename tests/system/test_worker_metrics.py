@@ -22,14 +22,14 @@ import pytest
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import ActivityEnvironment
 
-from tests.helpers.builders import commit, make_request
+from tests.helpers.builders import commit, fast_delivery, make_request
+from tests.helpers.eventually import eventually
 from tests.helpers.recording_host import RecordingHost
 from tests.helpers.worker_process import WorkerProcess, on_the_session_loop
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.workflow import DeliverySettings
 from wow_temporal.worker import PARKED_QUERIES, timer_worker
 
 
@@ -41,14 +41,12 @@ async def scrape(port: int) -> str:
 
 
 async def scrape_until(port: int, name: str, **labels: str) -> str:
-    """The metrics once `name`'s series with `labels` is at least 1 (or after 10 s): the
-    exporter reads the meters as it is scraped."""
-    text = ""
-    for _ in range(50):
-        text = await scrape(port)
-        if series(text, name, **labels) >= 1:
-            break
-        await asyncio.sleep(0.2)
+    """The metrics once `name`'s series with `labels` is at least 1: the exporter reads the
+    meters as it is scraped."""
+    text: str = await eventually(
+        lambda: scrape(port), within=10, what=f"{name} {labels}", interval=0.2,
+        holds=lambda text: series(text, name, **labels) >= 1,
+    )
     return text
 
 
@@ -104,12 +102,7 @@ async def test_the_worker_gauges_the_parked_timers(
 ) -> None:
     client = await dev_server.connect()
     queue = f"parked-{uuid.uuid4().hex[:8]}"
-    budget = DeliverySettings(
-        max_attempts=1,
-        initial_interval=timedelta(milliseconds=100),
-        max_interval=timedelta(milliseconds=100),
-    )
-    timers = TimerClient(client, task_queue=queue, delivery=budget)
+    timers = TimerClient(client, task_queue=queue, delivery=fast_delivery(1))
     data = commit(after=0.1)
     recording_host.behave("fail", request_id=f"{data['id']}:e1#1")
     async with CommandSender(recording_host.url) as sender, timer_worker(
@@ -117,17 +110,15 @@ async def test_the_worker_gauges_the_parked_timers(
     ):
         await timers.apply(data)
         timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
-        for _ in range(200):
-            if (await timers.show(timer)).status == "Parked":
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the timer was never parked")
-        # What the gauge counts: visibility, which lags the timer a little.
-        for _ in range(100):
-            if (await client.count_workflows(PARKED_QUERIES["timer"])).count >= 1:
-                break
-            await asyncio.sleep(0.1)
+
+        async def parked() -> bool:
+            return (await timers.show(timer)).status == "Parked"
+
+        async def counted() -> bool:  # what the gauge counts: visibility, which lags a little
+            return (await client.count_workflows(PARKED_QUERIES["timer"])).count >= 1
+
+        await eventually(parked, within=20, what="the timer parked", interval=0.1)
+        await eventually(counted, within=10, what="a parked timer counted", interval=0.1)
 
         port = free_port()
         worker = WorkerProcess(
@@ -168,12 +159,14 @@ async def test_the_control_api_serves_the_commits_it_ingests(
     data = commit(after=3600)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as http:
-            for _ in range(200):
-                with contextlib.suppress(httpx.TransportError):
-                    if (await http.get("/health")).status_code == 200:
-                        break
+
+            async def healthy() -> bool:
                 assert proc.returncode is None, log.read_text()
-                await asyncio.sleep(0.05)
+                with contextlib.suppress(httpx.TransportError):
+                    return (await http.get("/health")).status_code == 200
+                return False
+
+            await eventually(healthy, within=10, what="the API serving")
             answer = await http.post(
                 "/commits", json=data, headers={"Authorization": "Bearer operator-secret"}
             )

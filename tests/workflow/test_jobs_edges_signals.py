@@ -3,7 +3,6 @@ and changes nothing (the rest of the edges: tests/unit/test_jobs_edges.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers.eventually import eventually
 from wow_temporal import App, Command, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.delivery import DeliveryOutcome, DeliveryRequest
 from wow_temporal.ids import job_workflow_id
@@ -93,9 +93,8 @@ async def _state_when(
     handle: WorkflowHandle[Any, Any], ready: Callable[[JobState], bool]
 ) -> JobState:
     """Query the instance's state until `ready` (a signal is applied by a later task)."""
-    for _ in range(200):
-        state: JobState = await handle.query("state", result_type=JobState)
-        if ready(state):
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never ready: {state}")
+    state: JobState = await eventually(
+        lambda: handle.query("state", result_type=JobState), within=10, what="the state",
+        holds=ready,
+    )
+    return state

@@ -3,7 +3,6 @@ for the host (the end-to-end tests use the real one over HTTP)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -13,11 +12,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.helpers.eventually import eventually
 from tests.helpers.told import told
 from wow_temporal.delivery import DELIVERY_PARKED, DeliveryOutcome, DeliveryRequest
 from wow_temporal.engine import slots as engine_slots
@@ -280,6 +280,18 @@ async def test_a_newer_schedule_ends_a_parked_one(rig: Rig) -> None:
     assert rig.host.request_ids[-1] == f"{newer['id']}:e0#1"
 
 
+async def delivered(handle: WorkflowHandle[Any, Any], count: int) -> TimerState:
+    """The timer's state once it has recorded `count` deliveries' outcomes."""
+    state: TimerState = await eventually(
+        lambda: handle.query(TimerWorkflow.state),
+        within=10,
+        what=f"{count} delivered",
+        interval=0.1,
+        holds=lambda state: state.delivered >= count,
+    )
+    return state
+
+
 @pytest.mark.parametrize(
     ("misfire", "expected"),
     [("COALESCE", "latest"), ("CATCH_UP", "each")],
@@ -300,11 +312,7 @@ async def test_cron_slots_missed_while_no_worker_ran(rig: Rig, misfire: str, exp
         await rig.timers.apply(commit)
         handle = rig.client.get_workflow_handle(rig.workflow_id("hourly"))
         wanted = 1 if expected == "latest" else due_by_now
-        for _ in range(100):  # until the timer has recorded each delivery's outcome
-            state = await handle.query(TimerWorkflow.state)
-            if state.delivered >= wanted:
-                break
-            await asyncio.sleep(0.1)
+        state = await delivered(handle, wanted)
         await rig.timers.cancel(rig.workflow_id("hourly"))
     got = [(r.schedule.slot, r.schedule.skipped) for r, _ in rig.host.requests]
     if expected == "latest":
@@ -335,11 +343,7 @@ async def test_a_catch_up_past_the_cap_is_numbered_by_the_engine_and_marks_its_h
     async with rig.worker():
         await rig.timers.apply(commit)
         handle = rig.client.get_workflow_handle(rig.workflow_id("capped"))
-        for _ in range(100):
-            state = await handle.query(TimerWorkflow.state)
-            if state.delivered >= 1:
-                break
-            await asyncio.sleep(0.1)
+        await delivered(handle, 1)
         await rig.timers.cancel(rig.workflow_id("capped"))
     assert [(r.schedule.slot, r.schedule.skipped) for r, _ in rig.host.requests] == [(3, 2)]
     markers = [
