@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 _TESTS = Path(__file__).resolve().parent
 
-pytest_plugins = ["tests.helpers.recording_host"]  # `recording_host`: a real HTTP Wow host
+pytest_plugins = ["tests.helpers.wow_host"]  # `wow_host`: a real HTTP Wow host
 
 
 TIERS = {
@@ -50,7 +50,7 @@ _FIXTURE_TIER = {
     "time_skipping_client": "workflow",
     "dev_server": "system",
     "dev_client": "system",
-    "recording_host": "system",
+    "wow_host": "system",
 }
 """The shared servers a fixture starts, by the tier that may start them."""
 

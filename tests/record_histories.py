@@ -3,7 +3,7 @@
     .venv/bin/python tests/record_histories.py            # every history
     .venv/bin/python tests/record_histories.py timer_cron job_ticks   # only these
 
-Timers run on a fresh dev server (real worker, real delivery activity, the recording host over
+Timers run on a fresh dev server (real worker, real delivery activity, the fake Wow host over
 HTTP); jobs run under `schedule_spec` on the time-skipping test server (the real job workflow and
 tick activity, virtual time). Each history is written as `tests/histories/<name>.json`
 (`WorkflowHistory.to_json()`). Re-record only on purpose: a history recorded by today's code
@@ -31,7 +31,6 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordingHost
 from wow_temporal import (
     Command,
     JobScope,
@@ -51,6 +50,7 @@ from wow_temporal.jobs.workflow import DISABLE, ENABLE, RESCHEDULE, JobInput, Jo
 from wow_temporal.model import Commit
 from wow_temporal.testing import ScheduleSpec, schedule_spec
 from wow_temporal.testing.time_skipping import start_time_skipping
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers import core as timer_core
 from wow_temporal.timers.changes import KeyChange, changes_of
 from wow_temporal.timers.client import TimerClient
@@ -89,11 +89,11 @@ async def save(name: str, handle: WorkflowHandle[Any, Any]) -> None:
     print(f"{name}.json: {len(history.events)} events, {len(text) / 1024:.1f} KB")
 
 
-# --- timers: dev server, real worker and delivery activity, recording host -------------------
+# --- timers: dev server, real worker and delivery activity, fake Wow host -------------------
 
 
 class TimerRig:
-    def __init__(self, client: Client, host: RecordingHost, task_queue: str) -> None:
+    def __init__(self, client: Client, host: FakeWowHost, task_queue: str) -> None:
         self.client = client
         self.host = host
         self.task_queue = task_queue
@@ -312,7 +312,7 @@ async def record_timers(names: set[str]) -> None:
     cases = {n: f for n, f in TIMER_CASES.items() if not names or n in names}
     if not cases:
         return
-    with tempfile.TemporaryDirectory() as data, RecordingHost() as host:
+    with tempfile.TemporaryDirectory() as data, FakeWowHost() as host:
         server = EmbeddedTemporal(data, headless=True)
         await server.start()
         try:

@@ -1,5 +1,5 @@
 """The dev-server rig of the timers' end-to-end tests (`rig`): a task queue, aggregate and timers
-client of a test's own on the session's dev server, delivering to the recording host; the
+client of a test's own on the session's dev server, delivering to the fake Wow host; the
 commits and events those tests ingest."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from temporalio.worker import Worker
 
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordedRequest, RecordingHost
 from wow_temporal.delivery import CommandSender
+from wow_temporal.testing.wow_host import Arrival, FakeWowHost
 from wow_temporal.timers.client import TimerClient, TimerFilter, TimerInfo
 from wow_temporal.timers.core import TimerState
 from wow_temporal.worker import timer_worker
@@ -54,10 +54,10 @@ DELETED: dict[str, Any] = {"name": "wow.AggregateDeleted"}
 
 @dataclass
 class Rig:
-    """One test's world: its task queue, aggregate, timers client and the recording host."""
+    """One test's world: its task queue, aggregate, timers client and the fake Wow host."""
 
     client: Client
-    host: RecordingHost
+    host: FakeWowHost
     timers: TimerClient
     task_queue: str
     aggregate_id: str
@@ -130,21 +130,21 @@ class Rig:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def rig(dev_client: Client, recording_host: RecordingHost) -> AsyncIterator[Rig]:
+async def rig(dev_client: Client, wow_host: FakeWowHost) -> AsyncIterator[Rig]:
     task_queue = f"e2e-{uuid.uuid4().hex[:10]}"
     timers = TimerClient(
         dev_client,
         task_queue=task_queue,
         delivery=fast_delivery(MAX_ATTEMPTS, attempt_timeout=timedelta(seconds=5)),
     )
-    yield Rig(dev_client, recording_host, timers, task_queue, uuid.uuid4().hex)
+    yield Rig(dev_client, wow_host, timers, task_queue, uuid.uuid4().hex)
 
 
 def request_id(commit: dict[str, Any], event: int = 0, slot: int = 1) -> str:
     return f"{commit['id']}:e{event}#{slot}"
 
 
-def due_ms(request: RecordedRequest) -> int:
+def due_ms(request: Arrival) -> int:
     due = request.message_header("schedule_due")
     assert due is not None
     return int(due)

@@ -1,4 +1,4 @@
-"""The HTTP control API against the real dev server, a real timer worker and the recording host.
+"""The HTTP control API against the real dev server, a real timer worker and the fake Wow host.
 
 The API is called in process through httpx's ASGI transport (real HTTP semantics, no socket);
 `serve` is checked once over a real socket. Aggregate ids are unique per test: the dev server
@@ -30,13 +30,13 @@ from temporalio.service import RetryConfig
 from tests.helpers.builders import fast_delivery
 from tests.helpers.docs_page import assert_docs_served_offline
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordingHost
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app, serve
 from wow_temporal.delivery import CommandSender
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import ScheduleRule
 from wow_temporal.settings import Settings
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import job_worker, timer_worker
 
@@ -105,7 +105,7 @@ class Api:
 
     http: httpx.AsyncClient
     timers: TimerClient
-    host: RecordingHost
+    host: FakeWowHost
     aggregate_id: str = field(default_factory=lambda: f"order-{uuid.uuid4().hex[:10]}")
 
     async def listing(
@@ -130,7 +130,7 @@ def client_for(app: Any) -> httpx.AsyncClient:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def api(dev_client: Client, recording_host: RecordingHost) -> AsyncIterator[Api]:
+async def api(dev_client: Client, wow_host: FakeWowHost) -> AsyncIterator[Api]:
     task_queue = f"api-{uuid.uuid4().hex[:8]}"
     timers = TimerClient(
         dev_client,
@@ -138,10 +138,10 @@ async def api(dev_client: Client, recording_host: RecordingHost) -> AsyncIterato
         delivery=fast_delivery(2),
     )
     app = create_app(timers, token=OPERATOR, tenant_tokens=TENANT_TOKENS)
-    async with CommandSender(recording_host.url) as sender:
+    async with CommandSender(wow_host.url) as sender:
         worker = timer_worker(dev_client, sender, task_queue=task_queue)
         async with worker, client_for(app) as http:
-            yield Api(http, timers, recording_host)
+            yield Api(http, timers, wow_host)
 
 
 # --- auth and docs --------------------------------------------------------------------------
@@ -1022,7 +1022,7 @@ class _ListedJobs:
 
 
 async def test_listed_job_instances_say_what_showing_them_says(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     """`GET /schedules` names each instance's rule, processor and next due times, as `GET
     /{context}/schedule/{id}` does (visibility alone knows only the status)."""
@@ -1033,7 +1033,7 @@ async def test_listed_job_instances_say_what_showing_them_says(
         TimerClient(dev_client), token=OPERATOR, tenant_tokens=TENANT_TOKENS, jobs=jobs
     )
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         job_worker(dev_client, domain, sender),
         client_for(app) as http,
     ):

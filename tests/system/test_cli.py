@@ -24,13 +24,13 @@ from typer.testing import CliRunner
 
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordingHost
 from wow_temporal.cli import CLOSED_STDOUT_EXIT, app
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import LOG_FORMAT, JsonFormatter, OneLineFormatter
 from wow_temporal.model import Commit
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import timer_worker
 
@@ -149,7 +149,7 @@ def _grace_commit(aggregate_id: str, after: str, command_type: str) -> dict[str,
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_setup_apply_list_show_cancel_on_a_real_server(
-    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost, tmp_path: Path
+    dev_server: EmbeddedTemporal, dev_client: Client, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
     setup = _cli("setup", env=env)
@@ -185,11 +185,11 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     assert "only a parked timer can be retried" in retried.stderr
     assert "is Scheduled" in retried.stderr
 
-    async with timer_worker(dev_client, CommandSender(recording_host.url)):  # the default queue
+    async with timer_worker(dev_client, CommandSender(wow_host.url)):  # the default queue
         cancelled = await asyncio.to_thread(_cli, "timers", "cancel", workflow_id, env=env)
     assert cancelled.returncode == 0, cancelled.stderr
     assert cancelled.stdout.strip() == f"{workflow_id}: Cancelled"
-    assert recording_host.requests == []
+    assert wow_host.requests == []
 
     missing = _cli("timers", "show", "wow-timer:nope.x:t:1:k", env=env)
     assert missing.returncode == 2
@@ -533,14 +533,14 @@ def test_every_command_ends_quietly_on_a_closed_stdout(
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_timers_retry_says_what_is_true_of_the_retried_timer(
-    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost
+    dev_server: EmbeddedTemporal, dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     """Not `Scheduled` for a timer that `timers list` shows `Delivering` a moment later: the
     retried slot is being delivered again, with its request id."""
     env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
     task_queue = f"cli-retry-{uuid.uuid4().hex[:8]}"
     command_type = f"cli.retry.Probe{uuid.uuid4().hex[:8]}"
-    recording_host.behave("fail", command_type=command_type, times=2)
+    wow_host.behave("fail", command_type=command_type, times=2)
     timers = TimerClient(
         dev_client,
         task_queue=task_queue,
@@ -549,7 +549,7 @@ async def test_timers_retry_says_what_is_true_of_the_retried_timer(
     aggregate_id = uuid.uuid4().hex[:8]
     commit = Commit.parse(_grace_commit(aggregate_id, "PT0.1S", command_type))
     workflow_id = f"wow-timer:eshop-order.order:t-cli:{aggregate_id}:grace"
-    async with CommandSender(recording_host.url) as sender, timer_worker(
+    async with CommandSender(wow_host.url) as sender, timer_worker(
         dev_client, sender, task_queue=task_queue
     ):
         await timers.apply(commit)
@@ -564,7 +564,7 @@ async def test_timers_retry_says_what_is_true_of_the_retried_timer(
             f"{workflow_id}: retried: slot 1 is being delivered again "
             f"(request id c-{aggregate_id}:e-1#1)"
         )
-        (delivered,) = await recording_host.wait_for(
+        (delivered,) = await wow_host.wait_for(
             lambda host: [r for r in host.delivered() if r.aggregate_id == aggregate_id],
             timeout=15,
         )

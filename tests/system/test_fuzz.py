@@ -65,7 +65,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import first_task_ended
-from tests.helpers.recording_host import RecordingHost
 from workers.eshop import apps as eshop_apps
 from wow_temporal import App, Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import create_app
@@ -75,6 +74,7 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import CRON_FORMAT, ZONE_FORMAT, Commit
 from wow_temporal.search_attributes import register_search_attributes
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.worker import job_worker, timer_worker
@@ -457,7 +457,7 @@ async def until_listed(http: httpx.AsyncClient, path: str, params: dict[str, str
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_tenants_token_reaches_nothing_of_another_tenant(
-    dev_client: Client, task_queue: str, recording_host: RecordingHost
+    dev_client: Client, task_queue: str, wow_host: FakeWowHost
 ) -> None:
     context = f"fuzz-iso-{uuid.uuid4().hex[:8]}"
     app = App(context, sagas=[IsolationJobs()])
@@ -470,7 +470,7 @@ async def test_a_tenants_token_reaches_nothing_of_another_tenant(
     transport = httpx.ASGITransport(app=api)
     try:
         async with (
-            CommandSender(recording_host.url) as sender,
+            CommandSender(wow_host.url) as sender,
             job_worker(dev_client, app, sender),
             httpx.AsyncClient(transport=transport, base_url="http://api") as http,
         ):
@@ -620,7 +620,7 @@ def _edge_commits(aggregate: str) -> list[dict[str, Any]]:
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_no_commit_the_api_accepts_wedges_a_timer_a_live_worker_runs(
-    dev_client: Client, task_queue: str, recording_host: RecordingHost
+    dev_client: Client, task_queue: str, wow_host: FakeWowHost
 ) -> None:
     """Commits at the edges of what `POST /commits` accepts, while a timer worker runs the
     timers they start (issue #29): each is accepted or refused with a declared answer, no
@@ -633,7 +633,7 @@ async def test_no_commit_the_api_accepts_wedges_a_timer_a_live_worker_runs(
     started: list[str] = []
     transport = httpx.ASGITransport(app=app)
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         timer_worker(dev_client, sender, task_queue=task_queue),
         httpx.AsyncClient(transport=transport, base_url="http://api") as http,
     ):
@@ -830,7 +830,7 @@ def _as_integers(value: Any) -> Any:
 @pytest.mark.timeout(240)
 @pytest.mark.asyncio(loop_scope="session")
 async def test_chains_of_calls_through_the_openapi_links_answer_as_documented_with_a_live_worker(
-    own_namespace: Client, recording_host: RecordingHost
+    own_namespace: Client, wow_host: FakeWowHost
 ) -> None:
     """Schemathesis' stateful phase (issue #29): scenarios that hand over commits, then show,
     retry and cancel the timers they name, and list, enable, reschedule and disable job
@@ -848,7 +848,7 @@ async def test_chains_of_calls_through_the_openapi_links_answer_as_documented_wi
     machine = stateful_machine(api, OPERATOR, seen, steps)
     transport = httpx.ASGITransport(app=api)
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         timer_worker(client, sender, task_queue=task_queue),
         job_worker(client, app, sender),
         httpx.AsyncClient(transport=transport, base_url="http://api") as http,

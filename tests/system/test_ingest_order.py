@@ -20,8 +20,8 @@ from temporalio.worker import Worker
 
 from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import quiescent
-from tests.helpers.recording_host import recording_host
 from tests.helpers.timer_rig import DELETED, Rig, cancelled, request_id, rig, schedule_set
+from tests.helpers.wow_host import wow_host
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import JOB_WORKFLOW, JobWorkflow
@@ -36,7 +36,7 @@ from wow_temporal.timers.workflow import TimerInput, TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["recording_host", "rig"]  # the fixtures, used by every test here
+__all__ = ["rig", "wow_host"]  # the fixtures, used by every test here
 
 HOUR_AGO_MS = int((time.time() - 3600) * 1000)
 

@@ -1,5 +1,5 @@
 """Recurring jobs end to end: the real job workflow and tick activity on the dev server, a real
-worker, the recording host, and the control API (in process, real HTTP semantics).
+worker, the fake Wow host, and the control API (in process, real HTTP semantics).
 
 Each test has a context of its own, so instance ids and task queues never meet on the shared
 dev server. Crons tick every second or two, so the tests read real time, with margins.
@@ -22,7 +22,7 @@ from temporalio.client import Client
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import quiescent
-from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
+from tests.helpers.wow_host import wow_host
 from wow_temporal import (
     App,
     Command,
@@ -37,12 +37,13 @@ from wow_temporal.api import create_app
 from wow_temporal.delivery import CommandSender
 from wow_temporal.jobs.client import JobClient, JobError, UnknownJobError
 from wow_temporal.jobs.core import HostRule, JobState, RuleLayer
+from wow_temporal.testing.wow_host import Arrival, FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import job_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["recording_host"]
+__all__ = ["wow_host"]
 
 OPERATOR = "operator-secret"
 TENANT_TOKENS = {"t1-secret": "t1", "t2-secret": "t2"}
@@ -105,9 +106,9 @@ class Stack:
     app: App
     jobs: JobClient
     http: httpx.AsyncClient
-    host: RecordingHost
+    host: FakeWowHost
 
-    def requests_of(self, job: str) -> list[RecordedRequest]:
+    def requests_of(self, job: str) -> list[Arrival]:
         return [r for r in self.host.requests if f":{job}" in r.request_id.split("#")[0]]
 
     async def state(self, workflow_id: str) -> JobState:
@@ -117,7 +118,7 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def stack(
-    client: Client, host: RecordingHost, rules: dict[str, HostRule] | None = None
+    client: Client, host: FakeWowHost, rules: dict[str, HostRule] | None = None
 ) -> AsyncIterator[Stack]:
     context = f"jobs-{uuid.uuid4().hex[:8]}"
     saga = Jobs(context)
@@ -147,9 +148,9 @@ def auth(token: str) -> dict[str, str]:
 
 
 async def test_an_enabled_job_ticks_and_sends_its_commands_with_tick_request_ids(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
-    async with stack(dev_client, recording_host) as s:
+    async with stack(dev_client, wow_host) as s:
         answer = await s.http.post(
             f"/{s.app.context}/schedule/every-second/wow.schedule.enable", headers=auth(OPERATOR)
         )
@@ -190,9 +191,9 @@ async def test_an_enabled_job_ticks_and_sends_its_commands_with_tick_request_ids
 
 
 async def test_a_tenant_job_has_one_instance_per_tenant_and_tokens_reach_only_their_own(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
-    async with stack(dev_client, recording_host) as s:
+    async with stack(dev_client, wow_host) as s:
         base = f"/{s.app.context}/tenant"
         # Wow's route, the header, and the token's own tenant all name the instance.
         by_path = await s.http.post(
@@ -235,7 +236,7 @@ async def test_a_tenant_job_has_one_instance_per_tenant_and_tokens_reach_only_th
         )
         assert tenant_of_system.status_code == 400
 
-        def each_tenant_ticked_twice(h: RecordingHost) -> bool:
+        def each_tenant_ticked_twice(h: FakeWowHost) -> bool:
             tenants = [r.header("command-tenant-id") for r in s.requests_of("per-tenant")]
             return tenants.count("t1") >= 2 and tenants.count("t2") >= 2
 
@@ -249,9 +250,9 @@ async def test_a_tenant_job_has_one_instance_per_tenant_and_tokens_reach_only_th
 
 
 async def test_bad_input_at_the_job_edges_is_refused_and_changes_nothing(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
-    async with stack(dev_client, recording_host) as s:
+    async with stack(dev_client, wow_host) as s:
         ctx = s.app.context
         await s.jobs.enable(ctx, "every-second")
         route = f"/{ctx}/schedule/every-second/wow.schedule.reschedule"
@@ -296,9 +297,9 @@ async def test_bad_input_at_the_job_edges_is_refused_and_changes_nothing(
 
 
 async def test_a_failing_handler_is_parked_then_retried_and_later_slots_follow(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
-    async with stack(dev_client, recording_host) as s:
+    async with stack(dev_client, wow_host) as s:
         ctx = s.app.context
         s.saga.failing = True
         await s.jobs.enable(ctx, "flaky")
@@ -334,10 +335,10 @@ async def test_a_failing_handler_is_parked_then_retried_and_later_slots_follow(
 
 
 async def test_overrides_the_tenants_rule_before_the_hosts_before_the_codes(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     rules = {"per-tenant": HostRule(layer=RuleLayer(expression="*/2 * * * * *", zone="Asia/Tokyo"))}
-    async with stack(dev_client, recording_host, rules) as s:
+    async with stack(dev_client, wow_host, rules) as s:
         ctx = s.app.context
         info = await s.jobs.enable(ctx, "per-tenant", tenant="t1")
         assert (info.expression, info.zone) == ("*/2 * * * * *", "Asia/Tokyo")
@@ -353,10 +354,10 @@ async def test_overrides_the_tenants_rule_before_the_hosts_before_the_codes(
 
 
 async def test_a_sharded_job_ticks_each_partition_once_per_slot(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     rules = {"sharded": HostRule(partitions=3)}
-    async with stack(dev_client, recording_host, rules) as s:
+    async with stack(dev_client, wow_host, rules) as s:
         started = await s.jobs.bring_to_settings(s.app)
         ids = sorted(i.workflow_id for i in started if i.name == "sharded")
         assert ids == [f"wow-job:{s.app.context}:sharded:partition:{n}" for n in range(3)]
@@ -389,9 +390,9 @@ async def test_a_sharded_job_ticks_each_partition_once_per_slot(
 
 
 async def test_a_worker_starting_with_a_changed_override_brings_every_tenants_instance_to_it(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
-    async with stack(dev_client, recording_host) as s:
+    async with stack(dev_client, wow_host) as s:
         ctx = s.app.context
         for tenant in ("t1", "t2", "t3"):
             await s.jobs.enable(ctx, "per-tenant", tenant=tenant)
@@ -412,9 +413,9 @@ async def test_a_worker_starting_with_a_changed_override_brings_every_tenants_in
 
 
 async def test_an_instance_terminated_by_an_operator_starts_again_without_repeating_a_slot(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
-    async with stack(dev_client, recording_host) as s:
+    async with stack(dev_client, wow_host) as s:
         ctx = s.app.context
         await s.jobs.enable(ctx, "catch-up")
         await s.jobs.reschedule(ctx, "catch-up", {"zone": "Asia/Tokyo"})
@@ -432,7 +433,7 @@ async def test_an_instance_terminated_by_an_operator_starts_again_without_repeat
 
 
 async def test_an_enable_with_no_worker_running_counts_from_when_it_was_asked(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     context = f"jobs-{uuid.uuid4().hex[:8]}"
     saga = Jobs(context)
@@ -442,9 +443,9 @@ async def test_an_enable_with_no_worker_running_counts_from_when_it_was_asked(
         created = await jobs.enable(context, "every-second")  # starts it: no worker needed
         assert created.status == "Enabled"
         await asyncio.sleep(3.2)  # real time: slots come due with no worker (asserted below)
-        async with CommandSender(recording_host.url) as sender:
+        async with CommandSender(wow_host.url) as sender:
             async with job_worker(dev_client, app, sender):
-                await recording_host.wait_for(lambda h: saga.calls, timeout=10)
+                await wow_host.wait_for(lambda h: saga.calls, timeout=10)
                 first = saga.calls[0][1]
                 assert first.skipped >= 2 and first.slot == first.skipped + 1, first
                 await jobs.disable(context, "every-second")
@@ -453,7 +454,7 @@ async def test_an_enable_with_no_worker_running_counts_from_when_it_was_asked(
             seen = len(saga.calls)
             await asyncio.sleep(3.2)  # real time again: the enable's slots come due unrun
             async with job_worker(dev_client, app, sender):
-                await recording_host.wait_for(lambda h: len(saga.calls) > seen, timeout=10)
+                await wow_host.wait_for(lambda h: len(saga.calls) > seen, timeout=10)
                 resumed = saga.calls[seen][1]
                 assert resumed.skipped >= 2, resumed  # the seconds since the enable: a misfire
                 await jobs.disable(context, "every-second")

@@ -29,8 +29,8 @@ from tests.apps import jobs_app
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from tests.helpers.quiescent import attempts, quiescent
-from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.helpers.worker_process import WorkerProcess
+from tests.helpers.wow_host import wow_host
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.binaries import find_temporal_cli
 from wow_temporal.dev.server import EmbeddedTemporal
@@ -40,11 +40,12 @@ from wow_temporal.jobs.attributes import SA_STATUS
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import DISABLE, RESCHEDULE
+from wow_temporal.testing.wow_host import Arrival, FakeWowHost
 from wow_temporal.worker import job_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["recording_host"]  # the shared host's fixture, used by the tests here
+__all__ = ["wow_host"]  # the shared host's fixture, used by the tests here
 
 FAST = fast_delivery(3, heartbeat_timeout=timedelta(seconds=2))
 
@@ -53,12 +54,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def index_of(request: RecordedRequest) -> int:
+def index_of(request: Arrival) -> int:
     """The command's index in its tick: `{workflow id}#{slot}:{index}`."""
     return int(request.request_id.rsplit(":", 1)[1])
 
 
-def decided(request: RecordedRequest) -> bool:
+def decided(request: Arrival) -> bool:
     """Decided by the host for the first time (`hang` answers Ok, late)."""
     return request.behaviour in ("ok", "hang")
 
@@ -132,7 +133,7 @@ def cron_at(instant: datetime) -> str:
 
 
 async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_decided_once(
-    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost,
+    dev_server: EmbeddedTemporal, dev_client: Client, wow_host: FakeWowHost,
     tmp_path: Path,
 ) -> None:
     app = jobs_app.bulk
@@ -142,9 +143,9 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
     # The host takes its time over command 400 (then answers Ok), so the worker is killed
     # while that request is in flight, some hundreds decided and the rest not sent.
     hang_at = 400
-    recording_host.behave("hang", request_id=ids[hang_at], times=1, delay=30)
+    wow_host.behave("hang", request_id=ids[hang_at], times=1, delay=30)
     jobs = JobClient(dev_client, app)
-    worker = jobs_worker(dev_server, recording_host.url, "bulk", tmp_path / "worker.log")
+    worker = jobs_worker(dev_server, wow_host.url, "bulk", tmp_path / "worker.log")
     async with cleaned(dev_client, app, worker):
         await worker.start()
         state = await state_of(dev_client, workflow_id)
@@ -153,23 +154,23 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
         await jobs.reschedule(app.context, "bulk", {"expression": cron_at(due)})
         await eventually(
-            lambda: recording_host.for_request_id(ids[hang_at]), within=15, what="command 400 sent"
+            lambda: wow_host.for_request_id(ids[hang_at]), within=15, what="command 400 sent"
         )
         # Kill it once the server holds its progress (heartbeats are sent throttled).
         progress = await eventually(
             lambda: recorded_progress(dev_client, workflow_id), within=10, what="progress",
             holds=lambda progress: progress is not None and progress["sent"] >= 300,
         )
-        at_kill = recording_host.requests
+        at_kill = wow_host.requests
         await worker.kill()  # reaped (it asserts the SIGKILL): it sends nothing more
         assert 300 <= len(at_kill) < count
         await worker.start()  # a new process
 
-        def all_decided(host: RecordingHost) -> bool:
+        def all_decided(host: FakeWowHost) -> bool:
             return sum(decided(r) for r in host.requests) >= count
 
         await eventually(
-            lambda: all_decided(recording_host), within=45, what="every command decided"
+            lambda: all_decided(wow_host), within=45, what="every command decided"
         )
         state = await wait_state(
             dev_client, workflow_id, lambda s: any(r.slot == 1 for r in s.recent)
@@ -177,7 +178,7 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
         disabled = await jobs.disable(app.context, "bulk")
         assert disabled.status == "Disabled"
 
-    requests = recording_host.requests
+    requests = wow_host.requests
     assert {r.request_id for r in requests} == set(ids), "a request of another slot"
     firsts = [r for r in requests if decided(r)]
     assert sorted(r.request_id for r in firsts) == sorted(ids), "not decided exactly once"
@@ -202,42 +203,42 @@ async def test_a_worker_killed_mid_tick_of_2000_commands_resumes_and_each_is_dec
 # --- 2. misfire policies across a stopped worker ----------------------------------------------
 
 
-def ticks_of(requests: list[RecordedRequest], job: str) -> list[RecordedRequest]:
+def ticks_of(requests: list[Arrival], job: str) -> list[Arrival]:
     return [r for r in requests if isinstance(r.body, dict) and r.body.get("job") == job]
 
 
 async def test_misfire_policies_across_a_killed_worker_skip_exactly_and_never_reset(
-    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost,
+    dev_server: EmbeddedTemporal, dev_client: Client, wow_host: FakeWowHost,
     tmp_path: Path,
 ) -> None:
     app = jobs_app.misfire
     jobs = JobClient(dev_client, app)
-    worker = jobs_worker(dev_server, recording_host.url, "misfire", tmp_path / "worker.log")
+    worker = jobs_worker(dev_server, wow_host.url, "misfire", tmp_path / "worker.log")
     async with cleaned(dev_client, app, worker):
         await worker.start()
 
-        def two_each(host: RecordingHost) -> bool:
+        def two_each(host: FakeWowHost) -> bool:
             oks = [r for r in host.requests if decided(r)]
             return len(ticks_of(oks, "coalesce")) >= 2 and len(ticks_of(oks, "catch-up")) >= 2
 
-        await eventually(lambda: two_each(recording_host), within=15, what="two slots of each job")
+        await eventually(lambda: two_each(wow_host), within=15, what="two slots of each job")
         await worker.kill()
         killed_ms = now_ms()
-        at_kill = len(recording_host.requests)
+        at_kill = len(wow_host.requests)
         # Slots come due meanwhile: real time must pass (the misfire policies are what this
         # test is about); that nothing arrived meanwhile is read from the whole record below.
         await asyncio.sleep(max(0.0, (killed_ms + 4000 - now_ms()) / 1000))
         restarted_ms = now_ms()
         await worker.start()
 
-        def caught_up(host: RecordingHost) -> bool:
+        def caught_up(host: FakeWowHost) -> bool:
             oks = [r for r in host.requests if decided(r)]
             later = [r for r in ticks_of(oks, "coalesce") if r.body["due"] > killed_ms]
             dues = [r.body["due"] for r in ticks_of(oks, "catch-up")]
             return len(later) >= 2 and max(dues) >= restarted_ms + 1000
 
         await eventually(
-            lambda: caught_up(recording_host), within=25, what="both jobs past the restart"
+            lambda: caught_up(wow_host), within=25, what="both jobs past the restart"
         )
         for name in ("coalesce", "catch-up"):
             assert (await jobs.disable(app.context, name)).status == "Disabled"
@@ -246,7 +247,7 @@ async def test_misfire_policies_across_a_killed_worker_skip_exactly_and_never_re
             for name in ("coalesce", "catch-up")
         }
 
-    requests = recording_host.requests
+    requests = wow_host.requests
     assert all(r.received_ms >= restarted_ms for r in requests[at_kill:]), "sent by no worker"
     for request in requests:
         assert request.received_ms >= request.body["due"], f"{request.request_id} early"
@@ -324,13 +325,13 @@ async def cli_signal(
 
 
 async def test_signals_from_the_temporal_cli_apply_or_are_refused_and_shown(
-    dev_server: EmbeddedTemporal, dev_client: Client, recording_host: RecordingHost
+    dev_server: EmbeddedTemporal, dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     app = jobs_app.signals
     workflow_id = job_workflow_id(app.context, "signalled")
     jobs = JobClient(dev_client, app, delivery=FAST)
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         job_worker(dev_client, app, sender),
         cleaned(dev_client, app),
     ):
@@ -424,21 +425,21 @@ async def test_signals_from_the_temporal_cli_apply_or_are_refused_and_shown(
     ],
 )
 async def test_disable_is_in_force_when_it_answers_no_command_after(
-    dev_client: Client, recording_host: RecordingHost, monkeypatch: pytest.MonkeyPatch, how: str
+    dev_client: Client, wow_host: FakeWowHost, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     app = fresh_slow_app()  # ids of their own: a terminated instance's slots carry on
     workflow_id = job_workflow_id(app.context, "slow")
     jobs = JobClient(dev_client, app, delivery=FAST)
     if how == "slow-host":
-        recording_host.behave("hang", delay=0.25)
+        wow_host.behave("hang", delay=0.25)
     elif how == "sleeping-handler":
         monkeypatch.setenv("JOBS_TEST_SLEEP", "3")  # read by the handler, in this process
     else:
-        recording_host.behave("hang", delay=4, times=1)
+        wow_host.behave("hang", delay=4, times=1)
     handle = dev_client.get_workflow_handle(workflow_id)
 
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         job_worker(dev_client, app, sender),
         cleaned(dev_client, app),
     ):
@@ -447,28 +448,28 @@ async def test_disable_is_in_force_when_it_answers_no_command_after(
             await eventually(
                 lambda: recorded_progress(dev_client, workflow_id), within=10, what="the handler"
             )
-            assert recording_host.requests == [], "disabled after the handler returned"
+            assert wow_host.requests == [], "disabled after the handler returned"
         elif how == "slow-host":
             await eventually(
-                lambda: len(recording_host.requests) >= 3, within=10, what="the tick sending"
+                lambda: len(wow_host.requests) >= 3, within=10, what="the tick sending"
             )
         else:
             await eventually(
-                lambda: recording_host.requests, within=10, what="the first command sent"
+                lambda: wow_host.requests, within=10, what="the first command sent"
             )
         disabled = await jobs.disable(app.context, "slow")
         answered_ms = now_ms()
         assert disabled.status == "Disabled" and disabled.note is None, disabled
-        at_answer = len(recording_host.requests)
+        at_answer = len(wow_host.requests)
         # The tick's attempt has ended (it reports its cancel only once its code has returned)
         # and the disabled instance starts nothing more: nothing can be sent after this.
         await quiescent(handle)
-        late = recording_host.requests[at_answer:]
+        late = wow_host.requests[at_answer:]
         assert not late, f"{len(late)} commands sent after the disable answered"
         state = await state_of(dev_client, workflow_id)
         pending = (await handle.describe()).raw_description.pending_activities
 
-    requests = recording_host.requests
+    requests = wow_host.requests
     assert all(r.received_ms <= answered_ms for r in requests)
     assert {r.message_header("schedule_slot") for r in requests} <= {"1"}
     assert len(requests) < jobs_app.SLOW_COMMANDS
@@ -479,20 +480,20 @@ async def test_disable_is_in_force_when_it_answers_no_command_after(
 
 
 async def test_a_send_slower_than_the_heartbeat_timeout_is_not_sent_again_alongside(
-    dev_client: Client, recording_host: RecordingHost
+    dev_client: Client, wow_host: FakeWowHost
 ) -> None:
     """No fault but a slow answer (4 s, within the sender's 10 s timeout, past the 2 s
     heartbeat timeout): the tick goes on in one attempt, each command sent once."""
     app = fresh_slow_app()  # ids of their own: a terminated instance's slots carry on
     workflow_id = job_workflow_id(app.context, "slow")
     jobs = JobClient(dev_client, app, delivery=FAST)
-    recording_host.behave("hang", request_id=f"{workflow_id}#1:0", delay=4, times=1)
+    wow_host.behave("hang", request_id=f"{workflow_id}#1:0", delay=4, times=1)
 
-    def slot_1() -> list[RecordedRequest]:
-        return [r for r in recording_host.requests if r.message_header("schedule_slot") == "1"]
+    def slot_1() -> list[Arrival]:
+        return [r for r in wow_host.requests if r.message_header("schedule_slot") == "1"]
 
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         job_worker(dev_client, app, sender),
         cleaned(dev_client, app),
     ):

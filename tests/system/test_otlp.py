@@ -23,11 +23,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.helpers.builders import commit
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordingHost
 from tests.helpers.worker_process import WorkerProcess, on_the_session_loop
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.settings import SettingsError, TelemetrySettings
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 
 
@@ -96,13 +96,13 @@ def collector() -> Iterator[Collector]:
 @on_the_session_loop
 async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
     dev_server: EmbeddedTemporal,
-    recording_host: RecordingHost,
+    wow_host: FakeWowHost,
     collector: Collector,
     tmp_path: Path,
 ) -> None:
     trace_id = uuid.uuid4().hex
     worker = WorkerProcess(
-        dev_server, recording_host.url, tmp_path / "worker.log",
+        dev_server, wow_host.url, tmp_path / "worker.log",
         env={
             "WOW_TELEMETRY_OTLP_ENDPOINT": collector.url,
             "WOW_TELEMETRY_METRICS": "otlp",
@@ -117,7 +117,7 @@ async def test_a_worker_exports_its_spans_and_metrics_to_the_collector(
     await worker.start()
     try:
         await TimerClient(await dev_server.connect()).apply(data)
-        await recording_host.wait_for(
+        await wow_host.wait_for(
             lambda host: any(r.aggregate_id == data["aggregateId"] for r in host.requests),
             timeout=30,
         )

@@ -17,7 +17,6 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from tests.helpers.quiescent import quiescent
-from tests.helpers.recording_host import recording_host
 from tests.helpers.timer_rig import (
     AGGREGATE,
     COMMAND,
@@ -34,6 +33,7 @@ from tests.helpers.timer_rig import (
     schedule_set,
 )
 from tests.helpers.told import told
+from tests.helpers.wow_host import wow_host
 from wow_temporal.model import Commit
 from wow_temporal.timers.attributes import SA_STATUS
 from wow_temporal.timers.client import TimerClient, TimerError
@@ -41,7 +41,7 @@ from wow_temporal.timers.core import Status
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["recording_host", "rig"]  # the fixtures, used by every test here
+__all__ = ["rig", "wow_host"]  # the fixtures, used by every test here
 
 
 # --- delivery ---------------------------------------------------------------------------------

@@ -21,17 +21,18 @@ from temporalio.client import Client
 from tests.helpers.builders import fast_delivery
 from tests.helpers.own_server import own_server, server
 from tests.helpers.quiescent import attempts
-from tests.helpers.recording_host import RecordingHost, recording_host
 from tests.helpers.worker_process import WorkerProcess
+from tests.helpers.wow_host import wow_host
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.server import EmbeddedTemporal
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.worker import timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["own_server", "recording_host", "server"]  # the fixtures, used by the tests here
+__all__ = ["own_server", "server", "wow_host"]  # the fixtures, used by the tests here
 
 CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
 COMMAND = "eshop.order.CancelOrder"
@@ -90,7 +91,7 @@ async def results(client: Client, workflow_ids: list[str], within: float) -> lis
         return list(await asyncio.gather(*(one(w) for w in workflow_ids)))
 
 
-def assert_decided_once(host: RecordingHost, data: dict[str, Any]) -> None:
+def assert_decided_once(host: FakeWowHost, data: dict[str, Any]) -> None:
     """Every request id decided once, by its first request; any repeat only a duplicate."""
     ids = request_ids(data)
     dues = due_ms(data)
@@ -109,7 +110,7 @@ def assert_decided_once(host: RecordingHost, data: dict[str, Any]) -> None:
 
 
 async def test_worker_killed_mid_delivery_then_restarted_decides_every_command_once(
-    server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     client = await server.connect()
     timers = TimerClient(client, delivery=FAST_RETRIES)  # the default task queue
@@ -119,15 +120,15 @@ async def test_worker_killed_mid_delivery_then_restarted_decides_every_command_o
     # The host is slow: each first request takes half a second to answer (then Ok); a repeat
     # of a request id it has seen is answered DuplicateRequestId at once.
     for rid in request_ids(data):
-        recording_host.behave("hang", request_id=rid, times=1, delay=0.5)
-    worker = WorkerProcess(server, recording_host.url, tmp_path / "worker.log")
+        wow_host.behave("hang", request_id=rid, times=1, delay=0.5)
+    worker = WorkerProcess(server, wow_host.url, tmp_path / "worker.log")
     await worker.start()
     try:
         applied = await timers.apply(data)
         assert [a.outcome for a in applied] == ["started"] * count
-        await recording_host.wait_for(lambda host: len(host.requests) >= count // 4, timeout=15)
+        await wow_host.wait_for(lambda host: len(host.requests) >= count // 4, timeout=15)
         await worker.kill()  # reaped (it asserts the SIGKILL): it sends nothing more
-        at_kill = recording_host.requests
+        at_kill = wow_host.requests
         in_flight = [
             r for r in at_kill if r.received_ms > int(time.time() * 1000) - 500
         ]  # still hanging when the worker died: their answers are lost
@@ -139,13 +140,13 @@ async def test_worker_killed_mid_delivery_then_restarted_decides_every_command_o
     assert len(at_kill) < count, "the worker was killed after it had sent everything"
     assert in_flight, "no delivery was in flight when the worker was killed"
     assert all(s.status is Status.DELIVERED and s.delivered == 1 for s in states)
-    assert_decided_once(recording_host, data)
+    assert_decided_once(wow_host, data)
     # What the killed worker had in flight was sent again and answered as a duplicate.
-    repeated = {r.request_id for r in recording_host.requests if r.behaviour == "duplicate"}
+    repeated = {r.request_id for r in wow_host.requests if r.behaviour == "duplicate"}
     assert repeated, "no redelivery after the kill"
     print(
         f"\nworker kill: {len(at_kill)} requests before the kill ({len(in_flight)} in flight), "
-        f"{len(recording_host.requests)} in all, {len(repeated)} repeated as duplicates"
+        f"{len(wow_host.requests)} in all, {len(repeated)} repeated as duplicates"
     )
 
 
@@ -154,7 +155,7 @@ async def test_worker_killed_mid_delivery_then_restarted_decides_every_command_o
 
 @pytest.mark.parametrize("how", ["stop", "kill"])
 async def test_timers_pending_while_the_server_is_down_fire_after_restart_once_never_early(
-    server: EmbeddedTemporal, recording_host: RecordingHost, how: str
+    server: EmbeddedTemporal, wow_host: FakeWowHost, how: str
 ) -> None:
     client = await server.connect()
     task_queue = f"faults-{uuid.uuid4().hex[:10]}"
@@ -162,31 +163,31 @@ async def test_timers_pending_while_the_server_is_down_fire_after_restart_once_n
     count = 5
     data = commit(uuid.uuid4().hex, [4.0 + i * 0.1 for i in range(count)])
     dues = due_ms(data)
-    async with timer_worker(client, CommandSender(recording_host.url), task_queue=task_queue):
+    async with timer_worker(client, CommandSender(wow_host.url), task_queue=task_queue):
         applied = await timers.apply(data)
         assert [a.outcome for a in applied] == ["started"] * count
         await (server.stop() if how == "stop" else server.kill())
         assert not server.running
-        assert recording_host.requests == [], "delivered before the server went down"
+        assert wow_host.requests == [], "delivered before the server went down"
         # Down past every due time: real time must pass (nothing is delivered meanwhile: every
         # request is received after the restart, below).
         await asyncio.sleep(max(0.0, (max(dues.values()) - time.time() * 1000) / 1000) + 1)
         restarted = time.time() * 1000
         await server.start()
         # The worker and its client reconnect to the restarted server by themselves.
-        await recording_host.wait_for(lambda host: len(host.requests) >= count, timeout=30)
+        await wow_host.wait_for(lambda host: len(host.requests) >= count, timeout=30)
         states = await results(client, [a.workflow_id for a in applied], within=10)
         # Closed, each delivered in one attempt: no stale attempt is left to send again.
         for one in applied:
             assert await attempts(client.get_workflow_handle(one.workflow_id)) == [1]
     assert all(s.status is Status.DELIVERED and s.delivered == 1 for s in states)
-    assert_decided_once(recording_host, data)
-    assert len(recording_host.requests) == count
-    assert all(r.received_ms >= restarted for r in recording_host.requests)
+    assert_decided_once(wow_host, data)
+    assert len(wow_host.requests) == count
+    assert all(r.received_ms >= restarted for r in wow_host.requests)
 
 
 async def test_an_attempt_lost_with_a_killed_worker_does_not_use_up_the_hosts_attempts(
-    server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     """Two attempts allowed: one lost with its worker, one failed by the host, then delivered.
 
@@ -197,17 +198,17 @@ async def test_an_attempt_lost_with_a_killed_worker_does_not_use_up_the_hosts_at
     timers = TimerClient(client, delivery=budget)  # the default task queue
     data = commit(uuid.uuid4().hex, [0.5])
     (rid,) = request_ids(data)
-    recording_host.behave("fail", request_id=rid, times=1)
-    recording_host.behave("hang", request_id=rid, times=1, delay=8)  # first: the worker dies
-    worker = WorkerProcess(server, recording_host.url, tmp_path / "worker.log")
+    wow_host.behave("fail", request_id=rid, times=1)
+    wow_host.behave("hang", request_id=rid, times=1, delay=8)  # first: the worker dies
+    worker = WorkerProcess(server, wow_host.url, tmp_path / "worker.log")
     await worker.start()
     try:
         (applied,) = await timers.apply(data)
-        await recording_host.wait_for(lambda host: host.requests, timeout=15)
+        await wow_host.wait_for(lambda host: host.requests, timeout=15)
         await worker.kill()
         await worker.start()
         (state,) = await results(client, [applied.workflow_id], within=30)
     finally:
         await worker.stop()
-    assert [r.behaviour for r in recording_host.requests] == ["hang", "fail", "duplicate"]
+    assert [r.behaviour for r in wow_host.requests] == ["hang", "fail", "duplicate"]
     assert state.status is Status.DELIVERED and state.delivered == 1

@@ -1,6 +1,6 @@
 """Tracing end to end: a `traceparent` on `POST /commits` (or in the commit's header) reaches the
 command its timer delivers, with the same trace id, through the real control API (uvicorn), the
-dev server, a worker on a client with Temporal's tracing interceptor, and the recording host;
+dev server, a worker on a client with Temporal's tracing interceptor, and the fake Wow host;
 the spans are read from an in-memory exporter on this process's tracer provider.
 """
 
@@ -26,8 +26,8 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordedRequest, RecordingHost, recording_host
 from tests.helpers.tracing import reset_tracing
+from tests.helpers.wow_host import wow_host
 from wow_temporal import App, Command, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.api import serve
 from wow_temporal.delivery import CommandSender
@@ -35,12 +35,13 @@ from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.settings import Settings, load_settings
+from wow_temporal.testing.wow_host import Arrival, FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import connect, job_worker, timer_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-__all__ = ["recording_host"]
+__all__ = ["wow_host"]
 
 COMMAND = "eshop.order.CancelOrder"
 TOKEN = "operator-secret"
@@ -104,7 +105,7 @@ def settings_for(server: EmbeddedTemporal) -> Settings:
 class Rig:
     client: Client
     http: httpx.AsyncClient
-    host: RecordingHost
+    host: FakeWowHost
     spans: InMemorySpanExporter
     aggregate_id: str
 
@@ -138,7 +139,7 @@ class Rig:
         answer = await self.http.post("/commits", json=commit, headers=headers)
         assert answer.status_code == 200, answer.text
 
-    async def delivered(self) -> RecordedRequest:
+    async def delivered(self) -> Arrival:
         await self.host.wait_for(
             lambda host: any(r.aggregate_id == self.aggregate_id for r in host.requests),
             timeout=20,
@@ -173,7 +174,7 @@ class Rig:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def rig(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, spans: InMemorySpanExporter
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, spans: InMemorySpanExporter
 ) -> AsyncIterator[Rig]:
     settings = settings_for(dev_server)
     client = await connect(settings)  # with Temporal's tracing interceptor, as the CLI's
@@ -183,7 +184,7 @@ async def rig(
     stop = asyncio.Event()
     api = asyncio.create_task(serve(settings, timers, port=port, stop=stop))
     async with (
-        CommandSender(recording_host.url) as sender,
+        CommandSender(wow_host.url) as sender,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http,
         timer_worker(client, sender, task_queue=queue),
     ):
@@ -195,7 +196,7 @@ async def rig(
 
         await eventually(healthy, within=5, what="the API serving")
         try:
-            yield Rig(client, http, recording_host, spans, uuid.uuid4().hex)
+            yield Rig(client, http, wow_host, spans, uuid.uuid4().hex)
         finally:
             stop.set()
             await api
@@ -314,16 +315,16 @@ class Pinger:
 
 
 async def test_a_tick_has_a_span_and_its_commands_continue_it(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, spans: InMemorySpanExporter
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, spans: InMemorySpanExporter
 ) -> None:
     client = await connect(settings_for(dev_server))
     context = f"trace-jobs-{uuid.uuid4().hex[:8]}"
     app = App(context, sagas=[Pinger(context)])
     jobs = JobClient(client, app)
-    async with CommandSender(recording_host.url) as sender, job_worker(client, app, sender):
+    async with CommandSender(wow_host.url) as sender, job_worker(client, app, sender):
         info = await jobs.enable(context, "ping")
         try:
-            await recording_host.wait_for(
+            await wow_host.wait_for(
                 lambda host: any(r.header("command-aggregate-context") == context
                                  for r in host.requests),
                 timeout=15,
@@ -331,7 +332,7 @@ async def test_a_tick_has_a_span_and_its_commands_continue_it(
         finally:
             await client.get_workflow_handle(info.workflow_id).terminate("test over")
     request = next(
-        r for r in recording_host.requests if r.header("command-aggregate-context") == context
+        r for r in wow_host.requests if r.header("command-aggregate-context") == context
     )
     got = request.header("traceparent")
     assert got is not None

@@ -24,11 +24,11 @@ from temporalio.testing import ActivityEnvironment
 
 from tests.helpers.builders import commit, fast_delivery, make_request
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordingHost
 from tests.helpers.worker_process import WorkerProcess, on_the_session_loop
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import PARKED_QUERIES, timer_worker
 
@@ -65,24 +65,24 @@ def series(text: str, name: str, **labels: str) -> float:
 
 @on_the_session_loop
 async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     port = free_port()
     worker = WorkerProcess(
-        dev_server, recording_host.url, tmp_path / "worker.log",
+        dev_server, wow_host.url, tmp_path / "worker.log",
         # A bound no real delivery meets: the first attempt is counted late.
         env={"WOW_WORKER_METRICS_PORT": str(port), "WOW_TIMERS_POLL_INTERVAL": "1ms"},
     )
     client = await dev_server.connect()
     data = commit(after=0.2)
     rid = f"{data['id']}:e1#1"
-    recording_host.behave("fail", request_id=rid, times=1)  # one failed attempt, then Ok
+    wow_host.behave("fail", request_id=rid, times=1)  # one failed attempt, then Ok
     await worker.start()
     try:
         before = await scrape(port)
         assert series(before, "wow_deliveries_total", outcome="delivered") == 0
         await TimerClient(client).apply(data)
-        await recording_host.wait_for(
+        await wow_host.wait_for(
             lambda host: [r.request_id for r in host.requests].count(rid) == 2, timeout=30
         )
         text = await scrape_until(port, "wow_deliveries_total", outcome="delivered")
@@ -98,14 +98,14 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
 
 @on_the_session_loop
 async def test_the_worker_gauges_the_parked_timers(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     client = await dev_server.connect()
     queue = f"parked-{uuid.uuid4().hex[:8]}"
     timers = TimerClient(client, task_queue=queue, delivery=fast_delivery(1))
     data = commit(after=0.1)
-    recording_host.behave("fail", request_id=f"{data['id']}:e1#1")
-    async with CommandSender(recording_host.url) as sender, timer_worker(
+    wow_host.behave("fail", request_id=f"{data['id']}:e1#1")
+    async with CommandSender(wow_host.url) as sender, timer_worker(
         client, sender, task_queue=queue
     ):
         await timers.apply(data)
@@ -122,7 +122,7 @@ async def test_the_worker_gauges_the_parked_timers(
 
         port = free_port()
         worker = WorkerProcess(
-            dev_server, recording_host.url, tmp_path / "worker.log",
+            dev_server, wow_host.url, tmp_path / "worker.log",
             env={"WOW_WORKER_METRICS_PORT": str(port)},
         )
         await worker.start()
@@ -197,7 +197,7 @@ async def test_the_control_api_serves_the_commits_it_ingests(
 )
 @on_the_session_loop
 async def test_a_delivery_whose_first_attempt_starts_later_than_the_bound_is_counted_late(
-    recording_host: RecordingHost,
+    wow_host: FakeWowHost,
     attempt: int,
     started_after_due: timedelta,
     bound: timedelta | None,
@@ -211,7 +211,7 @@ async def test_a_delivery_whose_first_attempt_starts_later_than_the_bound_is_cou
     env = ActivityEnvironment()
     env.metric_meter = runtime.metric_meter
     env.info = dataclasses.replace(env.info, attempt=attempt, started_time=due + started_after_due)
-    async with CommandSender(recording_host.url) as sender:
+    async with CommandSender(wow_host.url) as sender:
         outcome = await env.run(DeliveryActivities(sender, late_after=bound).deliver, request)
     assert outcome.status == "delivered"
     updates = buffer.retrieve_updates()

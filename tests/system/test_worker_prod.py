@@ -29,8 +29,8 @@ from typer.testing import CliRunner
 
 from tests.helpers.builders import commit
 from tests.helpers.eventually import eventually
-from tests.helpers.recording_host import RecordingHost, recording_host
 from tests.helpers.worker_process import REPO, WorkerProcess, on_the_session_loop
+from tests.helpers.wow_host import wow_host
 from wow_temporal import connect_timers
 from wow_temporal.cli import app
 from wow_temporal.delivery import CommandSender
@@ -38,11 +38,12 @@ from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.health import HealthServer, Readiness
 from wow_temporal.settings import load_settings
+from wow_temporal.testing.wow_host import FakeWowHost
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.worker import timer_worker
 
-__all__ = ["recording_host"]  # the fixture
+__all__ = ["wow_host"]  # the fixture
 
 WOW_TEMPORAL = Path(sys.executable).parent / "wow-temporal"
 
@@ -120,13 +121,13 @@ class Proxy:
 
 @on_the_session_loop
 async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_flight_finish(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     port = free_port()
     log = tmp_path / "worker.log"
     worker = WorkerProcess(
         dev_server,
-        recording_host.url,
+        wow_host.url,
         log,
         "--log-format",
         "json",
@@ -136,14 +137,14 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     data = commit(after=0.5)
     rid = f"{data['id']}:e1#1"
     # The host fails the first attempt (an expected failure: retried), then is slow (3 s, Ok).
-    recording_host.behave("hang", request_id=rid, times=1, delay=3)
-    recording_host.behave("fail", request_id=rid, times=1)
+    wow_host.behave("hang", request_id=rid, times=1, delay=3)
+    wow_host.behave("fail", request_id=rid, times=1)
     await worker.start()
     try:
         assert await health(port, "/livez") == (200, {"status": "ok"})
         assert await readyz_is(port, 200, within=10) == {"status": "ready"}
         [applied] = await TimerClient(client).apply(data)
-        await recording_host.wait_for(
+        await wow_host.wait_for(
             lambda host: [r.request_id for r in host.requests].count(rid) == 2, timeout=15
         )
         assert worker.proc is not None
@@ -155,19 +156,19 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     finally:
         await worker.stop()
     assert code == 0, log.read_text()[-3000:]
-    mine = [r for r in recording_host.requests if r.request_id == rid]
+    mine = [r for r in wow_host.requests if r.request_id == rid]
     assert [r.behaviour for r in mine] == ["fail", "hang"]  # the second answered Ok after 3 s
     # The attempt's outcome reached Temporal before the worker left: nothing to retry.
     handle = client.get_workflow_handle(applied.workflow_id)
     events = [event.event_type async for event in handle.fetch_history_events()]
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in events
     # Another worker finishes the workflow: delivered once, no second request.
-    async with CommandSender(recording_host.url) as sender, timer_worker(client, sender):
+    async with CommandSender(wow_host.url) as sender, timer_worker(client, sender):
         state = await client.get_workflow_handle(
             applied.workflow_id, result_type=TimerState
         ).result()
     assert state.status is Status.DELIVERED and state.delivered == 1
-    assert [r.request_id for r in recording_host.requests].count(rid) == 2
+    assert [r.request_id for r in wow_host.requests].count(rid) == 2
 
     lines = [line for line in log.read_text().splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is one JSON object
@@ -189,14 +190,14 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
 
 @on_the_session_loop
 async def test_unreachable_at_start_stays_up_unready_and_follows_temporal(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     proxy = Proxy(dev_server.address)  # closed: nothing listens on its port yet
     port = free_port()
     log = tmp_path / "worker.log"
     worker = WorkerProcess(
         dev_server,
-        recording_host.url,
+        wow_host.url,
         log,
         "--address",
         proxy.address,  # the flag beats TEMPORAL_ADDRESS (the dev server itself)
@@ -409,12 +410,12 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
 
 @on_the_session_loop
 async def test_the_task_queue_and_pollers_are_settings_and_connect_timers_starts_on_that_queue(
-    dev_server: EmbeddedTemporal, recording_host: RecordingHost, tmp_path: Path
+    dev_server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
     queue = f"shop-timers-{uuid.uuid4().hex[:8]}"
     timer_settings = {"WOW_TIMERS_TASK_QUEUE": queue, "WOW_TIMERS_MAX_ATTEMPTS": "3"}
     worker = WorkerProcess(
-        dev_server, recording_host.url, tmp_path / "worker.log",
+        dev_server, wow_host.url, tmp_path / "worker.log",
         ready=f"timer worker on task queue {queue}".encode(),
         env={
             **timer_settings,
@@ -430,7 +431,7 @@ async def test_the_task_queue_and_pollers_are_settings_and_connect_timers_starts
         timers = await connect_timers(load_settings(environ=environ))
         assert (timers.task_queue, timers.delivery.max_attempts) == (queue, 3)
         await timers.apply(data)
-        await recording_host.wait_for(
+        await wow_host.wait_for(
             lambda host: any(r.aggregate_id == data["aggregateId"] for r in host.requests),
             timeout=30,
         )

@@ -1,4 +1,4 @@
-"""Delivery over real HTTP against the RecordingHost: headers, body, and the classification."""
+"""Delivery over real HTTP against the FakeWowHost: headers, body, and the classification."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
 from tests.helpers.builders import make_request
-from tests.helpers.recording_host import RecordingHost, shared_recording_host
+from tests.helpers.wow_host import shared_wow_host
 from wow_temporal.delivery import (
     DELIVERY_FAILURE,
     DELIVERY_PARKED,
@@ -31,26 +31,27 @@ from wow_temporal.delivery import (
     encode_header_value,
 )
 from wow_temporal.model import AggregateRef
+from wow_temporal.testing.wow_host import FakeWowHost
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 @pytest.fixture
-def host() -> Iterator[RecordingHost]:
-    """The shared recording host, reset for this test."""
-    recording = shared_recording_host()
+def host() -> Iterator[FakeWowHost]:
+    """The shared fake Wow host, reset for this test."""
+    recording = shared_wow_host()
     yield recording
     recording.reset()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def sender(host: RecordingHost) -> AsyncIterator[CommandSender]:
-    """A sender on the recording host with a short timeout, so a hang fails fast."""
+async def sender(host: FakeWowHost) -> AsyncIterator[CommandSender]:
+    """A sender on the fake Wow host with a short timeout, so a hang fails fast."""
     async with CommandSender(host.url, timeout=0.5) as command_sender:
         yield command_sender
 
 
-async def test_every_header_and_the_body_arrive(host: RecordingHost, sender: CommandSender) -> None:
+async def test_every_header_and_the_body_arrive(host: FakeWowHost, sender: CommandSender) -> None:
     request = make_request()
     outcome = await sender.send(request)
     assert outcome == DeliveryOutcome(status="delivered", http_status=200)
@@ -82,7 +83,7 @@ async def test_every_header_and_the_body_arrive(host: RecordingHost, sender: Com
 
 
 async def test_a_repeated_request_id_is_delivered_as_duplicate(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     request = make_request()
     first = await sender.send(request)
@@ -100,7 +101,7 @@ async def test_a_repeated_request_id_is_delivered_as_duplicate(
 
 
 async def test_duplicate_on_200_is_delivered_too(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     host.behave("duplicate", status=200)
     outcome = await sender.send(make_request())
@@ -125,7 +126,7 @@ async def test_duplicate_on_200_is_delivered_too(
     ],
 )
 async def test_business_error_codes_are_rejected(
-    host: RecordingHost, sender: CommandSender, code: str, status: int
+    host: FakeWowHost, sender: CommandSender, code: str, status: int
 ) -> None:
     host.behave("reject", error_code=code, status=status, error_msg="no such order")
     outcome = await sender.send(make_request())
@@ -137,7 +138,7 @@ async def test_business_error_codes_are_rejected(
 
 @pytest.mark.parametrize("status", [400, 403, 404, 409, 410, 422, 413])
 async def test_refusing_statuses_are_rejected_whatever_the_code(
-    host: RecordingHost, sender: CommandSender, status: int
+    host: FakeWowHost, sender: CommandSender, status: int
 ) -> None:
     host.behave("reject", status=status, error_code="SomethingUnheardOf")
     outcome = await sender.send(make_request())
@@ -149,7 +150,7 @@ async def test_refusing_statuses_are_rejected_whatever_the_code(
 
 
 async def test_a_4xx_without_a_result_is_rejected_with_an_http_code(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     host.behave("garbage", status=404)
     outcome = await sender.send(make_request())
@@ -158,7 +159,7 @@ async def test_a_4xx_without_a_result_is_rejected_with_an_http_code(
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 429, 408, 401])
 async def test_technical_statuses_fail(
-    host: RecordingHost, sender: CommandSender, status: int
+    host: FakeWowHost, sender: CommandSender, status: int
 ) -> None:
     host.behave("fail", status=status, error_code="Whatever")
     with pytest.raises(DeliveryFailure) as caught:
@@ -167,20 +168,20 @@ async def test_technical_statuses_fail(
     assert caught.value.error_code == "Whatever"
 
 
-async def test_an_unparseable_2xx_fails(host: RecordingHost, sender: CommandSender) -> None:
+async def test_an_unparseable_2xx_fails(host: FakeWowHost, sender: CommandSender) -> None:
     host.behave("garbage")
     with pytest.raises(DeliveryFailure, match="no CommandResult") as caught:
         await sender.send(make_request())
     assert caught.value.http_status == 200
 
 
-async def test_an_unknown_code_on_a_2xx_fails(host: RecordingHost, sender: CommandSender) -> None:
+async def test_an_unknown_code_on_a_2xx_fails(host: FakeWowHost, sender: CommandSender) -> None:
     host.behave("reject", status=200, error_code="SomethingUnheardOf")
     with pytest.raises(DeliveryFailure, match="unknown outcome"):
         await sender.send(make_request())
 
 
-async def test_a_hang_past_the_timeout_fails(host: RecordingHost, sender: CommandSender) -> None:
+async def test_a_hang_past_the_timeout_fails(host: FakeWowHost, sender: CommandSender) -> None:
     host.behave("hang", delay=5)  # longer than the sender's timeout: only it can end the send
     with pytest.raises(DeliveryFailure, match="timed out") as caught:
         await sender.send(make_request())
@@ -197,7 +198,7 @@ async def test_a_refused_connection_fails() -> None:
 
 
 async def test_fail_twice_then_ok_is_delivered_on_the_third_attempt(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     host.behave("fail", times=2)
     request = make_request()
@@ -208,7 +209,7 @@ async def test_fail_twice_then_ok_is_delivered_on_the_third_attempt(
     assert [r.behaviour for r in host.requests] == ["fail", "fail", "ok"]
 
 
-async def test_the_traceparent_arrives(host: RecordingHost, sender: CommandSender) -> None:
+async def test_the_traceparent_arrives(host: FakeWowHost, sender: CommandSender) -> None:
     await sender.send(make_request(traceparent=TRACEPARENT))
     assert host.requests[0].headers["traceparent"] == TRACEPARENT
 
@@ -219,13 +220,13 @@ async def test_the_traceparent_arrives(host: RecordingHost, sender: CommandSende
     ids=["garbage", "zero-trace-id", "zero-span-id"],
 )
 async def test_a_malformed_traceparent_is_not_sent(
-    host: RecordingHost, sender: CommandSender, traceparent: str
+    host: FakeWowHost, sender: CommandSender, traceparent: str
 ) -> None:
     await sender.send(make_request(traceparent=traceparent))
     assert "traceparent" not in host.requests[0].headers
 
 
-async def test_the_active_span_is_propagated(host: RecordingHost, sender: CommandSender) -> None:
+async def test_the_active_span_is_propagated(host: FakeWowHost, sender: CommandSender) -> None:
     tracer = TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("deliver") as span:
         await sender.send(make_request(traceparent=TRACEPARENT))
@@ -236,7 +237,7 @@ async def test_the_active_span_is_propagated(host: RecordingHost, sender: Comman
 
 
 async def test_non_ascii_ids_are_percent_encoded(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     await sender.send(make_request(aggregate_id="订单-1 ü"))
     assert host.requests[0].headers["command-aggregate-id"] == "%E8%AE%A2%E5%8D%95-1%20%C3%BC"
@@ -256,21 +257,21 @@ def test_the_request_round_trips_through_the_pydantic_data_converter() -> None:
     assert back_outcome == outcome
 
 
-async def test_the_activity_delivers(host: RecordingHost, sender: CommandSender) -> None:
+async def test_the_activity_delivers(host: FakeWowHost, sender: CommandSender) -> None:
     activities = DeliveryActivities(sender)
     outcome = await ActivityEnvironment().run(activities.deliver, make_request())
     assert outcome.status == "delivered"
     assert len(host.delivered()) == 1
 
 
-async def test_the_activity_returns_a_rejection(host: RecordingHost, sender: CommandSender) -> None:
+async def test_the_activity_returns_a_rejection(host: FakeWowHost, sender: CommandSender) -> None:
     host.behave("reject", error_code="NotFound", status=404)
     outcome = await ActivityEnvironment().run(DeliveryActivities(sender).deliver, make_request())
     assert (outcome.status, outcome.error_code) == ("rejected", "NotFound")
 
 
 async def test_the_activity_raises_a_retryable_delivery_failure(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     host.behave("fail", status=503)
     with pytest.raises(ApplicationError) as caught:
@@ -281,7 +282,7 @@ async def test_the_activity_raises_a_retryable_delivery_failure(
 
 
 async def test_the_activity_refuses_an_early_delivery(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     due = int(time.time() * 1000) + 60_000
     with pytest.raises(ApplicationError, match="early") as caught:
@@ -293,7 +294,7 @@ async def test_the_activity_refuses_an_early_delivery(
 
 
 async def test_the_activity_clock_follows_skipped_time(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     due = int(time.time() * 1000) + 3_600_000
     env = ActivityEnvironment()
@@ -306,8 +307,8 @@ async def test_the_activity_clock_follows_skipped_time(
     assert outcome.status == "delivered"
 
 
-async def test_the_recording_host_waits_for_a_condition(
-    host: RecordingHost, sender: CommandSender
+async def test_the_fake_wow_host_waits_for_a_condition(
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     await sender.send(make_request(command_type="eshop.order.Ship"))
     [got] = await host.wait_for(lambda h: h.delivered(), timeout=1)
@@ -316,8 +317,8 @@ async def test_the_recording_host_waits_for_a_condition(
         await host.wait_for(lambda h: len(h.requests) > 1, timeout=0.1)
 
 
-async def test_recording_host_rules_by_request_id_and_command_type(
-    host: RecordingHost, sender: CommandSender
+async def test_fake_wow_host_rules_by_request_id_and_command_type(
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     host.behave("reject", command_type="eshop.order.Ship")
     host.behave("ok", request_id="special#1", command_type="eshop.order.Ship")
@@ -327,8 +328,8 @@ async def test_recording_host_rules_by_request_id_and_command_type(
     assert (await sender.send(make_request())).status == "delivered"
 
 
-def test_a_recording_host_starts_and_stops_on_its_own() -> None:
-    with RecordingHost() as own:
+def test_a_fake_wow_host_starts_and_stops_on_its_own() -> None:
+    with FakeWowHost() as own:
         assert own.url.startswith("http://127.0.0.1:")
     with socket.socket() as sock, pytest.raises(OSError):
         sock.settimeout(1)
@@ -350,7 +351,7 @@ def attempt(env: ActivityEnvironment, number: int, failures: int | None) -> Acti
 
 
 async def test_host_failures_are_counted_across_attempts_and_park_at_the_budget(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     host.behave("fail", status=503)
     request = make_request().model_copy(update={"max_failures": 3})
@@ -374,7 +375,7 @@ async def test_host_failures_are_counted_across_attempts_and_park_at_the_budget(
 
 
 async def test_an_attempt_lost_with_its_worker_uses_no_budget(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     """Attempt 2 died with its worker (no failure was recorded): attempt 3 still has two left."""
     host.behave("fail", status=503)
@@ -404,7 +405,7 @@ class Deleted:
     ids=["never-deleted", "deleted-before-the-set", "deleted-after", "later-event-of-the-set's"],
 )
 async def test_nothing_is_sent_for_an_aggregate_deleted_after_the_set(
-    host: RecordingHost, sender: CommandSender, deleted: tuple[int, int] | None, sent: bool
+    host: FakeWowHost, sender: CommandSender, deleted: tuple[int, int] | None, sent: bool
 ) -> None:
     owner = AggregateRef(
         context_name="eshop-cart", aggregate_name="cart", tenant_id="t", aggregate_id="c1"
@@ -425,7 +426,7 @@ async def test_nothing_is_sent_for_an_aggregate_deleted_after_the_set(
 
 
 async def test_a_cancel_while_sending_lets_the_send_finish(
-    host: RecordingHost, sender: CommandSender
+    host: FakeWowHost, sender: CommandSender
 ) -> None:
     """The host may have the command already: the attempt ends with its real outcome."""
     host.behave("hang", delay=0.35)

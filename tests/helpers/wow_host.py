@@ -1,5 +1,5 @@
 """The suite's Wow domain host: the library's `FakeWowHost` (records every command, answers as
-scripted), one started per test process and reset for every test by the `recording_host`
+scripted), one started per test process and reset for every test by the `wow_host`
 fixture."""
 
 from __future__ import annotations
@@ -10,25 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from wow_temporal.testing.wow_host import BEHAVIOURS, Arrival, Behaviour, FakeWowHost
+from wow_temporal.testing.wow_host import FakeWowHost
 
-__all__ = [
-    "BEHAVIOURS",
-    "Behaviour",
-    "RecordedRequest",
-    "RecordingHost",
-    "recording_host",
-    "shared_recording_host",
-]
-
-RecordingHost = FakeWowHost
-RecordedRequest = Arrival
+__all__ = ["shared_wow_host", "wow_host"]
 
 _shared: FakeWowHost | None = None
 _shared_lock = threading.Lock()
 
 
-def shared_recording_host() -> FakeWowHost:
+def shared_wow_host() -> FakeWowHost:
     """The process's one started host (stopped at exit), reset and default again."""
     global _shared
     with _shared_lock:
@@ -42,8 +32,8 @@ def shared_recording_host() -> FakeWowHost:
 
 
 @pytest.fixture
-def recording_host() -> Iterator[FakeWowHost]:
+def wow_host() -> Iterator[FakeWowHost]:
     """A started host with no arrivals, rules or decided ids (shared, reset)."""
-    host = shared_recording_host()
+    host = shared_wow_host()
     yield host
     host.reset()
