@@ -66,6 +66,7 @@ from bench.harness import (
     parser,
     scratch,
     sized,
+    still_running,
     summary,
     verdict,
     worker_env,
@@ -800,7 +801,7 @@ async def settle_and_check(
             if any(e.key == k for c in a.commits for e in c.events)
         }
     )
-    report.still_running = await count_running(rig.client, every_timer)
+    report.still_running = len(await still_running(rig.client, every_timer))
     report.workflow_task_timeouts = await count_task_timeouts(rig.client, every_timer)
 
 
@@ -845,19 +846,6 @@ async def fetch_states(client: Client, workflow_ids: list[str]) -> dict[str, Tim
             return workflow_id, None
 
     return dict(await asyncio.gather(*(one(w) for w in workflow_ids)))
-
-
-async def count_running(client: Client, workflow_ids: list[str]) -> int:
-    limit = asyncio.Semaphore(40)
-
-    async def one(workflow_id: str) -> int:
-        async with limit:
-            with contextlib.suppress(Exception):
-                description = await client.get_workflow_handle(workflow_id).describe()
-                return int(description.status == WorkflowExecutionStatus.RUNNING)
-            return 0
-
-    return sum(await asyncio.gather(*(one(w) for w in workflow_ids)))
 
 
 def print_report(report: Report) -> None:

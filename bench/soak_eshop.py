@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
 from bench.harness import (
     CLI,
@@ -67,6 +67,7 @@ from bench.harness import (
     parser,
     scratch,
     sized,
+    still_running,
     summary,
     verdict,
     worker_env,
@@ -858,22 +859,6 @@ def check_host_log(report: Report, log: Path) -> None:
             report.problem("version_conflicts", line[:300])
 
 
-async def count_running(client: Client, workflow_ids: list[str]) -> list[str]:
-    """The timers of `workflow_ids` still running (read by id, not by visibility)."""
-    limit = asyncio.Semaphore(40)
-
-    async def one(workflow_id: str) -> str | None:
-        async with limit:
-            with contextlib.suppress(Exception):
-                description = await client.get_workflow_handle(workflow_id).describe()
-                if description.status == WorkflowExecutionStatus.RUNNING:
-                    return workflow_id
-            return None
-
-    found = await asyncio.gather(*(one(w) for w in workflow_ids))
-    return [w for w in found if w is not None]
-
-
 # -- the run ----------------------------------------------------------------------------------
 
 
@@ -975,11 +960,11 @@ async def check_timers_ended(report: Report, client: Client, orders: dict[str, O
         for o, order in orders.items()
         if order.timers
     ]
-    running = await count_running(client, timers)
+    running = await still_running(client, timers)
     wait_until = time.monotonic() + 30
     while running and time.monotonic() < wait_until:
         await asyncio.sleep(1.0)
-        running = await count_running(client, running)
+        running = await still_running(client, running)
     for workflow_id in running:
         report.problem("timers_still_running", workflow_id)
 

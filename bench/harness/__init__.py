@@ -9,6 +9,7 @@ from bench.harness.proc import CLI, REPO, Proc, answers, log_says, worker_env
 from bench.harness.report import Verdicts, bench_main, parser, scratch, sized, to_json, verdict
 from bench.harness.stats import percentile, summary
 from bench.harness.usage import cpu_seconds, rss_mb
+from bench.harness.workflows import still_running
 
 __all__ = [
     "CANCEL_ORDER",
@@ -34,6 +35,7 @@ __all__ = [
     "scratch",
     "sized",
     "sleep_until",
+    "still_running",
     "summary",
     "to_json",
     "verdict",
