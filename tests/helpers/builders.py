@@ -8,6 +8,8 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from bench.harness.commits import commit as harness_commit
+from bench.harness.commits import schedule_set
 from wow_temporal.delivery import DeliveryRequest, ScheduleDetails
 from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
 from wow_temporal.timers.workflow import DeliverySettings
@@ -24,27 +26,9 @@ def fast_delivery(max_attempts: int, **settings: Any) -> DeliverySettings:
 
 
 def commit(after: float) -> dict[str, Any]:
-    """One commit scheduling one CancelOrder `after` seconds from now."""
-    return {
-        "id": f"c-{uuid.uuid4().hex[:8]}",
-        "contextName": "eshop-order",
-        "aggregateName": "order",
-        "tenantId": "t1",
-        "aggregateId": uuid.uuid4().hex,
-        "version": 1,
-        "createTime": int(time.time() * 1000),
-        "body": [
-            {
-                "id": "e1",
-                "name": "wow.ScheduleSet",
-                "body": {
-                    "key": "payment-grace-period",
-                    "rule": {"after": f"PT{after:.3f}S"},
-                    "command": {"type": "eshop.order.CancelOrder", "body": {}},
-                },
-            }
-        ],
-    }
+    """One commit of a fresh order scheduling one CancelOrder `after` seconds from now."""
+    grace = schedule_set({"after": f"PT{after:.3f}S"}, key="payment-grace-period")
+    return harness_commit(uuid.uuid4().hex, grace, commit_id=f"c-{uuid.uuid4().hex[:8]}")
 
 
 _counter = iter(range(1, 1_000_000))
