@@ -75,7 +75,7 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
     )
     client = await dev_server.connect()
     data = commit(after=0.2)
-    rid = f"{data['id']}:e1#1"
+    rid = f"{data['id']}:{data['body'][0]['id']}#1"
     wow_host.behave("fail", request_id=rid, times=1)  # one failed attempt, then Ok
     await worker.start()
     try:
@@ -104,7 +104,7 @@ async def test_the_worker_gauges_the_parked_timers(
     queue = f"parked-{uuid.uuid4().hex[:8]}"
     timers = TimerClient(client, task_queue=queue, delivery=fast_delivery(1))
     data = commit(after=0.1)
-    wow_host.behave("fail", request_id=f"{data['id']}:e1#1")
+    wow_host.behave("fail", request_id=f"{data['id']}:{data['body'][0]['id']}#1")
     async with CommandSender(wow_host.url) as sender, timer_worker(
         client, sender, task_queue=queue
     ):

@@ -135,7 +135,7 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     )
     client = await dev_server.connect()
     data = commit(after=0.5)
-    rid = f"{data['id']}:e1#1"
+    rid = f"{data['id']}:{data['body'][0]['id']}#1"
     # The host fails the first attempt (an expected failure: retried), then is slow (3 s, Ok).
     wow_host.behave("hang", request_id=rid, times=1, delay=3)
     wow_host.behave("fail", request_id=rid, times=1)
