@@ -6,7 +6,16 @@ from bench.harness.commits import CANCEL_ORDER, commit, iso_ms, schedule_set
 from bench.harness.host import HostProcess
 from bench.harness.load import TokenBucket, pool, sleep_until
 from bench.harness.proc import CLI, REPO, Proc, answers, log_says, worker_env
-from bench.harness.report import Verdicts, bench_main, parser, scratch, sized, to_json, verdict
+from bench.harness.report import (
+    Verdicts,
+    bench_main,
+    parser,
+    ratio,
+    scratch,
+    sized,
+    to_json,
+    verdict,
+)
 from bench.harness.stats import percentile, summary
 from bench.harness.usage import cpu_seconds, rss_mb
 from bench.harness.workflows import still_running
@@ -30,6 +39,7 @@ __all__ = [
     "parser",
     "percentile",
     "pool",
+    "ratio",
     "rss_mb",
     "schedule_set",
     "scratch",

@@ -39,9 +39,10 @@ def commit(
     commit_id: str | None = None,
     tenant_id: str = "t1",
     header: dict[str, str] | None = None,
+    created_ms: int | None = None,
 ) -> dict[str, Any]:
     """A commit of `eshop-order.order` `aggregate_id` at `version` holding `events` (each a
-    dict with its `name`; the rest is its body)."""
+    dict with its `name`; the rest is its body), made now unless `created_ms` says when."""
     return {
         "id": commit_id or f"c{version}-{aggregate_id}",
         "contextName": "eshop-order",
@@ -49,7 +50,7 @@ def commit(
         "tenantId": tenant_id,
         "aggregateId": aggregate_id,
         "version": version,
-        "createTime": int(time.time() * 1000),
+        "createTime": int(time.time() * 1000) if created_ms is None else created_ms,
         "header": header or {},
         "body": [
             {"id": f"e{i}", "name": e["name"], "body": {k: v for k, v in e.items() if k != "name"}}

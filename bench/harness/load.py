@@ -17,7 +17,7 @@ async def pool(
     done: Callable[[], Any] | None = None,
 ) -> float:
     """Run the jobs in order with at most `limit` in flight (`done()`, sync or async, after
-    each); the seconds taken."""
+    each); the seconds taken. A job that raises stops the others (a task group)."""
     queue = list(jobs)
     queue.reverse()
 
@@ -28,7 +28,9 @@ async def pool(
                 await after
 
     began = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(limit)))
+    async with asyncio.TaskGroup() as group:
+        for _ in range(limit):
+            group.create_task(one())
     return time.perf_counter() - began
 
 

@@ -28,8 +28,13 @@ Ready = Callable[[int], Awaitable[bool]]
 def log_says(log: Path, line: bytes) -> Ready:
     """Ready once `line` is in the log past where the start began."""
 
+    def since(offset: int) -> bytes:
+        with log.open("rb") as file:
+            file.seek(offset)
+            return file.read()
+
     async def probe(offset: int) -> bool:
-        return line in (await asyncio.to_thread(log.read_bytes))[offset:]
+        return line in await asyncio.to_thread(since, offset)
 
     return probe
 
@@ -125,7 +130,7 @@ class Proc:
         deadline = time.monotonic() + self.within
         while not await self.ready(offset):
             if self.proc.returncode is not None or time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-3000:]
+                tail = self.log.read_bytes()[offset:].decode(errors="replace")[-3000:]
                 await self.kill()
                 raise RuntimeError(f"{self.name} did not start:\n{tail}")
             await asyncio.sleep(0.05)

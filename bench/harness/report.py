@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["Verdicts", "bench_main", "parser", "scratch", "sized", "to_json", "verdict"]
+__all__ = ["Verdicts", "bench_main", "parser", "ratio", "scratch", "sized", "to_json", "verdict"]
 
 R = TypeVar("R")
 
@@ -43,7 +43,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="a small run, for the smoke test")
-    p.add_argument("--seed", type=int, help="the random seed (default: the size's, else 1)")
+    p.add_argument("--seed", type=int, help="the random seed, for a bench that draws any")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
     return p
@@ -52,8 +52,8 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 def sized(
     args: argparse.Namespace, quick: dict[str, Any], full: dict[str, Any]
 ) -> argparse.Namespace:
-    """Fill the flags left unset from the `--quick` or the full size (a seed too; else 1)."""
-    for name, value in {"seed": 1, **(quick if args.quick else full)}.items():
+    """Fill the flags left unset from the `--quick` or the full size (a seed too, if it has one)."""
+    for name, value in (quick if args.quick else full).items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
     return args
@@ -70,6 +70,13 @@ def scratch(args: argparse.Namespace, name: str) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix=f"wow-bench-{name}-") as tmp:
         yield Path(tmp)
+
+
+def ratio(a: float, b: float) -> float:
+    """`a / b`, NaN when `b` is 0 or either is not finite: a ratio never ends a run."""
+    if b == 0 or not (math.isfinite(a) and math.isfinite(b)):
+        return math.nan
+    return a / b
 
 
 def verdict(ok: bool) -> str:
@@ -107,13 +114,19 @@ def bench_main(
     timeout) ends the run through `finally`, so no server is left behind."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report: R = asyncio.run(run(args))
-    judged = verdicts(report)
+    if not args.json:
+        text(report)  # before judging: a verdict that fails to compute loses nothing
+    try:
+        judged = verdicts(report)
+    except Exception as error:
+        if args.json:
+            print(json.dumps({"verdicts_failed": repr(error), "report": to_json(report)}))
+        print(f"broken: the verdicts could not be computed: {error!r}", file=sys.stderr)
+        return 1
     if args.json:
         name = Path(sys.argv[0]).stem if sys.argv[0] else "bench"
         head = {"bench": name, "quick": args.quick, "seed": args.seed}
         print(json.dumps({**head, **to_json(judged), "report": to_json(report)}))
-    else:
-        text(report)
     broken = [k for k, v in judged.must_be_zero.items() if v != 0] + [
         k for k, v in judged.must_be_positive.items() if not (math.isfinite(v) and v > 0)
     ]

@@ -4,13 +4,14 @@ own or in a process of its own, driven over HTTP."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 import pytest
 
 from bench.harness import HostProcess
-from wow_temporal.testing import FakeWowHost
+from wow_temporal.testing import Arrival, FakeWowHost
 from wow_temporal.wire import (
     DUPLICATE_REQUEST_ID,
     ERROR_CODE_HEADER,
@@ -106,8 +107,46 @@ async def test_a_host_in_its_own_process_is_scripted_and_read_over_http(tmp_path
         assert await host.duplicates() == 1
         ones = await host.delivered_matching(lambda a: a.aggregate_id == "o-1", 1, within=5)
         assert [a.request_id for a in ones] == ["o1"]
-        await host.reset()
-        assert await host.arrivals() == []
+        async with httpx.AsyncClient() as other:  # another client starts the host over
+            assert (await other.post(f"{host.url}/_reset")).is_success
+            assert (
+                await other.post(f"{host.url}/_behave", json={"behaviour": "x"})
+            ).status_code == 400
+            assert await host.arrivals() == []
+            await host.behave("reject")
+            await other.post(
+                f"{host.url}/wow/command/send", headers=command_headers(_command("n1")), json={}
+            )
+        assert [(a.request_id, a.behaviour) for a in await host.arrivals()] == [("n1", "reject")]
     finally:
         await host.stop()
     assert not host.proc.running
+
+
+def test_a_bad_delay_is_refused_where_the_rule_is_made() -> None:
+    host = FakeWowHost()
+    for bad in ([1, 2, 3], (2, 1), -1, ("a", 1), True):
+        with pytest.raises(ValueError, match="delay"):
+            host.behave("hang", delay=bad)  # type: ignore[arg-type]
+
+
+def test_an_arrival_round_trips_through_json_byte_for_byte() -> None:
+    with FakeWowHost() as host:
+        httpx.post(
+            f"{host.url}/wow/command/send",
+            headers=command_headers(_command("r1")),
+            content=b"\xff\xfe{not json",
+        )
+        (arrival,) = host.requests
+    assert arrival.body is None and arrival.raw_body == b"\xff\xfe{not json"
+    assert Arrival.from_json(json.loads(json.dumps(arrival.to_json()))) == arrival
+
+
+def test_a_hang_is_a_decision_and_attempts_count_only_for_a_request_id() -> None:
+    with FakeWowHost() as host:
+        host.behave("hang", request_id="slow", delay=0.01)
+        host.behave("fail", command_type="x.Nameless", attempts=1)
+        assert _send(host.url, _command("slow")) == (200, OK)
+        nameless = [_send(host.url, _command("", kind="x.Nameless"))[0] for _ in range(2)]
+    assert [a.request_id for a in host.delivered()] == ["slow"]
+    assert nameless == [500, 500]  # each request without an id is a first attempt

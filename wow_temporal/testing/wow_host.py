@@ -106,13 +106,14 @@ class Arrival:
         return self.header(MESSAGE_HEADER_PREFIX + key)
 
     def to_json(self) -> dict[str, Any]:
+        """As JSON values; the raw body as Latin-1 text, which gives every byte back."""
         out = asdict(self)
-        out["raw_body"] = self.raw_body.decode(errors="replace")
+        out["raw_body"] = self.raw_body.decode("latin-1")
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Arrival:
-        return cls(**{**data, "raw_body": str(data["raw_body"]).encode()})
+        return cls(**{**data, "raw_body": str(data["raw_body"]).encode("latin-1")})
 
 
 @dataclass
@@ -177,6 +178,7 @@ class FakeWowHost:
         self._state = _State()
         self._stopping = threading.Event()
         self._generation = 0  # bumped by reset(): hanging requests of before end at once
+        self._epoch = 0  # bumped whenever the arrivals start over (reset, clear)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -208,6 +210,7 @@ class FakeWowHost:
             raise ValueError(f"unknown behaviour {behaviour!r}: use one of {BEHAVIOURS}")
         if (times is not None and times < 1) or (attempts is not None and attempts < 1):
             raise ValueError("times and attempts must be at least 1")
+        delay = _delay(delay)
         rule = _Rule(
             behaviour,
             request_id,
@@ -218,7 +221,7 @@ class FakeWowHost:
             status,
             error_code,
             error_msg,
-            tuple(delay) if isinstance(delay, list) else delay,
+            delay,
         )
         with self._lock:
             self._state.rules.append(rule)
@@ -244,11 +247,13 @@ class FakeWowHost:
         with self._lock:
             self._state = _State()
             self._generation += 1
+            self._epoch += 1
 
     def clear(self) -> None:
         """Forget recorded arrivals only (rules and decided request ids stay)."""
         with self._lock:
             self._state.arrivals = []
+            self._epoch += 1
 
     # -- inspection ------------------------------------------------------------------------
 
@@ -259,8 +264,9 @@ class FakeWowHost:
             return list(self._state.arrivals)
 
     def delivered(self) -> list[Arrival]:
-        """The arrivals answered `Ok`: each request id's first decision, in arrival order."""
-        return [r for r in self.requests if r.behaviour == "ok"]
+        """The arrivals decided `Ok` (answered at once, or late by `hang`): each request id's
+        first decision, in arrival order."""
+        return [r for r in self.requests if r.behaviour in _DECIDES]
 
     def for_request_id(self, request_id: str) -> list[Arrival]:
         """Every arrival carrying that request id."""
@@ -301,6 +307,8 @@ class FakeWowHost:
         deadline = time.monotonic() + 10
         while not server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                sock.close()
                 raise RuntimeError("the fake Wow host did not start")
             time.sleep(0.005)
         return self
@@ -342,11 +350,18 @@ class FakeWowHost:
         raw = b"".join(chunks)
         path = scope["path"]
         if path == COMMAND_SEND_PATH:
-            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+            }
             await _reply(send, *(await self._command(headers, raw, received_ms)))
         elif path in _CONTROL:
             query = urllib.parse.parse_qs(scope.get("query_string", b"").decode())
-            out = _CONTROL[path](self, json.loads(raw) if raw else {}, query)
+            try:
+                out = _CONTROL[path](self, json.loads(raw) if raw else {}, query)
+            except (ValueError, TypeError) as error:  # a bad rule, unknown keys, bad JSON
+                body = json.dumps({"error": str(error)}).encode()
+                await _reply(send, 400, body, "application/json", {})
+                return
             await _reply(send, 200, json.dumps(out).encode(), "application/json", {})
         else:
             await _reply(send, 404, b"{}", "application/json", {})
@@ -384,12 +399,14 @@ class FakeWowHost:
     ) -> tuple[_Rule | None, Behaviour, tuple[int, str, str]]:
         """The rule for this request (consuming one of its `times`), how it is met, the answer."""
         request_id = headers.get(_REQUEST_ID, "")
-        self._state.attempts[request_id] += 1
+        if request_id:  # without one, every request is a first attempt
+            self._state.attempts[request_id] += 1
+        attempt = self._state.attempts[request_id] if request_id else 1
         facts = (request_id, headers.get(_COMMAND_TYPE, ""), headers.get(_AGGREGATE_ID, ""))
         matching = [
             (rule.rank, -index, rule)
             for index, rule in enumerate(self._state.rules)
-            if rule.matches(*facts, self._state.attempts[request_id])
+            if rule.matches(*facts, attempt)
         ]
         rule = min(matching, key=lambda m: (m[0], m[1]))[2] if matching else None
         if rule is not None and rule.times is not None:
@@ -417,9 +434,28 @@ class FakeWowHost:
             await asyncio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
 
 
+def _delay(delay: Any) -> float | tuple[float, float] | None:
+    """A delay in seconds, or a `(low, high)` range to draw from; ValueError otherwise."""
+
+    def seconds(value: Any) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+    if delay is None:
+        return None
+    if seconds(delay):
+        return float(delay)
+    if isinstance(delay, list | tuple) and len(delay) == 2 and all(map(seconds, delay)):
+        low, high = float(delay[0]), float(delay[1])
+        if low <= high:
+            return low, high
+    raise ValueError(f"delay: seconds, or a (low, high) range, 0 <= low <= high; got {delay!r}")
+
+
 def _arrivals(host: FakeWowHost, _: Any, query: dict[str, list[str]]) -> Any:
     since = int(query.get("since", ["0"])[0])
-    return [arrival.to_json() for arrival in host.requests[since:]]
+    with host._lock:
+        epoch, arrivals = host._epoch, list(host._state.arrivals[since:])
+    return {"epoch": epoch, "arrivals": [a.to_json() for a in arrivals]}
 
 
 def _behave(host: FakeWowHost, rule: dict[str, Any], _: Any) -> Any:
@@ -465,13 +501,22 @@ class RemoteWowHost:
         self.url = url
         self._http = httpx.AsyncClient(base_url=url, timeout=30)
         self._arrivals: list[Arrival] = []
+        self._epoch: int | None = None
+        self._fetching = asyncio.Lock()
 
     async def arrivals(self) -> list[Arrival]:
-        """Every arrival so far, in order (only the new ones cross the wire)."""
-        fresh = await self._http.get("/_arrivals", params={"since": len(self._arrivals)})
-        fresh.raise_for_status()
-        self._arrivals += [Arrival.from_json(a) for a in fresh.json()]
-        return list(self._arrivals)
+        """Every arrival so far, in order: only the new ones cross the wire, unless the host
+        started over (reset, cleared or restarted), when all are fetched again."""
+        async with self._fetching:
+            since = len(self._arrivals)
+            answer = (await self._http.get("/_arrivals", params={"since": since})).json()
+            if answer["epoch"] != self._epoch:
+                self._epoch, self._arrivals = answer["epoch"], []
+                if since:
+                    answer = (await self._http.get("/_arrivals", params={"since": 0})).json()
+                    self._epoch = answer["epoch"]
+            self._arrivals += [Arrival.from_json(a) for a in answer["arrivals"]]
+            return list(self._arrivals)
 
     async def behave(self, behaviour: str, **rule: Any) -> None:
         """`FakeWowHost.behave`, over there."""
@@ -486,7 +531,6 @@ class RemoteWowHost:
     async def reset(self) -> None:
         """`FakeWowHost.reset`, over there (and forget what was fetched)."""
         (await self._http.post("/_reset")).raise_for_status()
-        self._arrivals = []
 
     async def ready(self) -> bool:
         """True once it answers."""
