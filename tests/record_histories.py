@@ -107,8 +107,7 @@ class TimerRig:
         return uuid.uuid4().hex[:8]
 
     def commit(self, aggregate_id: str, version: int, *events: dict[str, Any]) -> dict[str, Any]:
-        commit_id = f"c{version}-{uuid.uuid4().hex[:8]}"
-        header = {"trace_id": "trace-1"}
+        commit_id, header = f"c{version}-{uuid.uuid4().hex[:8]}", {"trace_id": "trace-1"}
         built = harness_commit(
             aggregate_id, *events, version=version, commit_id=commit_id, header=header
         )
@@ -299,9 +298,8 @@ async def record_timers(names: set[str]) -> None:
         try:
             client = await server.connect()
             rig = TimerRig(client, host, f"record-{uuid.uuid4().hex[:8]}")
-            async with (
-                CommandSender(host.url) as sender,
-                timer_worker(client, sender, task_queue=rig.task_queue),
+            async with CommandSender(host.url) as sender, timer_worker(
+                client, sender, task_queue=rig.task_queue
             ):
                 await asyncio.gather(*(case(rig) for case in cases.values()))
         finally:
@@ -367,13 +365,9 @@ async def record_job_misfire(env: WorkflowEnvironment) -> None:
         job = spec.jobs.apps["rec-misfire"].jobs["hourly"]
         definition = job.definition
         state = job_core.initial(
-            "rec-misfire",
-            "hourly",
+            "rec-misfire", "hourly",
             JobRule(expression=definition.cron, zone=definition.zone, misfire=Misfire.COALESCE),
-            scope=definition.scope,
-            tenant="(0)",
-            partition=None,
-            processor=job.processor,
+            scope=definition.scope, tenant="(0)", partition=None, processor=job.processor,
             host=RuleLayer(),
         )
         now = await spec.now()
@@ -381,8 +375,7 @@ async def record_job_misfire(env: WorkflowEnvironment) -> None:
         handle = await spec.client.start_workflow(
             JobWorkflow.run,
             JobInput(
-                state=state,
-                delivery=spec.jobs.delivery,
+                state=state, delivery=spec.jobs.delivery,
                 clock_offset_ms=spec.jobs.clock_offset_ms,
                 enabled_at=now - timedelta(hours=5, minutes=30),
             ),
@@ -479,8 +472,7 @@ async def record_job_tenants(env: WorkflowEnvironment) -> None:
         handle = spec.client.get_workflow_handle(directory_id("rec-tenants", "per-tenant"))
         await handle.signal("add", "t1")
         await handle.execute_update(
-            "host",
-            HostRule(layer=RuleLayer(expression="0 0 7 * * *")),
+            "host", HostRule(layer=RuleLayer(expression="0 0 7 * * *")),
             result_type=TenantDirectory,
         )
         await spec.advance_time(timedelta(hours=7))
