@@ -39,7 +39,7 @@ def _check(examples: int, steps: int, seed: int) -> None:
     from hypothesis import seed as hypothesis_seed
     from hypothesis.stateful import run_state_machine_as_test
 
-    from tests.unit.test_ingest_model import IngestModel
+    from tests.helpers.ingest_model import IngestModel
 
     IngestModel.TestCase.settings = settings(
         max_examples=examples,

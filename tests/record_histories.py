@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -30,6 +29,8 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from bench.harness.commits import commit as harness_commit
+from bench.harness.commits import schedule_set as harness_schedule_set
 from tests.helpers.eventually import eventually
 from wow_temporal import (
     Command,
@@ -106,22 +107,11 @@ class TimerRig:
         return uuid.uuid4().hex[:8]
 
     def commit(self, aggregate_id: str, version: int, *events: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "id": f"c{version}-{uuid.uuid4().hex[:8]}",
-            "contextName": CONTEXT,
-            "aggregateName": AGGREGATE,
-            "tenantId": TENANT,
-            "aggregateId": aggregate_id,
-            "ownerId": "owner-1",
-            "spaceId": "space-1",
-            "version": version,
-            "createTime": int(time.time() * 1000),
-            "header": {"trace_id": "trace-1"},
-            "body": [
-                {"id": f"e{i}", "name": e["name"], "body": _body(e)}
-                for i, e in enumerate(events)
-            ],
-        }
+        commit_id, header = f"c{version}-{uuid.uuid4().hex[:8]}", {"trace_id": "trace-1"}
+        built = harness_commit(
+            aggregate_id, *events, version=version, commit_id=commit_id, header=header
+        )
+        return {**built, "ownerId": "owner-1", "spaceId": "space-1"}
 
     def handle(self, aggregate_id: str, key: str) -> WorkflowHandle[Any, TimerState]:
         workflow_id = f"wow-timer:{CONTEXT}.{AGGREGATE}:{TENANT}:{aggregate_id}:{key}"
@@ -135,18 +125,8 @@ class TimerRig:
         return state.status
 
 
-def _body(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k != "name"}
-
-
 def schedule_set(key: str, rule: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": "wow.ScheduleSet",
-        "key": key,
-        "rule": rule,
-        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "PAYMENT_TIMEOUT"}},
-        "target": None,
-    }
+    return harness_schedule_set(rule, key=key, body={"reason": "PAYMENT_TIMEOUT"})
 
 
 @timer_case

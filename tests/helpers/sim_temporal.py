@@ -1,4 +1,4 @@
-"""A simulated Temporal for the model of ingest (`tests/unit/test_ingest_model.py`): the part of the
+"""A simulated Temporal for the model of ingest (`tests/helpers/ingest_model.py`): the part of the
 client `TimerClient` and `DeletionRecords` call, with Temporal's semantics where ingest's order
 depends on them, and a simulated worker that runs each timer run through the pure core.
 

@@ -16,6 +16,7 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from bench.harness.commits import commit as harness_commit
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from wow_temporal.delivery import CommandSender
@@ -69,26 +70,16 @@ class Rig:
         header: dict[str, str] | None = None,
         created_ms: int | None = None,
     ) -> dict[str, Any]:
-        return {
-            "id": f"c{version}-{uuid.uuid4().hex[:8]}",
-            "contextName": CONTEXT,
-            "aggregateName": AGGREGATE,
-            "tenantId": TENANT,
-            "aggregateId": self.aggregate_id,
-            "ownerId": "owner-1",
-            "spaceId": "space-1",
-            "version": version,
-            "createTime": now_ms() if created_ms is None else created_ms,
-            "header": {"trace_id": "trace-1"} if header is None else header,
-            "body": [
-                {
-                    "id": f"e{i}",
-                    "name": e["name"],
-                    "body": {k: v for k, v in e.items() if k != "name"},
-                }
-                for i, e in enumerate(events)
-            ],
-        }
+        header = {"trace_id": "trace-1"} if header is None else header
+        built = harness_commit(
+            self.aggregate_id,
+            *events,
+            version=version,
+            commit_id=f"c{version}-{uuid.uuid4().hex[:8]}",
+            header=header,
+            created_ms=created_ms,
+        )
+        return {**built, "ownerId": "owner-1", "spaceId": "space-1"}
 
     def worker(self) -> Worker:
         return timer_worker(self.client, CommandSender(self.host.url), task_queue=self.task_queue)

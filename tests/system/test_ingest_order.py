@@ -200,13 +200,20 @@ async def test_a_run_started_after_a_closed_one_starts_with_no_last_change(rig: 
 
 
 class _SlowReader(TimerClient):
-    """Ingest that, having read the run before, waits (bounded) until that key has a newer
-    run that has ended: the interleaving in which a stale set used to start after a newer
-    cancel had started and ended."""
+    """Ingest that, having read the run before, waits until the other ingest of that key is
+    blocked on the key's lock, or (no lock) that key has a newer run that has ended: the
+    interleaving in which a stale set used to start after a newer cancel started and ended."""
 
     def __init__(self, timers: TimerClient) -> None:
         super().__init__(timers.client, task_queue=timers.task_queue, delivery=timers.delivery)
         self.entered = asyncio.Event()
+        self.blocked = asyncio.Event()
+
+    def _key_lock(self, workflow_id: str) -> asyncio.Lock:
+        lock = super()._key_lock(workflow_id)
+        if lock.locked():  # the caller's `async with` waits: no await point comes between
+            self.blocked.set()
+        return lock
 
     async def _last_run(self, workflow_id: str) -> Any:
         read = await super()._last_run(workflow_id)
@@ -215,14 +222,14 @@ class _SlowReader(TimerClient):
         before = (await self.client.get_workflow_handle(workflow_id).describe()).run_id
         self.entered.set()
 
-        async def newer_ended() -> bool:
+        async def blocked_or_newer_ended() -> bool:
+            if self.blocked.is_set():
+                return True
             description = await self.client.get_workflow_handle(workflow_id).describe()
             running = description.status == WorkflowExecutionStatus.RUNNING
             return description.run_id != before and not running
 
-        # Up to 3 s: with the key's lock held, the newer one cannot run.
-        with contextlib.suppress(AssertionError):
-            await eventually(newer_ended, within=3, what="a newer run ended", interval=0.1)
+        await eventually(blocked_or_newer_ended, within=15, what="the newer ingest", interval=0.05)
         return read
 
 
@@ -238,6 +245,7 @@ async def test_a_stale_set_never_starts_after_a_newer_cancel_started_and_ended(r
             return await slow.apply(rig.commit(6, cancelled("grace")))
 
         set_answer, cancel_answer = await asyncio.gather(slow.apply(stale), newer())
+        assert slow.blocked.is_set(), "the newer cancel waited for the key's lock"
         assert set_answer[0].outcome == "started"
         assert cancel_answer[0].outcome == "handed-over"
         state = await rig.result("grace", within=15)

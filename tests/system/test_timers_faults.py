@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from bench.harness.commits import commit as harness_commit
+from bench.harness.commits import schedule_set
 from tests.helpers.builders import fast_delivery
 from tests.helpers.own_server import own_server, server
 from tests.helpers.quiescent import attempts
@@ -34,38 +36,24 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 __all__ = ["own_server", "server", "wow_host"]  # the fixtures, used by the tests here
 
-CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
-COMMAND = "eshop.order.CancelOrder"
-
 # How soon the attempts a killed worker had in flight are tried again: attempt_timeout.
 FAST_RETRIES = fast_delivery(5, attempt_timeout=timedelta(seconds=3))
 
 
 def commit(aggregate_id: str, afters: list[float], version: int = 1) -> dict[str, Any]:
     """One commit scheduling a command per delay in `afters` (seconds), keys k0, k1, …"""
-    return {
-        "id": f"c{version}-{uuid.uuid4().hex[:8]}",
-        "contextName": CONTEXT,
-        "aggregateName": AGGREGATE,
-        "tenantId": TENANT,
-        "aggregateId": aggregate_id,
-        "ownerId": "owner-1",
-        "version": version,
-        "createTime": int(time.time() * 1000),
-        "header": {"trace_id": "trace-faults"},
-        "body": [
-            {
-                "id": f"e{i}",
-                "name": "wow.ScheduleSet",
-                "body": {
-                    "key": f"k{i}",
-                    "rule": {"after": f"PT{after:.3f}S"},
-                    "command": {"type": COMMAND, "body": {"n": i}},
-                },
-            }
-            for i, after in enumerate(afters)
-        ],
-    }
+    sets = (
+        schedule_set({"after": f"PT{after:.3f}S"}, key=f"k{i}", body={"n": i})
+        for i, after in enumerate(afters)
+    )
+    built = harness_commit(
+        aggregate_id,
+        *sets,
+        version=version,
+        commit_id=f"c{version}-{uuid.uuid4().hex[:8]}",
+        header={"trace_id": "trace-faults"},
+    )
+    return {**built, "ownerId": "owner-1"}
 
 
 def request_ids(data: dict[str, Any]) -> list[str]:

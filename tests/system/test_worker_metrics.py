@@ -5,14 +5,9 @@ delivery activity against a real HTTP host."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import os
 import re
-import signal
-import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +17,7 @@ import pytest
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import ActivityEnvironment
 
+from bench.harness.proc import CLI, Proc, answers, worker_env
 from tests.helpers.builders import commit, fast_delivery, make_request
 from tests.helpers.eventually import eventually
 from tests.helpers.worker_process import WorkerProcess, on_the_session_loop
@@ -142,39 +138,24 @@ async def test_the_control_api_serves_the_commits_it_ingests(
     dev_server: EmbeddedTemporal, tmp_path: Path
 ) -> None:
     api_port, metrics_port = free_port(), free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))},
-        "TEMPORAL_ADDRESS": dev_server.address,
-        "TEMPORAL_NAMESPACE": dev_server.namespace,
-        "WOW_API_TOKEN": "operator-secret",
-        "WOW_API_METRICS_PORT": str(metrics_port),
-        "WOW_TIMERS_MAX_ATTEMPTS": "1",
-    }
+    env = worker_env(
+        dev_server.address, dev_server.namespace, "", WOW_API_TOKEN="operator-secret",
+        WOW_API_METRICS_PORT=str(metrics_port), WOW_TIMERS_MAX_ATTEMPTS="1",
+    )
     log = tmp_path / "api.log"
-    with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "wow-temporal"), "api", "--port", str(api_port),
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
+    health = answers(f"http://127.0.0.1:{api_port}/health")
+    api = Proc("the API", [CLI, "api", "--port", str(api_port)], log, health, env=env)
+    await api.start()
     data = commit(after=3600)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as http:
-
-            async def healthy() -> bool:
-                assert proc.returncode is None, log.read_text()
-                with contextlib.suppress(httpx.TransportError):
-                    return (await http.get("/health")).status_code == 200
-                return False
-
-            await eventually(healthy, within=10, what="the API serving")
             answer = await http.post(
                 "/commits", json=data, headers={"Authorization": "Bearer operator-secret"}
             )
             assert answer.status_code == 200, answer.text
         text = await scrape(metrics_port)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await proc.wait()
+        await api.stop()
         client = await dev_server.connect()
         timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
         with contextlib.suppress(Exception):

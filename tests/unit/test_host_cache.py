@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from workers.eshop import apps
 from workers.eshop.stock import STOCK
@@ -42,7 +46,9 @@ def receive(request_id: str) -> CommandMessage:
     )
 
 
-async def test_a_read_racing_a_command_leaves_the_aggregate_current(tmp_path: Path) -> None:
+async def test_a_read_racing_a_command_leaves_the_aggregate_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "domain.db"
     first = DomainHost(apps(), EventStore(db))
     assert (await first.send(receive("r1"))).error_code == "Ok"
@@ -54,8 +60,15 @@ async def test_a_read_racing_a_command_leaves_the_aggregate_current(tmp_path: Pa
         store.hold_next = True
         command = asyncio.ensure_future(host.send(receive("r2")))
         await asyncio.to_thread(store.holding.wait, 10)  # the command is loading the mug
-        read = asyncio.ensure_future(host.current(MUG))  # its load queues behind: version 1
-        await asyncio.sleep(0.05)
+        queued, run = asyncio.Event(), host.run
+
+        async def run_noting(call: Callable[[], Any]) -> Any:
+            queued.set()  # `run` hands `call` to the store's thread before it first waits
+            return await run(call)
+
+        monkeypatch.setattr(host, "run", run_noting)
+        read = asyncio.ensure_future(host.current(MUG))
+        await asyncio.wait_for(queued.wait(), 10)  # its load queues behind: version 1
         store.release.set()
         assert (await command).aggregate_version == 2
         await read

@@ -17,6 +17,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from bench.harness.commits import commit as harness_commit
+from bench.harness.commits import schedule_set as harness_schedule_set
 from tests.helpers.eventually import eventually
 from tests.helpers.told import told
 from wow_temporal.delivery import DELIVERY_PARKED, DeliveryOutcome, DeliveryRequest
@@ -87,21 +89,15 @@ class Rig:
         self, version: int, *events: dict[str, Any], created: datetime | None = None
     ) -> dict[str, Any]:
         created = created or await self.now()
-        return {
-            "id": f"c{version}-{uuid.uuid4().hex[:6]}",
-            "contextName": "eshop-order",
-            "aggregateName": "order",
-            "tenantId": "t1",
-            "aggregateId": self.aggregate_id,
-            "ownerId": "u1",
-            "spaceId": "",
-            "version": version,
-            "createTime": int(created.timestamp() * 1000),
-            "header": {"trace_id": "trace-1"},
-            "body": [
-                {"id": f"e{i}", "name": e.pop("name"), "body": e} for i, e in enumerate(events)
-            ],
-        }
+        built = harness_commit(
+            self.aggregate_id,
+            *events,
+            version=version,
+            commit_id=f"c{version}-{uuid.uuid4().hex[:6]}",
+            header={"trace_id": "trace-1"},
+            created_ms=int(created.timestamp() * 1000),
+        )
+        return {**built, "ownerId": "u1", "spaceId": ""}
 
     def worker(self) -> Worker:
         return timer_worker(
@@ -122,14 +118,7 @@ class Rig:
 
 
 def schedule_set(key: str, rule: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {
-        "name": "wow.ScheduleSet",
-        "key": key,
-        "rule": rule,
-        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "PAYMENT_TIMEOUT"}},
-        "target": None,
-        **extra,
-    }
+    return {**harness_schedule_set(rule, key=key, body={"reason": "PAYMENT_TIMEOUT"}), **extra}
 
 
 @pytest_asyncio.fixture(loop_scope="session")
