@@ -374,14 +374,16 @@ async def bursts(rig: Rig, n: int, pending: int, rounds: int) -> list[Burst]:
     return found
 
 
+def spread(total: int, k: int) -> list[int]:
+    """Up to `k` indexes of `range(total)`, spread evenly from the first to the last."""
+    k = min(k, total)
+    return sorted({(i * (total - 1)) // max(k - 1, 1) for i in range(k)})
+
+
 def pending_ids(total: int) -> list[str]:
-    """The workflow ids of up to `PENDING_CHECKED` of the `total` pending timers, spread over
-    the range."""
-    k = min(PENDING_CHECKED, total)
-    picked = sorted({(i * (total - 1)) // max(k - 1, 1) for i in range(k)})
-    return [
-        timer_workflow_id(timer(f"pending-{i}", 0, "pending").aggregate, "grace") for i in picked
-    ]
+    """The workflow ids of up to `PENDING_CHECKED` of the `total` pending timers."""
+    of = [timer(f"pending-{i}", 0, "pending").aggregate for i in spread(total, PENDING_CHECKED)]
+    return [timer_workflow_id(aggregate, "grace") for aggregate in of]
 
 
 async def pending_timers(rig: Rig, total: int) -> list[Sample]:
@@ -436,8 +438,7 @@ async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
     await asyncio.sleep(settle)
     settled = await rig.sample(n, n / seconds, [])
     # A few instances across the range (evicted from the worker's cache by now) tick.
-    k = min(TICK_SAMPLE, n)
-    sampled = [f"t{i}" for i in sorted({(i * (n - 1)) // max(k - 1, 1) for i in range(k)})]
+    sampled = [f"t{i}" for i in spread(n, TICK_SAMPLE)]
     rule = {"expression": "* * * * * *"}
     await asyncio.gather(*(client.reschedule(CONTEXT, JOB, rule, tenant=t) for t in sampled))
     start = math.ceil(time.time()) + 1.0
