@@ -57,14 +57,18 @@ from bench.harness import (
     parser,
     percentile,
     pool,
+    ratio,
     rss_mb,
     schedule_set,
     scratch,
+    sized,
+    still_running,
     verdict,
     worker_env,
 )
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
+from wow_temporal.ids import timer_workflow_id
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
@@ -83,6 +87,17 @@ TICK_SAMPLE = 5
 TICK_GRACE = 3.0
 """Seconds after the ticking window before the sampled instances are disabled."""
 PENDING_DAYS = 30
+PENDING_CHECKED = 100
+"""Pending timers described by id at the end of the bursts: each must still be running."""
+QUICK = {"timers": 200, "jobs": 20, "burst": 40, "rounds": 1, "settle": 2.0, "tick_seconds": 3}
+FULL = {
+    "timers": 100_000,
+    "jobs": 10_000,
+    "burst": 1000,
+    "rounds": 2,
+    "settle": 10.0,
+    "tick_seconds": 5,
+}
 
 
 APP = idle_app(CONTEXT)
@@ -359,6 +374,18 @@ async def bursts(rig: Rig, n: int, pending: int, rounds: int) -> list[Burst]:
     return found
 
 
+def spread(total: int, k: int) -> list[int]:
+    """Up to `k` indexes of `range(total)`, spread evenly from the first to the last."""
+    k = min(k, total)
+    return sorted({(i * (total - 1)) // max(k - 1, 1) for i in range(k)})
+
+
+def pending_ids(total: int) -> list[str]:
+    """The workflow ids of up to `PENDING_CHECKED` of the `total` pending timers."""
+    of = [timer(f"pending-{i}", 0, "pending").aggregate for i in spread(total, PENDING_CHECKED)]
+    return [timer_workflow_id(aggregate, "grace") for aggregate in of]
+
+
 async def pending_timers(rig: Rig, total: int) -> list[Sample]:
     """Hand over `total` timers due in `PENDING_DAYS` days, in ten steps; a sample each."""
     far = int((time.time() + PENDING_DAYS * 86400) * 1000)
@@ -411,8 +438,7 @@ async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
     await asyncio.sleep(settle)
     settled = await rig.sample(n, n / seconds, [])
     # A few instances across the range (evicted from the worker's cache by now) tick.
-    k = min(TICK_SAMPLE, n)
-    sampled = [f"t{i}" for i in sorted({(i * (n - 1)) // max(k - 1, 1) for i in range(k)})]
+    sampled = [f"t{i}" for i in spread(n, TICK_SAMPLE)]
     rule = {"expression": "* * * * * *"}
     await asyncio.gather(*(client.reschedule(CONTEXT, JOB, rule, tenant=t) for t in sampled))
     start = math.ceil(time.time()) + 1.0
@@ -495,6 +521,10 @@ class Report:
     loaded: list[Burst]
     """The bursts with `timers` pending."""
     pending: list[Sample]
+    pending_checked: int
+    """Pending timers described by id after the bursts beside them."""
+    pending_running: int
+    """Of those, the ones still running (each should be: due in `PENDING_DAYS` days)."""
     job: Jobs | None
     duplicates: int
     elapsed_s: float
@@ -507,6 +537,7 @@ def text(r: Report) -> None:
         f"bursts of {r.burst}, {r.jobs} job instances; {r.elapsed_s:.0f}s in all ==="
     )
     text_pending(r.pending)
+    print(f"    still running after the bursts: {r.pending_running} of {r.pending_checked} checked")
     text_bursts(r.burst, r.zero, r.loaded)
     if r.job is not None:
         text_jobs(r.job)
@@ -521,7 +552,7 @@ def text_pending(pending: list[Sample]) -> None:
         tens = end.count / 10_000
         print(
             f"    ingest rate first step {first.rate:.0f}/s, last {end.rate:.0f}/s (ratio "
-            f"{end.rate / first.rate:.2f}); per 10,000 pending: worker RSS "
+            f"{ratio(end.rate, first.rate):.2f}); per 10,000 pending: worker RSS "
             f"{(end.worker_mb - zero_.worker_mb) / tens:+.1f} MB, server "
             f"{(end.server_mb - zero_.server_mb) / tens:+.1f} MB"
         )
@@ -540,17 +571,18 @@ def text_bursts(n: int, zero: list[Burst], loaded: list[Burst]) -> None:
         if b.cost is not None:
             print(f"             server per timer: {b.cost.describe()}")
     if best0 is not None and bestn is not None:
-        ratio = bestn.rate / best0.rate
+        drain = ratio(bestn.rate, best0.rate)
         print(
-            f"    burst drain ratio ({bestn.pending} pending / 0 pending) {ratio:.2f} "
-            f"(target >= {BURST_TARGET}) {verdict(ratio >= BURST_TARGET)}  (best round each, "
+            f"    burst drain ratio ({bestn.pending} pending / 0 pending) {drain:.2f} "
+            f"(target >= {BURST_TARGET}) {verdict(drain >= BURST_TARGET)}  (best round each, "
             "one whose ingest overran its due time only if all did)"
         )
         cpu0, cpun = cpu_per_timer(zero), cpu_per_timer(loaded)
         print(
             f"    CPU ms per timer delivered (server + worker + host, mean of the rounds): "
-            f"{cpu0:.1f} with 0 pending, {cpun:.1f} with {bestn.pending}: the ratio a drain bound "
-            f"by CPU alone would show {cpu0 / cpun:.2f} (wall clock on a shared machine is not)"
+            f"{cpu0:.1f} with 0 pending, {cpun:.1f} with {bestn.pending}: the ratio a drain "
+            f"bound by CPU alone would show {ratio(cpu0, cpun):.2f} (wall clock on a shared "
+            "machine is not)"
         )
 
 
@@ -578,23 +610,6 @@ def text_jobs(job: Jobs) -> None:
         f"    ticks of {len(job.sampled)} instances ({', '.join(job.sampled)}) rescheduled "
         f"to every second, over {job.tick_seconds}s: {job.ticked}/{job.expected}  lateness p50 "
         f"{percentile(job.late, 0.5):.0f} ms  max {max(job.late, default=float('nan')):.0f} ms"
-    )
-
-
-def sizes(args: argparse.Namespace) -> tuple[int, int, int, int, float, int]:
-    """Timers, jobs, burst, rounds, settle, tick seconds: the flags, else the defaults (or
-    `--quick`'s)."""
-
-    def given(value: float | None, full: float, quick: float) -> float:
-        return value if value is not None else quick if args.quick else full
-
-    return (
-        int(given(args.timers, 100_000, 200)),
-        int(given(args.jobs, 10_000, 20)),
-        int(given(args.burst, 1000, 40)),
-        int(given(args.rounds, 2, 1)),
-        given(args.settle, 10.0, 2.0),
-        int(given(args.tick_seconds, 5, 3)),
     )
 
 
@@ -653,7 +668,7 @@ async def run(args: argparse.Namespace) -> Report:
 async def measure(rig: Rig, args: argparse.Namespace) -> Report:
     """A warm-up burst (unmeasured: imports, connections, caches; a first ingest rate), the
     bursts with nothing pending, the pending timers, the bursts beside them, the jobs."""
-    timers, n_jobs, n, rounds, settle, tick_seconds = sizes(args)
+    timers, n_jobs, n, rounds = args.timers, args.jobs, args.burst, args.rounds
     rig.say(
         f"dev server pid {rig.server.pid}, worker pid {rig.worker.pid} ready, host pid "
         f"{rig.host.proc.pid}; {timers} timers, {n_jobs} jobs, bursts of {n} x {rounds}"
@@ -663,22 +678,27 @@ async def measure(rig: Rig, args: argparse.Namespace) -> Report:
     zero = await bursts(rig, n, 0, rounds)
     pending = await pending_timers(rig, timers)
     loaded = await bursts(rig, n, timers, rounds) if timers else []
-    job = await jobs(rig, n_jobs, settle, tick_seconds) if n_jobs else None
+    checked = pending_ids(timers)
+    running = len(await still_running(rig.client, checked))
+    job = await jobs(rig, n_jobs, args.settle, args.tick_seconds) if n_jobs else None
     duplicates = await rig.host.duplicates()
     elapsed = time.perf_counter() - rig.began
-    return Report(timers, n, n_jobs, zero, loaded, pending, job, duplicates, elapsed)
+    return Report(
+        timers, n, n_jobs, zero, loaded, pending, len(checked), running, job, duplicates, elapsed
+    )
 
 
 def verdicts(r: Report) -> Verdicts:
-    """Nothing twice, every burst delivered in full, every pending step sampled, the job
-    instances enabled and ticking; the drain ratio (pending / none); rates and CPU as figures."""
+    """Every burst delivered in full, the pending timers checked still running, every pending
+    step sampled, the job instances enabled and ticking; the drain ratio (pending / none);
+    rates, CPU and redeliveries (at least once: a worker's timeout may legitimately
+    redeliver) as figures."""
     best0, bestn = best(r.zero), best(r.loaded)
-    sampled = r.pending[-1].count if r.pending else 0
     positive: dict[str, float] = {"pending_steps": len(r.pending) - 1}
     ratios: dict[str, float] = {}
     figures: dict[str, float] = {}
     if best0 is not None and bestn is not None:
-        ratios["burst_drain"] = bestn.rate / best0.rate
+        ratios["burst_drain"] = ratio(bestn.rate, best0.rate)
         figures |= {"burst_per_s_0_pending": best0.rate, "burst_per_s_pending": bestn.rate}
         figures["cpu_ms_per_timer_0_pending"] = cpu_per_timer(r.zero)
         figures["cpu_ms_per_timer_pending"] = cpu_per_timer(r.loaded)
@@ -687,13 +707,12 @@ def verdicts(r: Report) -> Verdicts:
         figures["job_ticks_missing"] = r.job.expected - r.job.ticked
     return Verdicts(
         must_be_zero={
-            "host_duplicates": r.duplicates,
             "burst_undelivered": sum(b.n - b.handled for b in r.zero + r.loaded),
-            "pending_unsampled": r.timers - sampled,
+            "pending_not_running": r.pending_checked - r.pending_running,
         },
         must_be_positive=positive,
         ratios=ratios,
-        figures=figures,
+        figures=figures | {"host_duplicates": r.duplicates},
     )
 
 
@@ -705,7 +724,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, help="bursts on each side, best kept (2, quick 1)")
     p.add_argument("--settle", type=float, help="seconds idle after the enables (10, quick 2)")
     p.add_argument("--tick-seconds", type=int, help="seconds sampled instances tick (5, quick 3)")
-    return bench_main(p.parse_args(), run, text, verdicts)
+    return bench_main(sized(p.parse_args(), QUICK, FULL), run, text, verdicts)
 
 
 if __name__ == "__main__":

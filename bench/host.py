@@ -67,7 +67,9 @@ from bench.harness import (
     cpu_seconds,
     parser,
     percentile,
+    ratio,
     scratch,
+    sized,
     summary,
 )
 from workers.eshop.order import (
@@ -103,7 +105,10 @@ CONCURRENCY = 32  # commands in flight (the relay's `apply_many` concurrency, as
 TENANT = "bench"
 PRODUCTS = 256  # ReceiveStock's aggregates, round robin: far more than in flight
 GRACE = timedelta(hours=1)
-LAG_SAMPLE = 200  # timers whose start time is read back
+QUICK = {"duration": 1.0, "lag_seconds": 1.5, "floor_seconds": 0.5, "lag_sample": 30}
+FULL = {"duration": 10.0, "floor_seconds": 4.0, "lag_sample": 200}
+"""Seconds per HTTP measure and per floor, of each lag load (full: 1.5x the duration), and the
+timers whose start time is read back."""
 QUICK_INGEST = 200  # `TimerClient.apply_many` alone, --quick: one batch of these
 
 
@@ -440,9 +445,7 @@ class Kind:
     http: Run | None = None
 
     def ratio(self, floor: Run | None) -> float:
-        if self.http is None or floor is None or not floor.rate:
-            return math.nan
-        return self.http.rate / floor.rate
+        return math.nan if self.http is None or floor is None else ratio(self.http.rate, floor.rate)
 
 
 async def in_process(
@@ -988,10 +991,9 @@ def verdicts(r: Report) -> Verdicts:
 
 
 async def run(args: argparse.Namespace) -> Report:
-    quick = args.quick
-    duration = args.duration or (1.0 if quick else 10.0)
-    floor_seconds = min(duration, 0.5 if quick else 4.0)
-    lag_seconds = args.lag_seconds or (1.5 if quick else 1.5 * duration)
+    quick, duration = args.quick, args.duration
+    floor_seconds = min(duration, args.floor_seconds)
+    lag_seconds = 1.5 * duration if args.lag_seconds is None else args.lag_seconds
     concurrency = args.concurrency
     cpu, load = cpu_seconds(), os.getloadavg()[0]
     print(
@@ -1019,7 +1021,7 @@ async def run(args: argparse.Namespace) -> Report:
         startup = ingest = batch = None
         if not args.no_temporal:
             assert confirm_kind.http is not None
-            rate, sample = confirm_kind.http.rate / 2, 30 if quick else LAG_SAMPLE
+            rate, sample = confirm_kind.http.rate / 2, args.lag_sample
             lags, startup, ingest, batch = await relay_lag(
                 tmp, rate, lag_seconds, concurrency, sample, shapes[1].commit, quick
             )
@@ -1057,7 +1059,7 @@ def main() -> int:
     if args.serve_host:
         serve_host(args.port, args.db, args.temporal, args.namespace)
         return 0
-    return bench_main(args, run, print_report, verdicts)
+    return bench_main(sized(args, QUICK, FULL), run, print_report, verdicts)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ schedules far in the future (nothing fires):
 - `bare start_workflow`: a workflow started with a start delay, `--clients` in flight.
 
 Printed: commits per second and request latency p50/p99, and each side's ratio to bare; then
-how many of the commits handed over have their workflow on the server (none may be lost).
+how many of the commits handed over have their workflow running on the server, each described
+by id (none may be lost).
 
 Then changes to running timers, as an operator meets them: `--timers` timers have each run on
 a real `wow-temporal worker` process (so they are sticky to it), and `--changes` commits
@@ -57,9 +58,11 @@ from bench.harness import (
     parser,
     percentile,
     pool,
+    ratio,
     schedule_set,
     scratch,
     sized,
+    still_running,
     worker_env,
 )
 from wow_temporal.dev.ports import free_port
@@ -108,7 +111,7 @@ class IngestReport:
     rounds: int
     sides: list[Measured]
     handed: int  # commits handed over, one new timer or workflow each
-    found: int  # workflows on the server afterwards
+    found: int  # of this run's workflows, those running on the server afterwards (by id)
     timers: int
     rounds_per_case: int
     changes: list[Measured]
@@ -158,7 +161,7 @@ def _sides(
     async def bare(aggregate_id: str) -> int:
         await client.start_workflow(
             Idle.run,
-            id=f"bare:{aggregate_id}",
+            id=_bare_id(aggregate_id),
             task_queue=IDLE_QUEUE,
             start_delay=timedelta(days=30),
         )
@@ -187,36 +190,28 @@ def _sides(
 async def handovers(
     http: httpx.AsyncClient, client: Client, args: argparse.Namespace
 ) -> tuple[list[Measured], int, int]:
-    """Every side, `--rounds` rounds, best kept; and the commits handed over against the
-    workflows then on the (fresh) server."""
+    """Every side, `--rounds` rounds, best kept; and the commits handed over against this
+    run's workflows then running on the server (each described by id)."""
     run_id = uuid.uuid4().hex[:6]
     best: dict[str, Measured] = {}
     sides = _sides(http, client, args)
+    workflow_ids: list[str] = []
     for round_ in range(args.rounds):
         for index, (slug, name, jobs, in_flight) in enumerate(sides):
             ids = [f"s{index}r{round_}-{run_id}-{i}" for i in range(args.n)]
             rate, latencies = await timed(jobs(ids), in_flight)
             if slug not in best or rate > best[slug].rate:
                 best[slug] = _measured(slug, name, rate, latencies)
-    handed = args.rounds * len(sides) * args.n
-    return list(best.values()), handed, await _workflows(client, handed)
+            of = _bare_id if slug == "bare" else timer_workflow_id_of
+            workflow_ids += [of(a) for a in ids]
+    found = len(await still_running(client, workflow_ids))
+    return list(best.values()), len(workflow_ids), found
 
 
 async def _post(http: httpx.AsyncClient, body: dict[str, Any] | list[dict[str, Any]]) -> int:
     """`POST /commits` one commit or a batch; how many it handed over."""
     (await http.post("/commits", json=body)).raise_for_status()
     return len(body) if isinstance(body, list) else 1
-
-
-async def _workflows(client: Client, expected: int, within: float = 30.0) -> int:
-    """How many workflows the server lists, once it lists `expected` (visibility lags a
-    little) or `within` seconds passed."""
-    deadline = time.monotonic() + within
-    while (found := (await client.count_workflows()).count) < expected:
-        if time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.2)
-    return found
 
 
 class ChangeRun:
@@ -260,6 +255,10 @@ class ChangeRun:
             if left:
                 await asyncio.sleep(0.2)
         return time.perf_counter() - began
+
+
+def _bare_id(aggregate_id: str) -> str:
+    return f"bare:{aggregate_id}"
 
 
 def timer_workflow_id_of(aggregate_id: str) -> str:
@@ -357,10 +356,10 @@ def text(report: IngestReport) -> None:
     print(f"=== handing over {report.n} commits, best of {report.rounds} rounds ===")
     for s in report.sides:
         print(
-            f"  {s.name:24} {s.rate:7.0f} commits/s  ratio {s.rate / base:4.2f}  "
+            f"  {s.name:24} {s.rate:7.0f} commits/s  ratio {ratio(s.rate, base):4.2f}  "
             f"request p50 {s.p50:7.1f} ms  p99 {s.p99:7.1f} ms"
         )
-    print(f"  workflows on the server: {report.found} of {report.handed} commits handed over")
+    print(f"  workflows running on the server: {report.found} of {report.handed} handed over")
     if not report.changes:
         return
     healthy = report.healthy
@@ -373,8 +372,8 @@ def text(report: IngestReport) -> None:
             "applied once one runs" if c.applied_s is None else f"applied in {c.applied_s:5.1f} s"
         )
         print(
-            f"  {c.name:28} {c.rate:6.0f} commits/s  x{c.rate / healthy.rate:4.2f}  "
-            f"p50 {c.p50:6.1f} ms  p99 {c.p99:6.1f} ms x{c.p99 / healthy.p99:4.2f}  {applied}"
+            f"  {c.name:28} {c.rate:6.0f} commits/s  x{ratio(c.rate, healthy.rate):4.2f}  "
+            f"p50 {c.p50:6.1f} ms  p99 {c.p99:6.1f} ms x{ratio(c.p99, healthy.p99):4.2f}  {applied}"
         )
 
 
@@ -382,15 +381,16 @@ def verdicts(report: IngestReport) -> Verdicts:
     """None lost; each side's rate as a ratio to bare (and batched to one per request); each
     change case's rate and p99 as ratios to healthy."""
     base = report.side("bare").rate
-    ratios = {s.slug: s.rate / base for s in report.sides if s.slug != "bare"}
-    ratios["batched_per_commit"] = report.side("api_batched").rate / report.side("api_single").rate
+    ratios = {s.slug: ratio(s.rate, base) for s in report.sides if s.slug != "bare"}
+    batched, single = report.side("api_batched"), report.side("api_single")
+    ratios["batched_per_commit"] = ratio(batched.rate, single.rate)
     figures: dict[str, float] = {}
     if report.changes:
         healthy = report.healthy
         for c in report.changes:
             if c.slug != "healthy":
-                ratios[f"{c.slug}_rate"] = c.rate / healthy.rate
-                ratios[f"{c.slug}_p99"] = c.p99 / healthy.p99
+                ratios[f"{c.slug}_rate"] = ratio(c.rate, healthy.rate)
+                ratios[f"{c.slug}_p99"] = ratio(c.p99, healthy.p99)
                 if c.applied_s is not None:
                     figures[f"{c.slug}_applied_s"] = c.applied_s
     return Verdicts(

@@ -17,22 +17,27 @@ import sys
 import time
 from dataclasses import dataclass
 
-from bench.harness import Verdicts, bench_main, parser
+from bench.harness import Verdicts, bench_main, parser, sized
+
+QUICK = {"examples": 30, "steps": 20}
+FULL = {"examples": 2000, "steps": 80}
 
 
 @dataclass(frozen=True)
 class ModelReport:
     examples: int
+    """Examples hypothesis asked for (`--examples`)."""
+    run: int
+    """Examples it ran: the state machines it built, one an example (one it discarded too;
+    fewer when it ran out of new ones)."""
     steps: int
     seed: int
     seconds: float
 
 
-def _check(examples: int, steps: int, seed: int) -> None:
+def _check(examples: int, steps: int, seed: int) -> int:
     """Run the model (in a thread of its own: it drives its own event loop); raises what it
-    finds."""
-    os.environ["WOW_INGEST_MODEL_EXAMPLES"] = str(examples)
-    os.environ["WOW_INGEST_MODEL_STEPS"] = str(steps)
+    finds. How many examples ran."""
     logging.getLogger("wow_temporal").setLevel(logging.ERROR)  # the model's outages are noisy
 
     from hypothesis import HealthCheck, settings
@@ -41,42 +46,44 @@ def _check(examples: int, steps: int, seed: int) -> None:
 
     from tests.helpers.ingest_model import IngestModel
 
-    IngestModel.TestCase.settings = settings(
+    built: list[IngestModel] = []
+
+    def model() -> IngestModel:
+        built.append(IngestModel())
+        return built[-1]
+
+    config = settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
     )
-    hypothesis_seed(seed)(lambda: run_state_machine_as_test(IngestModel))()
+    hypothesis_seed(seed)(lambda: run_state_machine_as_test(model, settings=config))()
+    return len(built)
 
 
 async def run(args: argparse.Namespace) -> ModelReport:
-    examples = args.examples or (30 if args.quick else 2000)
-    steps = args.steps or (20 if args.quick else 80)
     if args.seed is None:  # a fresh seed each run, named in the report
         args.seed = int.from_bytes(os.urandom(4), "big")
     print(
-        f"ingest model: {examples} examples of up to {steps} steps, seed {args.seed}",
+        f"ingest model: {args.examples} examples of up to {args.steps} steps, seed {args.seed}",
         file=sys.stderr,
     )
     began = time.monotonic()
-    await asyncio.to_thread(_check, examples, steps, args.seed)
-    return ModelReport(examples, steps, args.seed, time.monotonic() - began)
+    ran = await asyncio.to_thread(_check, args.examples, args.steps, args.seed)
+    return ModelReport(args.examples, ran, args.steps, args.seed, time.monotonic() - began)
 
 
 def main() -> int:
     p = parser(__doc__)
     p.add_argument("--examples", type=int, help="default 2000 (quick 30)")
     p.add_argument("--steps", type=int, help="steps per example at most: default 80 (quick 20)")
-    p.set_defaults(seed=None)  # a random one unless given
     return bench_main(
-        p.parse_args(),
+        sized(p.parse_args(), QUICK, FULL),
         run,
-        lambda r: print(f"PASS in {r.seconds:.0f} s"),
-        lambda r: Verdicts(
-            must_be_positive={"examples": r.examples}, figures={"seconds": r.seconds}
-        ),
+        lambda r: print(f"PASS: {r.run} examples in {r.seconds:.0f} s"),
+        lambda r: Verdicts(must_be_positive={"examples": r.run}, figures={"seconds": r.seconds}),
     )
 
 

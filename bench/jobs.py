@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib
 import math
 import sys
 import time
@@ -46,7 +45,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from pathlib import Path
 
 import httpx
 from temporalio import activity
@@ -61,6 +59,7 @@ from temporalio.client import (
 )
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
+from bench._bare_jobs import Scheduled, Woken
 from bench._jobs_app import (
     TARGET,
     YEARLY,
@@ -78,8 +77,10 @@ from bench.harness import (
     parser,
     percentile,
     pool,
+    ratio,
     rss_mb,
     scratch,
+    sized,
     sleep_until,
     verdict,
 )
@@ -100,55 +101,12 @@ MAX_ACTIVITIES = 200  # job_worker's default, the baselines' worker alike
 CACHE = 1000  # the SDK's max_cached_workflows default, which job_worker keeps
 THROUGHPUT_TARGET = 0.8
 ACTIONS_TARGET = 2.0
+QUICK = {"instances": 3, "seconds": 2.0, "tenants": 20, "idle": 100, "rounds": 1}
+FULL = {"instances": 20, "seconds": 30.0, "tenants": 1000, "idle": 10_000, "rounds": 2}
 SCHEDULE_START_ACTIONS = 2
 """Temporal Cloud bills each execution of a Schedule three actions: two for the "Schedule
 Start" and one for the workflow it starts (docs.temporal.io/cloud/actions, Schedules). The
 workflow's start is in its history; the two are not, and are added here."""
-
-# The baselines' workflows live in their own tiny module (written to the temp dir at run time),
-# as a Temporal user would write them: the sandbox re-imports a workflow's module for every
-# workflow instance, and this file is far from tiny.
-BARE_MODULE = "wow_bench_jobs_bare"
-BARE_SOURCE = """
-from datetime import timedelta
-
-from temporalio import workflow
-from temporalio.common import SearchAttributeKey
-
-SCHEDULED = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
-
-
-@workflow.defn(name="bench.Scheduled")
-class Scheduled:
-    '''What a native Schedule starts: one activity sending the slot's command.'''
-
-    @workflow.run
-    async def run(self, run: str) -> None:
-        info = workflow.info()
-        due = info.typed_search_attributes.get(SCHEDULED) or workflow.now()
-        await workflow.execute_activity(
-            "bench.send",
-            args=[info.workflow_id, run, int(due.timestamp() * 1000)],
-            start_to_close_timeout=timedelta(seconds=30),
-        )
-
-
-@workflow.defn(name="bench.Woken")
-class Woken:
-    '''Sleeps until `due_ms`, then runs one activity sending the command.'''
-
-    @workflow.run
-    async def run(self, run: str, due_ms: int) -> None:
-        wait = due_ms / 1000 - workflow.now().timestamp()
-        if wait > 0:
-            await workflow.sleep(wait)
-        await workflow.execute_activity(
-            "bench.send",
-            args=[workflow.info().workflow_id, run, due_ms],
-            start_to_close_timeout=timedelta(seconds=30),
-        )
-"""
-
 
 # -- the jobs and the baselines' activity -----------------------------------------------------
 
@@ -689,9 +647,8 @@ def print_steady(wow: Steady, native: Steady) -> None:
             f"p99 {s.p99:4.0f} ms  max {s.max:4.0f} ms  early {s.early}  "
             f"(set up in {s.setup_s:.2f}s)"
         )
-    ratio = wow.p99 / native.p99 if native.p99 else float("inf")
     print(
-        f"  lateness p99 wow/native {ratio:.2f} (target <= 1)  "
+        f"  lateness p99 wow/native {ratio(wow.p99, native.p99):.2f} (target <= 1)  "
         f"{verdict(wow.p99 <= native.p99 and wow.early == 0)}"
     )
     print("  billable actions per tick, steady state:")
@@ -713,7 +670,7 @@ def print_steady(wow: Steady, native: Steady) -> None:
     wow_cost, native_cost = cloud_per_tick(wow), cloud_per_tick(native)
     print(
         f"  actions per tick wow {wow_cost:.2f}  native {native_cost:.2f}  ratio "
-        f"{wow_cost / native_cost:.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
+        f"{ratio(wow_cost, native_cost):.2f}  (target wow <= {ACTIONS_TARGET:.0f})  "
         f"{verdict(wow_cost <= ACTIONS_TARGET)}"
     )
     print(
@@ -745,11 +702,11 @@ def print_bursts(bursts: dict[str, list[Burst]]) -> None:
                 + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
             )
     if "wow" in best and "bare" in best:
-        ratio = best["wow"].rate / best["bare"].rate
+        throughput = ratio(best["wow"].rate, best["bare"].rate)
         print(
             f"  throughput wow {best['wow'].rate:.0f}/s  bare {best['bare'].rate:.0f}/s  "
-            f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
-            f"{verdict(ratio >= THROUGHPUT_TARGET)}  (best round each)"
+            f"ratio {throughput:.2f} (target >= {THROUGHPUT_TARGET})  "
+            f"{verdict(throughput >= THROUGHPUT_TARGET)}  (best round each)"
         )
 
 
@@ -774,32 +731,22 @@ def print_memory(m: Memory) -> None:
     )
 
 
-def sizes(args: argparse.Namespace) -> tuple[int, float, int, int, int]:
-    """Instances, seconds, tenants, idle instances, rounds: the flags, else the defaults (or
-    `--quick`'s)."""
-    quick = args.quick
-    return (
-        args.instances or (3 if quick else 20),
-        args.seconds or (2.0 if quick else 30.0),
-        args.tenants or (20 if quick else 1000),
-        args.idle if args.idle is not None else (100 if quick else 10_000),
-        args.rounds or (1 if quick else 2),
-    )
-
-
 def say(text: str) -> None:
     """Progress, on stderr (stdout is the report)."""
     print(text, file=sys.stderr, flush=True)
 
 
 async def run(args: argparse.Namespace) -> Report:
-    n, seconds, tenants, idle, rounds = sizes(args)
+    n, seconds, tenants, idle, rounds = (
+        args.instances,
+        args.seconds,
+        args.tenants,
+        args.idle,
+        args.rounds,
+    )
     every = args.every
     started = time.perf_counter()
     with scratch(args, "jobs") as tmp:
-        await asyncio.to_thread(Path(tmp, f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
-        sys.path.insert(0, str(tmp))
-        bare = importlib.import_module(BARE_MODULE)
         metrics_port = free_port("127.0.0.1")
         server = EmbeddedTemporal(
             tmp / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
@@ -814,7 +761,7 @@ async def run(args: argparse.Namespace) -> Report:
                 Worker(
                     client,
                     task_queue=BARE_QUEUE,
-                    workflows=[bare.Scheduled, bare.Woken],
+                    workflows=[Scheduled, Woken],  # a tiny module: the sandbox re-imports it
                     activities=[BareSend(sender).send],
                     max_concurrent_activities=MAX_ACTIVITIES,
                     # The job worker's pollers: compare the designs, not the tuning.
@@ -873,23 +820,24 @@ async def measure(
 
 
 def verdicts(r: Report) -> Verdicts:
-    """Nothing early or twice, every burst's instance handled, ticks on both sides; the ratios
-    wow / baseline; lateness, actions per tick, throughput, enabling rate as figures."""
+    """Nothing early, every burst's instance handled, ticks on both sides; the ratios wow /
+    baseline; lateness, actions per tick, throughput, enabling rate and redeliveries (at least
+    once: a worker's timeout may legitimately redeliver) as figures."""
     best = best_rounds(r.bursts)
     ratios: dict[str, float] = {}
     figures: dict[str, float] = {}
     positive: dict[str, float] = {}
     wow, native = r.steady.get("wow"), r.steady.get("native")
     if wow is not None and native is not None:
-        ratios["lateness_p99"] = wow.p99 / native.p99 if native.p99 else math.inf
-        ratios["actions_per_tick"] = cloud_per_tick(wow) / cloud_per_tick(native)
+        ratios["lateness_p99"] = ratio(wow.p99, native.p99)
+        ratios["actions_per_tick"] = ratio(cloud_per_tick(wow), cloud_per_tick(native))
     for side, s in r.steady.items():
         positive[f"{side}_ticks"] = s.ticks
         figures[f"{side}_lateness_p99_ms"] = s.p99
         figures[f"{side}_actions_per_tick"] = cloud_per_tick(s)
         figures[f"{side}_ticks_missing"] = s.expected - s.ticks
     if "wow" in best and "bare" in best:
-        ratios["burst_throughput"] = best["wow"].rate / best["bare"].rate
+        ratios["burst_throughput"] = ratio(best["wow"].rate, best["bare"].rate)
     for side, b in best.items():
         figures[f"{side}_burst_per_s"] = b.rate
     if r.memory is not None:
@@ -899,11 +847,10 @@ def verdicts(r: Report) -> Verdicts:
         must_be_zero={
             "early": sum(s.early for s in r.steady.values()),
             "burst_unhandled": sum(b.n - b.handled for bs in r.bursts.values() for b in bs),
-            "host_duplicates": r.duplicates,
         },
         must_be_positive=positive,
         ratios=ratios,
-        figures=figures,
+        figures=figures | {"host_duplicates": r.duplicates},
     )
 
 
@@ -915,7 +862,7 @@ def main() -> int:
     p.add_argument("--tenants", type=int, help="instances due at once (1000, quick 20)")
     p.add_argument("--idle", type=int, help="sleeping instances (10000, quick 100; 0: skip)")
     p.add_argument("--rounds", type=int, help="burst rounds (default 2, quick 1)")
-    return bench_main(p.parse_args(), run, print_report, verdicts)
+    return bench_main(sized(p.parse_args(), QUICK, FULL), run, print_report, verdicts)
 
 
 if __name__ == "__main__":

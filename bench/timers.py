@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import re
 import secrets
 import sys
@@ -49,7 +48,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -63,6 +61,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
+from bench._bare_timers import BareTimer
 from bench.harness import (
     CANCEL_ORDER,
     HostProcess,
@@ -73,8 +72,10 @@ from bench.harness import (
     parser,
     percentile,
     pool,
+    ratio,
     schedule_set,
     scratch,
+    sized,
     verdict,
 )
 from wow_temporal.delivery import CommandSender
@@ -109,29 +110,8 @@ MAX_ACTIVITIES = 1000
 THROUGHPUT_TARGET = 0.8
 LATENESS_P99_TARGET_MS = 250.0
 TELEMETRY_TARGET = 0.9
-
-# The bare baseline's workflow lives in its own tiny module (written to the temp dir at run
-# time), as a bare Temporal user would write it: the sandbox re-imports a workflow's module for
-# every workflow instance, and this file is far from tiny.
-BARE_MODULE = "wow_bench_bare"
-BARE_SOURCE = """
-from datetime import timedelta
-
-from temporalio import workflow
-
-
-@workflow.defn(name="bench.BareTimer")
-class BareTimer:
-    @workflow.run
-    async def run(self, request_id: str, due_ms: int, activity: str) -> None:
-        wait = due_ms / 1000 - workflow.now().timestamp()
-        if wait > 0:
-            await workflow.sleep(wait)
-        await workflow.execute_activity(
-            activity, request_id, start_to_close_timeout=timedelta(seconds=30)
-        )
-"""
-
+QUICK = {"n": 40, "rounds": 1, "telemetry_rounds": 1}
+FULL = {"n": 300, "rounds": 2, "telemetry_rounds": 3}
 
 CANCEL = WireCommand(
     type=CANCEL_ORDER,
@@ -721,14 +701,14 @@ async def measure_telemetry(
 
 
 def print_telemetry(report: TelemetryReport) -> None:
-    ratio = report.on / report.off
+    on_off = ratio(report.on, report.off)
     print(
         f"telemetry   end to end, N={report.n}, {report.rounds} round(s), best kept: "
         f"tracing+metrics on {report.on:.0f}/s  off {report.off:.0f}/s"
     )
     print(
-        f"  telemetry on/off throughput ratio: {ratio:.2f} "
-        f"(target >= {TELEMETRY_TARGET}) {verdict(ratio >= TELEMETRY_TARGET)}"
+        f"  telemetry on/off throughput ratio: {on_off:.2f} "
+        f"(target >= {TELEMETRY_TARGET}) {verdict(on_off >= TELEMETRY_TARGET)}"
     )
     print(
         f"  metrics on: wow_deliveries_total {report.deliveries:.0f}, "
@@ -810,24 +790,26 @@ async def measure_timers(
 def print_timers(t: TimersReport) -> None:
     flow, best, sides = t.flow, t.best, t.sides
     wow_late, bare_late, report = t.wow_late, t.bare_late, t.actions
-    ratio = flow["wow"] / flow["bare"]
-    burst_ratio = best["wow"].rate / best["bare"].rate
+    throughput = ratio(flow["wow"], flow["bare"])
+    burst_ratio = ratio(best["wow"].rate, best["bare"].rate)
     print(
         f"throughput  end to end (commit ingested -> host answered, due on arrival): "
         f"wow {flow['wow']:.0f}/s  baseline {flow['bare']:.0f}/s  "
-        f"ratio {ratio:.2f} (target >= {THROUGHPUT_TARGET})  "
-        f"{verdict(ratio >= THROUGHPUT_TARGET)}"
+        f"ratio {throughput:.2f} (target >= {THROUGHPUT_TARGET})  "
+        f"{verdict(throughput >= THROUGHPUT_TARGET)}"
     )
     for side in sides[1:]:
         rate = flow[side.name]
-        print(f"  {side.label:40} {rate:6.0f}/s  wow/this {flow['wow'] / rate:.2f}")
+        print(f"  {side.label:40} {rate:6.0f}/s  wow/this {ratio(flow['wow'], rate):.2f}")
     print(
         f"  drain of a burst all due at one instant (after due): wow {best['wow'].rate:.0f}/s  "
         f"baseline {best['bare'].rate:.0f}/s  ratio {burst_ratio:.2f}"
     )
     for side in sides[1:]:
         b = best[side.name]
-        print(f"    {side.label:38} {b.rate:6.0f}/s  wow/this {best['wow'].rate / b.rate:.2f}")
+        print(
+            f"    {side.label:38} {b.rate:6.0f}/s  wow/this {ratio(best['wow'].rate, b.rate):.2f}"
+        )
     print(
         f"lateness    at {wow_late.rate:.0f}/s (half the wow end-to-end ceiling), "
         f"{wow_late.n} commands: "
@@ -859,18 +841,17 @@ def print_timers(t: TimersReport) -> None:
     print(
         f"ingest      wow {t.ingest_wow:.0f} commits/s  "
         f"bare start_workflow {t.ingest_bare:.0f}/s  "
-        f"ratio {t.ingest_wow / t.ingest_bare:.2f}  ({CONCURRENCY} in flight)"
+        f"ratio {ratio(t.ingest_wow, t.ingest_bare):.2f}  ({CONCURRENCY} in flight)"
     )
 
 
-async def bare_worker(client: Client, bare_http: BareHttp, tmp: Path) -> Worker:
-    """The bare baseline's worker, its workflow in a module of its own (written to `tmp`)."""
-    await asyncio.to_thread((tmp / f"{BARE_MODULE}.py").write_text, BARE_SOURCE)
-    sys.path.insert(0, str(tmp))  # the sandbox re-imports that module by name, from sys.path
+def bare_worker(client: Client, bare_http: BareHttp) -> Worker:
+    """The bare baseline's worker, its workflow in a tiny module of its own (`bench._bare_timers`:
+    the sandbox re-imports a workflow's module for every instance)."""
     return Worker(
         client,
         task_queue=BARE_QUEUE,
-        workflows=[importlib.import_module(BARE_MODULE).BareTimer],
+        workflows=[BareTimer],
         activities=[noop, bare_http.post],
         max_concurrent_activities=MAX_ACTIVITIES,
         # The same pollers as the timer worker: compare the designs, not the tuning.
@@ -895,9 +876,7 @@ class Report:
 
 
 async def run(args: argparse.Namespace) -> Report:
-    n = args.n or (40 if args.quick else 300)
-    rounds = args.rounds or (1 if args.quick else 2)
-    telemetry_rounds = args.rounds or (1 if args.quick else 3)
+    n, rounds, telemetry_rounds = args.n, args.rounds, args.telemetry_rounds
     sides = SIDES[:2] if args.quick else SIDES
     started = time.perf_counter()
     timers_report: TimersReport | None = None
@@ -918,7 +897,7 @@ async def run(args: argparse.Namespace) -> Report:
             bare_http = BareHttp(host.url)
             async with (
                 wow_worker(client, host.url, WOW_QUEUE),
-                await bare_worker(client, bare_http, tmp),
+                bare_worker(client, bare_http),
             ):
                 names = "telemetry on, off" if args.only else ", ".join(s.name for s in sides)
                 print(
@@ -972,7 +951,7 @@ def verdicts(report: Report) -> Verdicts:
         "deliveries_uncounted": max(0, tel.delivered - round(tel.deliveries)),
         "spans_exported_off": tel.spans["teloff"],
     }
-    ratios = {"telemetry_on_off": tel.on / tel.off}
+    ratios = {"telemetry_on_off": ratio(tel.on, tel.off)}
     figures: dict[str, float] = {}
     t = report.timers
     if t is not None:
@@ -981,9 +960,9 @@ def verdicts(report: Report) -> Verdicts:
         zero["one_shot_actions_not_2"] = round(abs(t.actions.one_shot[0] - 2) * 100)
         zero |= {"early": late.early, "missing": late.missing}
         ratios |= {
-            "throughput": t.flow["wow"] / t.flow["bare"],
-            "burst_drain": t.best["wow"].rate / t.best["bare"].rate,
-            "ingest": t.ingest_wow / t.ingest_bare,
+            "throughput": ratio(t.flow["wow"], t.flow["bare"]),
+            "burst_drain": ratio(t.best["wow"].rate, t.best["bare"].rate),
+            "ingest": ratio(t.ingest_wow, t.ingest_bare),
         }
         figures = {
             "lateness_p50_ms": late.p50,
@@ -1009,7 +988,9 @@ def main() -> int:
     p.add_argument(
         "--only", choices=["telemetry"], help="run one section alone (5: telemetry on against off)"
     )
-    return bench_main(p.parse_args(), run, text, verdicts)
+    args = p.parse_args()
+    args.telemetry_rounds = args.rounds  # --rounds sets both
+    return bench_main(sized(args, QUICK, FULL), run, text, verdicts)
 
 
 if __name__ == "__main__":
