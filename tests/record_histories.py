@@ -1,7 +1,7 @@
 """Re-record the workflow histories that `tests/unit/test_replay.py` replays (by hand, not in CI):
 
-    .venv/bin/python tests/record_histories.py            # every history
-    .venv/bin/python tests/record_histories.py timer_cron job_ticks   # only these
+    .venv/bin/python -m tests.record_histories            # every history
+    .venv/bin/python -m tests.record_histories timer_cron job_ticks   # only these
 
 Timers run on a fresh dev server (real worker, real delivery activity, the fake Wow host over
 HTTP); jobs run under `schedule_spec` on the time-skipping test server (the real job workflow and
@@ -21,9 +21,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a script: make `tests.*` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
