@@ -1,0 +1,116 @@
+"""The domain host's store on PostgreSQL: the connection URI (its password never shown) and the
+`eventsourcing` package's PostgreSQL recorders on a psycopg connection pool.
+
+The URI is handed to libpq whole, so every parameter it takes (`sslmode`, several hosts, ...)
+works, and a password it does not carry comes from `PGPASSWORD` or a password file (`PGPASSFILE`,
+`?passfile=`, `~/.pgpass`), as for `psql`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eventsourcing.postgres import PostgresDatastore, PostgresProcessRecorder
+
+__all__ = ["Dsn", "DsnError", "is_postgres", "open_postgres"]
+
+_SCHEMES = ("postgresql://", "postgres://")
+_USERINFO = re.compile(r"^(postgres(?:ql)?://[^/?#@:]*):[^/?#]*@", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+class DsnError(ValueError):
+    """A PostgreSQL URI that cannot be used (malformed, or psycopg is not installed)."""
+
+
+def is_postgres(location: str) -> bool:
+    """True for a `postgresql://` (or `postgres://`) URI; anything else is a SQLite path."""
+    return location.lower().startswith(_SCHEMES)
+
+
+def _masked(uri: str) -> str:
+    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", uri))
+
+
+class Dsn:
+    """A PostgreSQL connection URI, checked by libpq's rules; `str` and `repr` mask its password."""
+
+    __slots__ = ("_uri", "shown")
+
+    def __init__(self, uri: str) -> None:
+        self._uri = uri
+        self.shown = _masked(uri)
+        """The URI with its password as `***`: what logs and errors say."""
+        try:
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:
+            raise DsnError(
+                f"{self.shown}: a PostgreSQL store needs psycopg: "
+                "pip install 'wow-temporal[postgres]'"
+            ) from None
+        try:
+            conninfo_to_dict(uri)
+        except psycopg.Error as error:
+            raise DsnError(f"{self.shown}: not a PostgreSQL URI: {self.scrub(error)}") from None
+
+    def scrub(self, error: object) -> str:
+        """`error`'s text with the password, should it quote it, masked."""
+        text = str(error).strip()
+        for secret in _secrets(self._uri):
+            text = text.replace(secret, "***")
+        return text
+
+    def __str__(self) -> str:
+        return self.shown
+
+    def __repr__(self) -> str:
+        return f"Dsn({self.shown!r})"
+
+
+def _secrets(uri: str) -> list[str]:
+    found = re.findall(r"^postgres(?:ql)?://[^/?#@:]*:([^/?#]*)@", uri, re.IGNORECASE)
+    found += re.findall(r"[?&]password=([^&#]*)", uri, re.IGNORECASE)
+    return [secret for secret in found if secret]
+
+
+def open_postgres(
+    dsn: Dsn,
+) -> tuple[PostgresDatastore, PostgresProcessRecorder, Callable[[int, str], int]]:
+    """A datastore on `dsn` (checked by one connection first, so a wrong host or password is
+    one clear error), its recorder with the tables made, and how many rows of a topic follow
+    a notification id."""
+    import psycopg
+    from eventsourcing.persistence import OperationalError
+    from eventsourcing.postgres import PostgresDatastore, PostgresProcessRecorder
+    from psycopg import sql
+    from psycopg.rows import dict_row
+
+    try:
+        psycopg.connect(dsn._uri, connect_timeout=10).close()
+    except psycopg.Error as error:
+        raise OperationalError(f"{dsn.shown}: {dsn.scrub(error)}") from None
+    # the URI's parts are libpq's to read: the pool connects with it whole (the keyword
+    # arguments PostgresDatastore puts there would override it, so only the row factory stays)
+    datastore = PostgresDatastore(
+        "", "", "", "", "", pool_size=1, max_overflow=4, originator_id_type="text"
+    )
+    datastore.pool.conninfo = dsn._uri
+    datastore.pool.kwargs = {"row_factory": dict_row}
+    recorder = PostgresProcessRecorder(datastore)
+    recorder.create_table()
+    statement = sql.SQL(
+        "SELECT COUNT(*) AS n FROM {}.{} WHERE notification_id > %s AND topic = %s"
+    ).format(sql.Identifier(datastore.schema), sql.Identifier(recorder.events_table_name))
+
+    def count_after(position: int, topic: str) -> int:
+        with datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (position, topic))
+            row = cursor.fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    return datastore, recorder, count_after
