@@ -68,7 +68,9 @@ class FakeTimers:
         self.ahead: list[dict[tuple[AggregateRef, str], tuple[int, int]]] = []
         """What the relay had read ahead of each successful call, per key."""
 
-    async def apply_many(self, commits: Sequence[Commit], *, later: Horizon | None = None) -> None:
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None
+    ) -> None:
         self.attempts += 1
         if self.takes == 0:
             self.down = ConnectionError("the timers went away")

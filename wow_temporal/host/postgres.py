@@ -22,6 +22,10 @@ _USERINFO = re.compile(r"^(postgres(?:ql)?://[^/?#@:]*):[^/?#]*@", re.IGNORECASE
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
+_CREATE_TABLES_LOCK = 0x776F775F686F7374
+"""The advisory lock a host holds while it makes the store's tables ("wow_host")."""
+
+
 class DsnError(ValueError):
     """A PostgreSQL URI that cannot be used (malformed, or psycopg is not installed)."""
 
@@ -58,8 +62,8 @@ class Dsn:
             raise DsnError(f"{self.shown}: not a PostgreSQL URI: {self.scrub(error)}") from None
 
     def scrub(self, error: object) -> str:
-        """`error`'s text with the password, should it quote it, masked."""
-        text = str(error).strip()
+        """`error`'s text on one line, with the password, should it quote it, masked."""
+        text = " ".join(str(error).split())
         for secret in _secrets(self._uri):
             text = text.replace(secret, "***")
         return text
@@ -84,15 +88,15 @@ def open_postgres(
     one clear error), its recorder with the tables made, and how many rows of a topic follow
     a notification id."""
     import psycopg
-    from eventsourcing.persistence import OperationalError
+    from eventsourcing.persistence import OperationalError, PersistenceError
     from eventsourcing.postgres import PostgresDatastore, PostgresProcessRecorder
     from psycopg import sql
     from psycopg.rows import dict_row
 
-    try:
-        psycopg.connect(dsn._uri, connect_timeout=10).close()
+    try:  # one connection first: a wrong host or password is one clear error, not the pool's
+        conn = psycopg.connect(dsn._uri, connect_timeout=10, autocommit=True)
     except psycopg.Error as error:
-        raise OperationalError(f"{dsn.shown}: {dsn.scrub(error)}") from None
+        raise OperationalError(dsn.scrub(error)) from None
     # the URI's parts are libpq's to read: the pool connects with it whole (the keyword
     # arguments PostgresDatastore puts there would override it, so only the row factory stays)
     datastore = PostgresDatastore(
@@ -101,7 +105,15 @@ def open_postgres(
     datastore.pool.conninfo = dsn._uri
     datastore.pool.kwargs = {"row_factory": dict_row}
     recorder = PostgresProcessRecorder(datastore)
-    recorder.create_table()
+    try:
+        with conn:
+            # hosts starting at once would race in CREATE TABLE IF NOT EXISTS (a duplicate
+            # pg_type row): one makes the tables at a time, under a session advisory lock
+            conn.execute("SELECT pg_advisory_lock(%s)", (_CREATE_TABLES_LOCK,))
+            recorder.create_table()
+    except (psycopg.Error, PersistenceError) as error:
+        datastore.close()
+        raise OperationalError(dsn.scrub(error)) from None
     statement = sql.SQL(
         "SELECT COUNT(*) AS n FROM {}.{} WHERE notification_id > %s AND topic = %s"
     ).format(sql.Identifier(datastore.schema), sql.Identifier(recorder.events_table_name))

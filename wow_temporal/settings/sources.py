@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from wow_temporal.settings.errors import Loc, SettingsError, explain
 from wow_temporal.settings.model import (
     ApiSettings,
+    HostSettings,
     JobOverride,
     Settings,
     TelemetrySettings,
@@ -35,6 +36,7 @@ _JOB_KEYS = tuple(kebab(name) for name in JobOverride.model_fields)
 _CONFIG_ENV = "WOW_CONFIG"
 _ENV: dict[str, tuple[str, ...]] = {
     "WOW_HOST_URL": ("host-url",),
+    "WOW_HOST_DB": ("host", "db"),
     "WOW_API_TOKEN": ("api", "token"),
     "WOW_API_PORT": ("api", "port"),
     "WOW_API_METRICS_PORT": ("api", "metrics-port"),
@@ -64,6 +66,7 @@ _PREFIXED: dict[str, tuple[str, tuple[str, ...], str]] = {
 """`WOW_<SECTION>_<SETTING>` prefixes: the section, its keys, and what to call them."""
 _SECTIONS: dict[str, type[BaseModel]] = {
     "api": ApiSettings,
+    "host": HostSettings,
     "timers": TimerSettings,
     "worker": WorkerSettings,
     "telemetry": TelemetrySettings,
