@@ -36,12 +36,12 @@ _JOB_KEYS = tuple(kebab(name) for name in JobOverride.model_fields)
 _CONFIG_ENV = "WOW_CONFIG"
 _ENV: dict[str, tuple[str, ...]] = {
     "WOW_HOST_URL": ("host-url",),
-    "WOW_HOST_DB": ("host", "db"),
     "WOW_API_TOKEN": ("api", "token"),
     "WOW_API_PORT": ("api", "port"),
     "WOW_API_METRICS_PORT": ("api", "metrics-port"),
     "WOW_API_TENANT_TOKENS_FILE": ("api", "tenant-tokens-file"),
     "WOW_LOG_FORMAT": ("log-format",),
+    "WOW_HOST_DB": ("host", "db"),
 }
 """The single-value variables and the key each one sets."""
 _TIMERS_ENV = "WOW_TIMERS_"
