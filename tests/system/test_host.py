@@ -303,7 +303,8 @@ def order_app(grace: timedelta = timedelta(seconds=20)) -> App:
 
 @pytest.fixture
 def sqlite_db(tmp_path: Path) -> Path:
-    """A SQLite file: for what the HTTP surface answers, the same over either store."""
+    """A SQLite file: for what the HTTP surface and the domain code answer, the same over
+    either store."""
     return tmp_path / "host" / "domain.db"
 
 
@@ -809,9 +810,9 @@ async def test_the_last_confirmation_commits_its_events_and_schedule_together(
         assert len(await host.commits()) == 3
 
 
-async def test_the_grace_period_is_the_policys(db: Location) -> None:
+async def test_the_grace_period_is_the_policys(sqlite_db: Path) -> None:
     order = ORDER.ref(TENANT, "o-1")
-    async with serve([order_app(timedelta(minutes=30))], db, start=False) as host:
+    async with serve([order_app(timedelta(minutes=30))], sqlite_db, start=False) as host:
         items = [{"product_id": "mug", "quantity": 1}]
         await host.ok("eshop.order.CreateOrder", order, {"items": items})
         await host.ok("eshop.order.ConfirmOrderStock", order, {"product_id": "mug"})
@@ -861,9 +862,9 @@ async def test_a_noop_commits_nothing(db: Location) -> None:
         assert found["version"] == 1
 
 
-async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(db: Location) -> None:
+async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(sqlite_db: Path) -> None:
     ref = thing("t")
-    async with serve([make_app()], db) as host:
+    async with serve([make_app()], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
         answer = expect(await host.send("hosttest.Explode", ref), "InternalServerError", 500)
         assert answer["errorMsg"] == "RuntimeError: the domain code has a bug"
@@ -872,9 +873,11 @@ async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(db: Location) -
         assert await host.ok("hosttest.Touch", ref, {"count": 1}) == 2
 
 
-async def test_an_undeclared_scheduled_type_is_a_500_naming_function_and_type(db: Location) -> None:
+async def test_an_undeclared_scheduled_type_is_a_500_naming_function_and_type(
+    sqlite_db: Path,
+) -> None:
     ref = thing("t")
-    async with serve([make_app()], db) as host:
+    async with serve([make_app()], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
         answer = expect(
             await host.send("hosttest.ScheduleUndeclared", ref), "InternalServerError", 500
@@ -948,8 +951,10 @@ async def test_an_order_for_stocked_products_awaits_payment_with_its_stock_reser
         assert host.timers.handed_ids == [scheduling[0].id, cancelled.id]
 
 
-async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(db: Location) -> None:
-    async with serve(eshop(), db) as host:
+async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(
+    sqlite_db: Path,
+) -> None:
+    async with serve(eshop(), sqlite_db) as host:
         await _stock(host, "mug", 10)
         order = await _order(host, "o-2", mug=1, ghost=1)
         await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
@@ -966,8 +971,8 @@ async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(db
         assert cancelling[0].request_id.endswith(":on_reserve_rejected:0")
 
 
-async def test_a_shortage_cancels_the_order(db: Location) -> None:
-    async with serve(eshop(), db) as host:
+async def test_a_shortage_cancels_the_order(sqlite_db: Path) -> None:
+    async with serve(eshop(), sqlite_db) as host:
         await _stock(host, "mug", 1)
         order = await _order(host, "o-3", mug=5)
         await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
@@ -981,8 +986,8 @@ async def test_a_shortage_cancels_the_order(db: Location) -> None:
         ]
 
 
-async def test_a_shortage_of_one_product_releases_the_others(db: Location) -> None:
-    async with serve(eshop(), db) as host:
+async def test_a_shortage_of_one_product_releases_the_others(sqlite_db: Path) -> None:
+    async with serve(eshop(), sqlite_db) as host:
         await _stock(host, "mug", 10)
         await _stock(host, "cap", 1)
         order = await _order(host, "o-4", mug=3, cap=2)
@@ -1033,10 +1038,10 @@ async def test_a_saga_asks_an_existing_target_to_schedule_and_cancel(db: Locatio
         assert saga.rejected == []
 
 
-async def test_a_saga_hears_that_a_missing_target_refused_its_schedule(db: Location) -> None:
+async def test_a_saga_hears_that_a_missing_target_refused_its_schedule(sqlite_db: Path) -> None:
     saga = SchedulerSaga()
     asker = thing("asker")
-    async with serve([make_app(saga)], db) as host:
+    async with serve([make_app(saga)], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", asker, {"name": "asker"})
         await host.ok("hosttest.Ask", asker, {"target_id": "nobody", "key": "k1"})
         await host.ok("hosttest.Ask", asker, {"target_id": "nobody", "key": "k2", "cancel": True})
