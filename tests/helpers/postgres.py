@@ -54,18 +54,9 @@ class Postgres:
         if run:
             os.chown(self.base, run["user"], run["group"])
         self._run("initdb", "-D", str(self._data), "-U", _USER, "--auth=trust", "--no-sync")
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.base} -F -c max_connections=200"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self._data),
-            "-l",
-            str(self.base / "log"),
-            "-w",
-            "-o",
-            options,
-            "start",
-        )
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.base} -F"  # -F: no fsync
+        log = str(self.base / "log")
+        self._run("pg_ctl", "-D", str(self._data), "-l", log, "-w", "-o", options, "start")
         self._started = True
 
     def uri(self, database: str = "postgres") -> str:
