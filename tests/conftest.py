@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.helpers import processes
+from tests.helpers.postgres import Postgres
 from tests.helpers.tracing import reset_tracing
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
@@ -51,6 +52,7 @@ _FIXTURE_TIER = {
     "dev_server": "system",
     "dev_client": "system",
     "wow_host": "system",
+    "postgres": "system",
 }
 """The shared servers a fixture starts, by the tier that may start them."""
 
@@ -156,6 +158,18 @@ def untraced_afterwards() -> Iterator[None]:
     yield
     if trace.get_tracer_provider() is not before:
         reset_tracing()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A real PostgreSQL of this test process, started when first asked for; `database()`
+    gives each test a fresh database."""
+    server = Postgres()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 _HEALTH_TIMEOUT_S = 30.0

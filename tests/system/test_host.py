@@ -1,4 +1,5 @@
-"""The domain host without Temporal, over real HTTP (uvicorn on 127.0.0.1) and real SQLite files:
+"""The domain host without Temporal, over real HTTP (uvicorn on 127.0.0.1) on both stores (real
+SQLite files and databases on the suite's PostgreSQL):
 Wow's answers to bad input with nothing committed, request-id idempotency and tenant isolation,
 one commit per decision (its schedules with its events), the e-shop's inventory saga and a
 saga's schedule requests, the relay's at-least-once hand-over to a fake timers object, the host
@@ -47,6 +48,8 @@ from wow_temporal.timers.fold import Horizon
 
 TENANT = "t1"
 INVENTORY_SAGA = "saga:eshop-inventory.InventorySaga"
+Location = str | Path
+"""A store: a SQLite file's path or a PostgreSQL database's URI."""
 
 
 # --- the fakes the relay hands commits to -----------------------------------------------------
@@ -255,7 +258,7 @@ async def _http_server() -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def serve(
     apps: Sequence[App],
-    db: Path,
+    db: Location,
     *,
     timers: FakeTimers | None = None,
     start: bool = True,
@@ -299,8 +302,19 @@ def order_app(grace: timedelta = timedelta(seconds=20)) -> App:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def sqlite_db(tmp_path: Path) -> Path:
+    """A SQLite file: for what the HTTP surface and the domain code answer, the same over
+    either store."""
     return tmp_path / "host" / "domain.db"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, sqlite_db: Path) -> Location:
+    """Each store in turn: the SQLite file, and a fresh database on the suite's PostgreSQL."""
+    if request.param == "postgres":
+        database: str = request.getfixturevalue("postgres").database()
+        return database
+    return sqlite_db
 
 
 # --- 1. bad input: Wow's error codes, nothing committed ---------------------------------------
@@ -439,7 +453,7 @@ BIG = json.dumps({"name": "x" * (256 * 1024)}).encode()
     ],
 )
 async def test_bad_input_is_answered_with_wows_error_code_and_commits_nothing(
-    db: Path,
+    sqlite_db: Path,
     case: str,
     command_type: str,
     target: str,
@@ -459,7 +473,7 @@ async def test_bad_input_is_answered_with_wows_error_code_and_commits_nothing(
             context_name=CONTEXT, aggregate_name="gizmo", tenant_id=TENANT, aggregate_id="t"
         ),
     }[target]
-    async with serve([make_app()], db) as host:
+    async with serve([make_app()], sqlite_db) as host:
         assert await host.ok("hosttest.CreateThing", existing, {"name": "one"}) == 1
         answer = expect(await host.send(command_type, ref, body, **extra), code, status)
         assert answer["errorMsg"], case
@@ -471,7 +485,7 @@ async def test_bad_input_is_answered_with_wows_error_code_and_commits_nothing(
             assert await host.read(ref) is None
 
 
-async def test_the_answers_say_what_is_wrong(db: Path) -> None:
+async def test_the_answers_say_what_is_wrong(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
@@ -506,7 +520,7 @@ async def test_the_answers_say_what_is_wrong(db: Path) -> None:
         )
 
 
-async def test_the_right_expected_version_is_decided(db: Path) -> None:
+async def test_the_right_expected_version_is_decided(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         assert await host.ok("hosttest.CreateThing", ref, {"name": "one"}, version=0) == 1
@@ -522,9 +536,9 @@ async def test_the_right_expected_version_is_decided(db: Path) -> None:
 @pytest.mark.parametrize(
     "header", ["Command-Type", "Command-Aggregate-Context", "Command-Aggregate-Name"]
 )
-async def test_a_missing_required_header_commits_nothing(db: Path, header: str) -> None:
+async def test_a_missing_required_header_commits_nothing(sqlite_db: Path, header: str) -> None:
     ref = thing("t")
-    async with serve([make_app()], db) as host:
+    async with serve([make_app()], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
         response = await host.send("hosttest.Touch", ref, {"count": 1}, omit=[header])
         # FastAPI's own validation answers these (422, {"detail": [...]}), see the next test
@@ -532,14 +546,14 @@ async def test_a_missing_required_header_commits_nothing(db: Path, header: str) 
         assert [commit.version for commit in await host.commits()] == [1]
 
 
-async def test_a_missing_command_type_is_answered_as_wow_does(db: Path) -> None:
-    async with serve([make_app()], db, start=False) as host:
+async def test_a_missing_command_type_is_answered_as_wow_does(sqlite_db: Path) -> None:
+    async with serve([make_app()], sqlite_db, start=False) as host:
         response = await host.send("hosttest.Touch", thing("t"), {}, omit=["Command-Type"])
         expect(response, "BadRequest", 400)
 
 
-async def test_the_answers_function_is_camel_case_as_the_rest(db: Path) -> None:
-    async with serve([make_app()], db, start=False) as host:
+async def test_the_answers_function_is_camel_case_as_the_rest(sqlite_db: Path) -> None:
+    async with serve([make_app()], sqlite_db, start=False) as host:
         response = await host.send("hosttest.CreateThing", thing("t"), {"name": "one"})
         assert expect(response, "Ok", 200)["function"] == {
             "functionKind": "COMMAND",
@@ -549,7 +563,7 @@ async def test_the_answers_function_is_camel_case_as_the_rest(db: Path) -> None:
         }
 
 
-async def test_creating_twice_is_a_duplicate_aggregate_id(db: Path) -> None:
+async def test_creating_twice_is_a_duplicate_aggregate_id(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "first"})
@@ -563,7 +577,7 @@ async def test_creating_twice_is_a_duplicate_aggregate_id(db: Path) -> None:
         assert len(await host.commits()) == 1
 
 
-async def test_a_deleted_aggregate_refuses_every_command_with_410(db: Path) -> None:
+async def test_a_deleted_aggregate_refuses_every_command_with_410(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
@@ -600,7 +614,7 @@ async def _handed(host: Served, commit_id: str) -> bool:
 # --- 2. request ids and tenants ----------------------------------------------------------------
 
 
-async def test_a_request_id_is_decided_once(db: Path) -> None:
+async def test_a_request_id_is_decided_once(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"}, request_id="r-1")
@@ -623,7 +637,7 @@ async def test_a_request_id_is_decided_once(db: Path) -> None:
 
 
 async def test_a_command_without_request_id_is_stored_with_the_one_it_was_answered(
-    db: Path,
+    db: Location,
 ) -> None:
     ref = thing("t")
     async with serve([make_app()], db, start=False) as host:
@@ -637,7 +651,7 @@ async def test_a_command_without_request_id_is_stored_with_the_one_it_was_answer
         expect(again, "DuplicateRequestId", 400)
 
 
-async def test_a_refused_or_noop_request_id_is_decided_once(db: Path) -> None:
+async def test_a_refused_or_noop_request_id_is_decided_once(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
@@ -664,7 +678,7 @@ async def test_a_refused_or_noop_request_id_is_decided_once(db: Path) -> None:
         assert [commit.version for commit in await host.commits()] == [1, 2]
 
 
-async def test_the_same_request_id_in_another_tenant_is_another_command(db: Path) -> None:
+async def test_the_same_request_id_in_another_tenant_is_another_command(db: Location) -> None:
     mine, theirs = thing("t", "tenant-a"), thing("t", "tenant-b")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", mine, {"name": "a"}, request_id="r-1")
@@ -686,7 +700,7 @@ async def test_the_same_request_id_in_another_tenant_is_another_command(db: Path
         assert (await host.state(theirs))["touches"] == 7
 
 
-async def test_a_tenant_cannot_read_or_change_another_tenants_aggregate(db: Path) -> None:
+async def test_a_tenant_cannot_read_or_change_another_tenants_aggregate(db: Location) -> None:
     mine, theirs = thing("shared", "tenant-a"), thing("shared", "tenant-b")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", mine, {"name": "a"})
@@ -719,7 +733,7 @@ async def test_a_tenant_cannot_read_or_change_another_tenants_aggregate(db: Path
 
 
 async def test_the_last_confirmation_commits_its_events_and_schedule_together(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    db: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ESHOP_PAYMENT_GRACE_PERIOD", raising=False)
     order = ORDER.ref(TENANT, "o-1")
@@ -796,9 +810,9 @@ async def test_the_last_confirmation_commits_its_events_and_schedule_together(
         assert len(await host.commits()) == 3
 
 
-async def test_the_grace_period_is_the_policys(db: Path) -> None:
+async def test_the_grace_period_is_the_policys(sqlite_db: Path) -> None:
     order = ORDER.ref(TENANT, "o-1")
-    async with serve([order_app(timedelta(minutes=30))], db, start=False) as host:
+    async with serve([order_app(timedelta(minutes=30))], sqlite_db, start=False) as host:
         items = [{"product_id": "mug", "quantity": 1}]
         await host.ok("eshop.order.CreateOrder", order, {"items": items})
         await host.ok("eshop.order.ConfirmOrderStock", order, {"product_id": "mug"})
@@ -806,7 +820,7 @@ async def test_the_grace_period_is_the_policys(db: Path) -> None:
         assert last.body[-1].body["rule"] == {"after": "PT30M"}
 
 
-async def test_a_decision_that_only_schedules_commits_just_the_schedule_event(db: Path) -> None:
+async def test_a_decision_that_only_schedules_commits_just_the_schedule_event(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
@@ -835,7 +849,7 @@ async def _handed_count(host: Served, count: int) -> bool:
     return len(host.timers.handed) >= count
 
 
-async def test_a_noop_commits_nothing(db: Path) -> None:
+async def test_a_noop_commits_nothing(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
@@ -848,9 +862,9 @@ async def test_a_noop_commits_nothing(db: Path) -> None:
         assert found["version"] == 1
 
 
-async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(db: Path) -> None:
+async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(sqlite_db: Path) -> None:
     ref = thing("t")
-    async with serve([make_app()], db) as host:
+    async with serve([make_app()], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
         answer = expect(await host.send("hosttest.Explode", ref), "InternalServerError", 500)
         assert answer["errorMsg"] == "RuntimeError: the domain code has a bug"
@@ -859,9 +873,11 @@ async def test_a_bug_in_domain_code_is_a_500_and_commits_nothing(db: Path) -> No
         assert await host.ok("hosttest.Touch", ref, {"count": 1}) == 2
 
 
-async def test_an_undeclared_scheduled_type_is_a_500_naming_function_and_type(db: Path) -> None:
+async def test_an_undeclared_scheduled_type_is_a_500_naming_function_and_type(
+    sqlite_db: Path,
+) -> None:
     ref = thing("t")
-    async with serve([make_app()], db) as host:
+    async with serve([make_app()], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", ref, {"name": "one"})
         answer = expect(
             await host.send("hosttest.ScheduleUndeclared", ref), "InternalServerError", 500
@@ -897,7 +913,7 @@ async def _status(host: Served, ref: AggregateRef, status: str) -> bool:
 
 
 async def test_an_order_for_stocked_products_awaits_payment_with_its_stock_reserved(
-    db: Path,
+    db: Location,
 ) -> None:
     async with serve(eshop(), db) as host:
         await _stock(host, "mug", 10)
@@ -935,8 +951,10 @@ async def test_an_order_for_stocked_products_awaits_payment_with_its_stock_reser
         assert host.timers.handed_ids == [scheduling[0].id, cancelled.id]
 
 
-async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(db: Path) -> None:
-    async with serve(eshop(), db) as host:
+async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(
+    sqlite_db: Path,
+) -> None:
+    async with serve(eshop(), sqlite_db) as host:
         await _stock(host, "mug", 10)
         order = await _order(host, "o-2", mug=1, ghost=1)
         await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
@@ -953,8 +971,8 @@ async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(db
         assert cancelling[0].request_id.endswith(":on_reserve_rejected:0")
 
 
-async def test_a_shortage_cancels_the_order(db: Path) -> None:
-    async with serve(eshop(), db) as host:
+async def test_a_shortage_cancels_the_order(sqlite_db: Path) -> None:
+    async with serve(eshop(), sqlite_db) as host:
         await _stock(host, "mug", 1)
         order = await _order(host, "o-3", mug=5)
         await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
@@ -968,8 +986,8 @@ async def test_a_shortage_cancels_the_order(db: Path) -> None:
         ]
 
 
-async def test_a_shortage_of_one_product_releases_the_others(db: Path) -> None:
-    async with serve(eshop(), db) as host:
+async def test_a_shortage_of_one_product_releases_the_others(sqlite_db: Path) -> None:
+    async with serve(eshop(), sqlite_db) as host:
         await _stock(host, "mug", 10)
         await _stock(host, "cap", 1)
         order = await _order(host, "o-4", mug=3, cap=2)
@@ -980,7 +998,7 @@ async def test_a_shortage_of_one_product_releases_the_others(db: Path) -> None:
         assert host.timers.calls == []  # never confirmed: nothing scheduled
 
 
-async def test_a_saga_asks_an_existing_target_to_schedule_and_cancel(db: Path) -> None:
+async def test_a_saga_asks_an_existing_target_to_schedule_and_cancel(db: Location) -> None:
     saga = SchedulerSaga()
     target, asker = thing("target"), thing("asker")
     async with serve([make_app(saga)], db) as host:
@@ -1020,10 +1038,10 @@ async def test_a_saga_asks_an_existing_target_to_schedule_and_cancel(db: Path) -
         assert saga.rejected == []
 
 
-async def test_a_saga_hears_that_a_missing_target_refused_its_schedule(db: Path) -> None:
+async def test_a_saga_hears_that_a_missing_target_refused_its_schedule(sqlite_db: Path) -> None:
     saga = SchedulerSaga()
     asker = thing("asker")
-    async with serve([make_app(saga)], db) as host:
+    async with serve([make_app(saga)], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", asker, {"name": "asker"})
         await host.ok("hosttest.Ask", asker, {"target_id": "nobody", "key": "k1"})
         await host.ok("hosttest.Ask", asker, {"target_id": "nobody", "key": "k2", "cancel": True})
@@ -1045,7 +1063,7 @@ async def test_a_saga_hears_that_a_missing_target_refused_its_schedule(db: Path)
 # --- 5. at least once: the relay and the sagas after a restart --------------------------------
 
 
-async def test_a_restarted_relay_does_not_hand_over_again_what_it_recorded(db: Path) -> None:
+async def test_a_restarted_relay_does_not_hand_over_again_what_it_recorded(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as first:
         await first.ok("hosttest.CreateThing", ref, {"name": "one"})
@@ -1098,7 +1116,7 @@ async def _until_set(event: threading.Event, what: str) -> None:
 
 
 async def test_a_commit_handed_over_but_not_recorded_is_handed_over_once_more(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    db: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as first:
@@ -1123,7 +1141,7 @@ async def test_a_commit_handed_over_but_not_recorded_is_handed_over_once_more(
 
 
 async def test_a_relay_that_failed_to_record_hands_over_again_then_moves_on(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    db: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:
@@ -1141,7 +1159,7 @@ async def test_a_relay_that_failed_to_record_hands_over_again_then_moves_on(
 
 
 async def test_a_saga_restarted_midway_decides_no_command_twice(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    db: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def past_the_order(store: EventStore, position: int) -> bool:
         handled = store.commits_after(0, 1000)
@@ -1181,7 +1199,7 @@ async def test_a_saga_restarted_midway_decides_no_command_twice(
 
 
 async def test_a_relay_catching_up_hands_each_batch_over_knowing_what_the_log_holds_later(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    db: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Temporal away while one key is set three times: each batch the relay hands over after
     the outage comes with the later changes, so the timers never start the older sets."""
@@ -1209,7 +1227,7 @@ async def test_a_relay_catching_up_hands_each_batch_over_knowing_what_the_log_ho
 
 @pytest.mark.parametrize("where", ["connect", "apply_many"])
 async def test_commands_go_on_while_the_timers_are_away_and_none_is_lost(
-    db: Path, where: str
+    db: Location, where: str
 ) -> None:
     refs = [thing(f"t{n}") for n in range(3)]
     timers = FakeTimers()
@@ -1258,16 +1276,16 @@ async def test_commands_go_on_while_the_timers_are_away_and_none_is_lost(
 # --- 7. one host per store file ---------------------------------------------------------------
 
 
-async def test_a_second_runtime_on_the_same_store_file_is_refused(db: Path) -> None:
-    async with serve([make_app()], db) as host:
+async def test_a_second_runtime_on_the_same_store_file_is_refused(sqlite_db: Path) -> None:
+    async with serve([make_app()], sqlite_db) as host:
         await host.ok("hosttest.CreateThing", thing("t"), {"name": "one"})
         with pytest.raises(StoreInUseError, match="one host per store file") as refused:
-            HostRuntime([make_app()], db, FakeConnect(FakeTimers()))
-        assert str(db) in str(refused.value)
+            HostRuntime([make_app()], sqlite_db, FakeConnect(FakeTimers()))
+        assert str(sqlite_db) in str(refused.value)
         # the first one serves on
         assert await host.ok("hosttest.Touch", thing("t"), {"count": 1}) == 2
     # once it stopped, another may open the file, and finds what it committed
-    async with serve([make_app()], db, start=False) as again:
+    async with serve([make_app()], sqlite_db, start=False) as again:
         assert (await again.state(thing("t")))["touches"] == 1
 
 
@@ -1333,8 +1351,8 @@ def test_a_bad_app_reference_exits_2_with_one_error_line(reference: str) -> None
 # --- 9. the OpenAPI ---------------------------------------------------------------------------
 
 
-async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path) -> None:
-    async with serve([make_app()], db, start=False) as host:
+async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(sqlite_db: Path) -> None:
+    async with serve([make_app()], sqlite_db, start=False) as host:
         response = await host.client.get("/openapi.json")
         assert response.status_code == 200
         send = response.json()["paths"]["/wow/command/send"]["post"]
@@ -1370,8 +1388,8 @@ async def test_the_openapi_lists_the_command_endpoint_with_wows_headers(db: Path
         }
 
 
-async def test_an_unknown_aggregate_is_the_404_the_openapi_declares(db: Path) -> None:
-    async with serve([make_app()], db, start=False) as host:
+async def test_an_unknown_aggregate_is_the_404_the_openapi_declares(sqlite_db: Path) -> None:
+    async with serve([make_app()], sqlite_db, start=False) as host:
         document = (await host.client.get("/openapi.json")).json()
         read = document["paths"]["/wow/aggregate/{context}/{aggregate}/{tenant_id}/{aggregate_id}"]
         declared = read["get"]["responses"]["404"]
@@ -1398,7 +1416,7 @@ async def test_an_unknown_aggregate_is_the_404_the_openapi_declares(db: Path) ->
             assert body["errorCode"] == response.headers["Wow-Error-Code"] == "NotFound"
 
 
-async def test_the_docs_need_no_internet_every_asset_is_served_by_the_host(db: Path) -> None:
-    async with serve([make_app()], db, start=False) as host:
+async def test_the_docs_need_no_internet_every_asset_is_served_by_the_host(sqlite_db: Path) -> None:
+    async with serve([make_app()], sqlite_db, start=False) as host:
         await assert_docs_served_offline(host.client)
         assert (await host.client.get("/redoc")).status_code == 404

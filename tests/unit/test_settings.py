@@ -129,7 +129,7 @@ def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> N
         (
             "wow:\n  host-urll: http://x\n",
             r"^wow\.host-urll: unknown key; known: host-url, api, timers, schedules, worker, "
-            r"telemetry, log-format \(in ",
+            r"telemetry, host, log-format \(in ",
         ),
         ("wow:\n  timerz:\n    max-attempts: 3\n", r"^wow\.timerz: unknown key; known: "),
         ("wow:\n  dev:\n    ui: true\n", r"^wow\.dev: unknown key; known: .*timers, schedules"),
@@ -182,6 +182,20 @@ def test_env_overrides_yaml(tmp_path: Path, env: dict[str, str]) -> None:
     assert settings.api_port == 9999
     # What the environment does not mention stays as the file says.
     assert settings.schedules["receive-deliveries"].zone == "Europe/Amsterdam"
+
+
+def test_the_hosts_store_is_wow_host_db_and_its_uri_is_not_in_a_repr(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    assert load_settings(None, env).host.db == ".wow-temporal/domain.db"
+    path = write(tmp_path, "wow:\n  host:\n    db: /var/lib/wow/domain.db\n")
+    assert load_settings(path, env).host.db == "/var/lib/wow/domain.db"
+    uri = "postgresql://wow:s3cret@db:5432/wow"
+    settings = load_settings(path, {**env, "WOW_HOST_DB": uri})
+    assert settings.host.db == uri
+    assert "s3cret" not in repr(settings)
+    with pytest.raises(SettingsError, match=r"^WOW_HOST_DB: must be a SQLite"):
+        load_settings(None, {**env, "WOW_HOST_DB": " "})
 
 
 def test_env_overrides_snake_case_yaml_key(tmp_path: Path, env: dict[str, str]) -> None:

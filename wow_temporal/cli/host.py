@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -38,8 +37,14 @@ def domain_host(
         typer.Option("--app", help="module:attr of an App, or a list of them, to serve."),
     ],
     db: Annotated[
-        Path, typer.Option(help="The SQLite event store file (one host per file).")
-    ] = Path(".wow-temporal/domain.db"),
+        str | None,
+        typer.Option(
+            help="The event store: a SQLite file (one host per file) or a postgresql:// URI "
+            "(password there, in PGPASSWORD or a PGPASSFILE). Default: wow.host.db "
+            "(WOW_HOST_DB), else .wow-temporal/domain.db.",
+            show_default=False,
+        ),
+    ] = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8089,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     metrics_port: Annotated[
@@ -61,33 +66,50 @@ def domain_host(
 
     from wow_temporal.dev.errors import PortInUseError
     from wow_temporal.dev.ports import port_is_free
+    from wow_temporal.host.postgres import Dsn, DsnError, is_postgres
     from wow_temporal.host.runtime import StoreInUseError
 
     fmt = _log_format(log_format)
     apps = _load_apps(app_ref)
     settings = _settings(_jobs_app(apps, app_ref), address=address, namespace=namespace)
+    where, location = ("--db", db) if db is not None else ("wow.host.db", settings.host.db)
+    shown = location
+    if is_postgres(location):
+        try:
+            shown = Dsn(location).shown
+        except DsnError as error:
+            raise _fail(f"{where} {error}") from None
+    elif not location.strip():
+        raise _fail(f"{where}: must be a SQLite file's path or a postgresql:// URI")
     if not port_is_free(port, host):
         raise _fail(str(PortInUseError("domain host", port, host, "--port")), 1)
     _check_metrics_port(settings, metrics_port, "--metrics-port")
     _configure_logging(settings, log_format=fmt)
     _configure_tracing(settings, "wow-temporal-host")
     try:
-        asyncio.run(_serve(apps, db, host, port, metrics_port, settings))
+        asyncio.run(_serve(apps, location, shown, host, port, metrics_port, settings))
     except _CommandError as error:  # the metrics port was taken since the check
         raise _fail(str(error), error.code) from None
     except StoreInUseError as error:
         raise _fail(str(error), 1) from None
     except (OSError, PersistenceError, sqlite3.Error) as error:
-        raise _fail(f"--db {db}: {error}", 1) from None
+        raise _fail(f"{where} {shown}: {error}", 1) from None
     except KeyboardInterrupt:
         pass
 
 
 async def _serve(
-    apps: list[DomainApp], db: Path, host: str, port: int, metrics_port: int, settings: Settings
+    apps: list[DomainApp],
+    db: str,
+    shown: str,
+    host: str,
+    port: int,
+    metrics_port: int,
+    settings: Settings,
 ) -> None:
-    """Serve `apps` until stopped; the relay connects to Temporal when it first hands over
-    (and again after losing it), so commands never wait for Temporal."""
+    """Serve `apps` over the store at `db` (`shown` in the log) until stopped; the relay
+    connects to Temporal when it first hands over (and again after losing it), so commands
+    never wait for Temporal."""
     import uvicorn
 
     from wow_temporal.connect import connect, connect_reason
@@ -113,7 +135,7 @@ async def _serve(
     hosting.start()
     log.info(
         "domain host for %s on http://%s:%d, store %s",
-        ", ".join(a.context for a in apps), host, port, db,
+        ", ".join(a.context for a in apps), host, port, shown,
     )
     config = uvicorn.Config(hosting.asgi, host=host, port=port, log_level="warning")
     try:

@@ -1,5 +1,6 @@
-"""The domain host as one running thing: the store file (locked: one host per file), the command
-pipeline, its HTTP app, and the followers (sagas, relay) on tasks of the running loop."""
+"""The domain host as one running thing: the store (a SQLite file is locked: one host per file;
+a PostgreSQL database is not), the command pipeline, its HTTP app, and the followers (sagas,
+relay) on tasks of the running loop."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fastapi import FastAPI
 
 from wow_temporal.domain.app import App
 from wow_temporal.host.follower import Follower
+from wow_temporal.host.postgres import is_postgres
 from wow_temporal.host.relay import Relay, Timers
 from wow_temporal.host.sagas import saga_followers
 from wow_temporal.host.server import create_host_app
@@ -28,24 +30,24 @@ class StoreInUseError(RuntimeError):
 
 
 class HostRuntime:
-    """`apps` served over the store at `db_path`, with the relay handing schedules to the timers
-    `connect` gives (retried until Temporal is reachable: commands never wait for it)."""
+    """`apps` served over the store at `db` (a SQLite path or a `postgresql://` URI), with the
+    relay handing schedules to the timers `connect` gives (retried until Temporal is reachable:
+    commands never wait for it)."""
 
     def __init__(
         self,
         apps: Iterable[App],
-        db_path: str | Path,
+        db: str | Path,
         connect: Callable[[], Awaitable[Timers]],
         *,
         fallback: Fallback | None = None,
     ) -> None:
         self.apps = list(apps)
-        self.db_path = Path(db_path)
-        self._lock_fd = _lock(self.db_path)
+        self._lock_fd = None if is_postgres(str(db)) else _lock(Path(db))
         try:
-            self.host = DomainHost(self.apps, EventStore(self.db_path), fallback=fallback)
+            self.host = DomainHost(self.apps, EventStore(db), fallback=fallback)
         except Exception:
-            os.close(self._lock_fd)
+            self._unlock()
             raise
         self.relay = Relay(self.host, connect)
         self.followers: list[Follower] = [*saga_followers(self.host, self.apps), self.relay]
@@ -67,7 +69,12 @@ class HostRuntime:
             with contextlib.suppress(Exception):  # a position not recorded is read again
                 await follower.record()
         self.host.close()
-        os.close(self._lock_fd)
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def _lock(db_path: Path) -> int:

@@ -1,23 +1,37 @@
-"""The domain host's event store: one SQLite file, kept by the `eventsourcing` package's recorder.
+"""The domain host's event store, kept by the `eventsourcing` package's recorders: one SQLite
+file (the embedded default) or a PostgreSQL database (`postgresql://…`, see `host.postgres`).
 
 Each commit (Wow's `DomainEventStream`: a command's events, schedule events among them) is one
 stored event of its aggregate's stream, at the aggregate's version, so a commit is written whole
 or not at all, and two writers of one version conflict. The command's request id is stored in
 the same transaction, so a second command with it is a duplicate. The recorder's notification
-log (SQLite's rowid, gap-free: one writer at a time) orders every commit for the followers — the
-relay to the timers and the sagas — whose positions are tracking records in the same file.
+log orders every commit for the followers — the relay to the timers and the sagas — whose
+positions are tracking records in the same database.
+
+A follower reads the log after its position, so it must never see a commit at a position below
+one it has already read. SQLite's rowid log is gap-free: one writer at a time. On PostgreSQL the
+ids come from a sequence, drawn when a row is inserted, and transactions commit in any order:
+two writers could draw 7 and 8 and commit 8 first, and a follower reading then would pass 7 for
+good (the sequence-gap problem). eventsourcing's PostgreSQL recorder rules it out: every insert
+transaction first takes `LOCK TABLE stored_events IN EXCLUSIVE MODE` (held to its commit; reads
+take ACCESS SHARE and are not blocked), so ids are drawn and committed one transaction at a
+time, and a committed id is never followed by a lower one committed later. Ids may still skip a
+number (a refused insert's draw is rolled back, not returned), which no reader waits for.
+(Its `enable_db_functions` mode inserts without that lock; the store does not turn it on.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
+from eventsourcing.persistence import IntegrityError, ProcessRecorder, StoredEvent, Tracking
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
+from wow_temporal.host.postgres import Dsn, is_postgres, open_postgres
 from wow_temporal.ids import encode_part
 from wow_temporal.model import AggregateRef, Commit
 
@@ -78,21 +92,47 @@ def _request_stream(ref: AggregateRef, request_id: str) -> str:
 
 
 class EventStore:
-    """Commits, request ids and follower positions in one SQLite file (`:memory:` for tests).
+    """Commits, request ids and follower positions in one SQLite file (`:memory:` for tests) or
+    one PostgreSQL database (a `postgresql://` URI); `location` shows no password.
 
-    Its methods block (SQLite); the host calls them from one thread of its own.
+    Its methods block; the host calls them from one thread of its own.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._datastore = SQLiteDatastore(self.path, originator_id_type="text")
-        self._recorder = SQLiteProcessRecorder(self._datastore)
-        self._recorder.create_table()
+    def __init__(self, location: str | Path) -> None:
+        self._recorder: ProcessRecorder
+        self._close: Callable[[], None]
+        self._count_after: Callable[[int, str], int]
+        if is_postgres(str(location)):
+            dsn = Dsn(str(location))
+            self.location = dsn.shown
+            datastore, self._recorder, self._count_after = open_postgres(dsn)
+            self._close = datastore.close
+        else:
+            self.location = str(location)
+            self._open_sqlite(self.location)
+
+    def _open_sqlite(self, path: str) -> None:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        datastore = SQLiteDatastore(path, originator_id_type="text")
+        recorder = SQLiteProcessRecorder(datastore)
+        recorder.create_table()
+        statement = (
+            f"SELECT COUNT(*) FROM {recorder.events_table_name} WHERE rowid > ? AND topic = ?"
+        )
+
+        def count_after(position: int, topic: str) -> int:
+            with datastore.transaction(commit=False) as cursor:
+                cursor.execute(statement, (position, topic))
+                return int(cursor.fetchone()[0])
+
+        self._recorder, self._close, self._count_after = recorder, datastore.close, count_after
+
+    def __repr__(self) -> str:
+        return f"EventStore({self.location!r})"
 
     def close(self) -> None:
-        self._datastore.close()
+        self._close()
 
     def load(self, ref: AggregateRef) -> list[Commit]:
         """The aggregate's commits, by version."""
@@ -178,12 +218,7 @@ class EventStore:
 
     def behind(self, position: int) -> int:
         """How many commits the log holds after notification `position`."""
-        statement = (
-            f"SELECT COUNT(*) FROM {self._recorder.events_table_name} WHERE rowid > ? AND topic = ?"
-        )
-        with self._datastore.transaction(commit=False) as cursor:
-            cursor.execute(statement, (position, COMMIT_TOPIC))
-            return int(cursor.fetchone()[0])
+        return self._count_after(position, COMMIT_TOPIC)
 
     def position(self, follower: str) -> int:
         """The last notification `follower` has handled (0: none)."""

@@ -17,9 +17,11 @@ from wow_temporal.settings.delivery import DeliverySettings
 from wow_temporal.settings.durations import parse_duration
 from wow_temporal.settings.errors import SettingsError
 from wow_temporal.settings.model import (
+    DEFAULT_HOST_DB,
     DEFAULT_TEMPORAL_ADDRESS,
     DEFAULT_TEMPORAL_NAMESPACE,
     ApiSettings,
+    HostSettings,
     JobOverride,
     Settings,
     TelemetrySettings,
@@ -31,10 +33,12 @@ from wow_temporal.settings.sources import load_settings
 from wow_temporal.settings.tokens import TenantTokensFile
 
 __all__ = [
+    "DEFAULT_HOST_DB",
     "DEFAULT_TEMPORAL_ADDRESS",
     "DEFAULT_TEMPORAL_NAMESPACE",
     "ApiSettings",
     "DeliverySettings",
+    "HostSettings",
     "JobOverride",
     "Settings",
     "SettingsError",

@@ -1,5 +1,6 @@
 """The settings models: timers, the production worker, telemetry, per-job schedule overrides,
-the control API, and `Settings`, which holds them all and the Temporal connection's profile.
+the control API, the domain host's store, and `Settings`, which holds them all and the Temporal
+connection's profile.
 
 Every model refuses a key it does not know: a misspelt setting must not silently be the default.
 Token values never appear in an error message or a repr.
@@ -53,9 +54,11 @@ from wow_temporal.settings.values import (
 )
 
 __all__ = [
+    "DEFAULT_HOST_DB",
     "DEFAULT_TEMPORAL_ADDRESS",
     "DEFAULT_TEMPORAL_NAMESPACE",
     "ApiSettings",
+    "HostSettings",
     "JobOverride",
     "Settings",
     "TelemetrySettings",
@@ -175,6 +178,27 @@ def _otlp_endpoint(value: str | None) -> str | None:
     return value.strip().rstrip("/")
 
 
+DEFAULT_HOST_DB = ".wow-temporal/domain.db"
+"""The domain host's store when neither `--db` nor `wow.host.db` says otherwise."""
+
+
+class HostSettings(Section):
+    """The domain host process (`wow-temporal host`); kept out of a repr: a URI's password."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    db: str = Field(default=DEFAULT_HOST_DB, repr=False)
+    """Its event store: a SQLite file (one host per file) or a `postgresql://` URI, its
+    password there or in `PGPASSWORD` or a password file (`PGPASSFILE`); `--db` wins."""
+
+    @field_validator("db")
+    @classmethod
+    def _db(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must be a SQLite file's path or a postgresql:// URI, got nothing")
+        return value.strip()
+
+
 class TelemetrySettings(Section):
     """Traces and metrics: on by default, exported only where these say."""
 
@@ -289,6 +313,7 @@ class Settings(Section):
     """Per-job overrides by job name (the host's layer of `effective_rule`)."""
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    host: HostSettings = Field(default_factory=HostSettings)
     log_format: LogFormat = "text"
     """How the CLI writes log records: `text` (one plain line each) or `json` (one object)."""
 

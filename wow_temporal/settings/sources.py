@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from wow_temporal.settings.errors import Loc, SettingsError, explain
 from wow_temporal.settings.model import (
     ApiSettings,
+    HostSettings,
     JobOverride,
     Settings,
     TelemetrySettings,
@@ -40,6 +41,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "WOW_API_METRICS_PORT": ("api", "metrics-port"),
     "WOW_API_TENANT_TOKENS_FILE": ("api", "tenant-tokens-file"),
     "WOW_LOG_FORMAT": ("log-format",),
+    "WOW_HOST_DB": ("host", "db"),
 }
 """The single-value variables and the key each one sets."""
 _TIMERS_ENV = "WOW_TIMERS_"
@@ -64,6 +66,7 @@ _PREFIXED: dict[str, tuple[str, tuple[str, ...], str]] = {
 """`WOW_<SECTION>_<SETTING>` prefixes: the section, its keys, and what to call them."""
 _SECTIONS: dict[str, type[BaseModel]] = {
     "api": ApiSettings,
+    "host": HostSettings,
     "timers": TimerSettings,
     "worker": WorkerSettings,
     "telemetry": TelemetrySettings,
