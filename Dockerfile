@@ -15,7 +15,8 @@ COPY wow_temporal ./wow_temporal
 RUN pip wheel --no-deps --wheel-dir /dist .
 
 # --- runtime: the wheel and its runtime dependencies only (no dev or testing extras) ---------
-# With the otlp extra (the OTLP/HTTP span exporter), so wow.telemetry.otlp-endpoint works as is.
+# With the otlp extra (the OTLP/HTTP span exporter), so wow.telemetry.otlp-endpoint works as is,
+# and the postgres extra (psycopg's binary build: no libpq needed), so `host --db postgresql://…`.
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -23,7 +24,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONPATH=/app
 COPY --from=build /dist/ /tmp/dist/
-RUN pip install "$(ls /tmp/dist/*.whl)[otlp]" \
+RUN pip install "$(ls /tmp/dist/*.whl)[otlp,postgres]" \
     && rm -rf /tmp/dist \
     && groupadd --system --gid 10001 wow \
     && useradd --system --uid 10001 --gid wow --no-create-home --home-dir /nonexistent \

@@ -695,8 +695,9 @@ def test_the_dockerfile_builds_a_slim_non_root_image_of_the_wheel_only() -> None
     stages = [line.split() for line in text.splitlines() if line.startswith("FROM ")]
     assert len(stages) >= 2 and all(stage[1] == "python:3.11-slim" for stage in stages)
     assert "pip wheel --no-deps" in text
-    # The otlp extra (span exporter) so wow.telemetry.otlp-endpoint works; no dev or testing.
-    assert 'pip install "$(ls /tmp/dist/*.whl)[otlp]"' in text
+    # The otlp extra (span exporter) so wow.telemetry.otlp-endpoint works, the postgres one so
+    # the host's --db takes a postgresql:// URI; no dev or testing.
+    assert 'pip install "$(ls /tmp/dist/*.whl)[otlp,postgres]"' in text
     assert "[dev]" not in text and "[testing]" not in text
     exposed = next(line for line in text.splitlines() if line.startswith("EXPOSE ")).split()[1:]
     assert {"8081", "9464", "8088", "9465"} <= set(exposed)
