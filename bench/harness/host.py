@@ -34,10 +34,6 @@ class HostProcess(RemoteWowHost):
         await self.aclose()
         await self.proc.stop(grace=5)
 
-    async def delivered(self) -> list[Arrival]:
-        """The arrivals answered `Ok`: each request id's first decision."""
-        return [a for a in await self.arrivals() if a.behaviour == "ok"]
-
     async def duplicates(self) -> int:
         """How many arrivals came again after their request id was decided."""
         return sum(a.behaviour == "duplicate" for a in await self.arrivals())

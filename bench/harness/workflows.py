@@ -28,11 +28,8 @@ async def still_running(client: Client, workflow_ids: Sequence[str]) -> list[str
                         return None  # never started, or gone by retention: not running
                     await asyncio.sleep(0.5 * (attempt + 1))
                 else:
-                    return (
-                        None
-                        if description.status != WorkflowExecutionStatus.RUNNING
-                        else (workflow_id)
-                    )
+                    running = description.status == WorkflowExecutionStatus.RUNNING
+                    return workflow_id if running else None
             return workflow_id
 
     found = await asyncio.gather(*(one(w) for w in workflow_ids))

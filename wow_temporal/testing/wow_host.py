@@ -97,6 +97,11 @@ class Arrival:
     def aggregate_id(self) -> str:
         return self.headers.get(_AGGREGATE_ID, "")
 
+    @property
+    def decided(self) -> bool:
+        """Decided `Ok` here for the first time (answered at once, or late by `hang`)."""
+        return self.behaviour in _DECIDES
+
     def header(self, name: str) -> str | None:
         """A header by case-insensitive name."""
         return self.headers.get(name.lower())
@@ -151,9 +156,6 @@ class _Rule:
             code if self.error_code is None else self.error_code,
             message if self.error_msg is None else self.error_msg,
         )
-
-
-_Answer = tuple[int, str, str]
 
 
 @dataclass
@@ -266,7 +268,7 @@ class FakeWowHost:
     def delivered(self) -> list[Arrival]:
         """The arrivals decided `Ok` (answered at once, or late by `hang`): each request id's
         first decision, in arrival order."""
-        return [r for r in self.requests if r.behaviour in _DECIDES]
+        return [r for r in self.requests if r.decided]
 
     def for_request_id(self, request_id: str) -> list[Arrival]:
         """Every arrival carrying that request id."""
@@ -414,13 +416,12 @@ class FakeWowHost:
             if rule.times == 0:
                 self._state.rules.remove(rule)
         seen = self.remember_request_ids and request_id in self._state.decided
-        if rule is None or (rule.behaviour in _DECIDES and seen):
+        if seen and (rule is None or rule.behaviour in _DECIDES):
             # Like a real Wow host, a request id already decided is a duplicate, even while
             # the host is slow.
-            kind: Behaviour = "duplicate" if seen else "ok"
-            if rule is not None and not seen and rule.behaviour == "ok":
-                return rule, kind, rule.answer()
-            return rule, kind, _DEFAULTS[kind]
+            return rule, "duplicate", _DEFAULTS["duplicate"]
+        if rule is None:
+            return None, "ok", _DEFAULTS["ok"]
         return rule, rule.behaviour, rule.answer()
 
     async def _hang(self, rule: _Rule | None, generation: int) -> None:
@@ -517,6 +518,10 @@ class RemoteWowHost:
                     self._epoch = answer["epoch"]
             self._arrivals += [Arrival.from_json(a) for a in answer["arrivals"]]
             return list(self._arrivals)
+
+    async def delivered(self) -> list[Arrival]:
+        """`FakeWowHost.delivered`, over there."""
+        return [a for a in await self.arrivals() if a.decided]
 
     async def behave(self, behaviour: str, **rule: Any) -> None:
         """`FakeWowHost.behave`, over there."""
