@@ -131,11 +131,11 @@ async def _serve(
         log.info("relay: connected to Temporal at %s", client.service_client.config.target_host)
         return TimerClient.from_settings(client, settings)
 
-    hosting = HostRuntime(apps, db, timers)
+    hosting = HostRuntime(apps, db, timers, replica=settings.host.replica)
     hosting.start()
     log.info(
-        "domain host for %s on http://%s:%d, store %s",
-        ", ".join(a.context for a in apps), host, port, shown,
+        "domain host for %s on http://%s:%d, store %s, replica %s",
+        ", ".join(a.context for a in apps), host, port, shown, hosting.replica,
     )
     config = uvicorn.Config(hosting.asgi, host=host, port=port, log_level="warning")
     try:

@@ -2,7 +2,9 @@
 order, then records the new position, so a restart resumes where it stopped (at least once).
 
 The relay and each saga are followers. A failure to handle a commit is retried with backoff
-and reported, never skipped: the position moves only past what was handled.
+and reported, never skipped: the position moves only past what was handled. Where several host
+replicas share the store, a follower runs only on the replica holding its lease (`host.lease`),
+and reads its position again each time that replica takes the lease.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from wow_temporal.host.lease import LeaseKeeper
 from wow_temporal.host.service import DomainHost
 from wow_temporal.model import Commit
 
@@ -33,6 +36,10 @@ class FollowerStatus:
     behind: int
     failing_since: float | None
     last_error: str | None
+    holder: str | None = None
+    """The replica running it (None: none holds its lease now)."""
+    here: bool = True
+    """Whether this replica runs it."""
 
 
 class Follower(ABC):
@@ -40,6 +47,8 @@ class Follower(ABC):
 
     batch = 100
     poll_interval_s = 1.0
+    shared_poll_interval_s = 0.25
+    """The poll where other replicas commit too (their commits do not wake this one)."""
     record_idle_s = 1.0
     """A batch that acted on nothing is recorded at most this often: re-reading it after a
     crash costs nothing, and each record is a write (an fsync) per commit otherwise."""
@@ -56,6 +65,16 @@ class Follower(ABC):
         self._failing_since: float | None = None
         self._last_error: str | None = None
         self._attempt = 0
+        self.lease: LeaseKeeper | None = None
+        """Where replicas share the store, the lease this follower runs under (the runtime
+        sets it); None: it always runs here."""
+        self._term = 0
+        self._poll_s = self.shared_poll_interval_s if host.store.shared else self.poll_interval_s
+
+    def reset(self) -> None:
+        """Forget what is kept in memory of the log (another replica may have moved on)."""
+        self._position = None
+        self._recorded = None
 
     @abstractmethod
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
@@ -70,6 +89,8 @@ class Follower(ABC):
 
     async def record(self) -> None:
         """Record the position reached, if it is not yet (the runtime calls it at stop)."""
+        if not self._runs_here():
+            return
         if self._position is not None and self._position != self._recorded:
             await self._record(self._position)
 
@@ -78,10 +99,38 @@ class Follower(ABC):
         self._recorded = position
         self._recorded_at = time.monotonic()
 
-    async def status(self) -> FollowerStatus:
-        position = await self.position()
+    async def status(self, holders: dict[str, str] | None = None) -> FollowerStatus:
+        """Where it is; `holders` (the leases' holders) says which replica runs it."""
+        here = self._runs_here()
+        if here:
+            position = await self.position()
+        else:
+            position = await self.host.run(lambda: self.host.store.position(self.name))
         behind = await self.host.run(lambda: self.host.store.behind(position))
-        return FollowerStatus(self.name, position, behind, self._failing_since, self._last_error)
+        if not here:
+            holder = (holders or {}).get(self.name)
+            return FollowerStatus(self.name, position, behind, None, None, holder, False)
+        holder = self.lease.holder if self.lease is not None else None
+        return FollowerStatus(
+            self.name, position, behind, self._failing_since, self._last_error, holder, True
+        )
+
+    def _runs_here(self) -> bool:
+        return self.lease is None or self.lease.holds(self.name)
+
+    async def _hold(self) -> bool:
+        """Whether this replica runs the follower now (waiting a little for the lease if not);
+        on taking the lease it reads the position again."""
+        if self.lease is None:
+            return True
+        if not self.lease.holds(self.name):
+            await self.lease.wait(self.name)
+            return False
+        term = self.lease.term(self.name)
+        if term != self._term:
+            self._term = term
+            self.reset()
+        return True
 
     async def step(self) -> int:
         """Handle one batch; how many commits it moved past (0: none waiting)."""
@@ -101,6 +150,8 @@ class Follower(ABC):
         """Follow the log until cancelled."""
         while True:
             self._waker.clear()
+            if not await self._hold():
+                continue
             try:
                 moved = await self.step()
             except asyncio.CancelledError:
@@ -112,7 +163,7 @@ class Follower(ABC):
             if moved == 0:
                 await self.record()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.poll_interval_s):
+                    async with asyncio.timeout(self._poll_s):
                         await self._waker.wait()
 
     async def _failed(self, error: Exception) -> None:

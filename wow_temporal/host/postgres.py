@@ -9,13 +9,14 @@ works, and a password it does not carry comes from `PGPASSWORD` or a password fi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore, PostgresProcessRecorder
+    from psycopg import sql
 
-__all__ = ["Dsn", "DsnError", "is_postgres", "open_postgres"]
+__all__ = ["Dsn", "DsnError", "PostgresLeases", "is_postgres", "open_postgres"]
 
 _SCHEMES = ("postgresql://", "postgres://")
 _USERINFO = re.compile(r"^(postgres(?:ql)?://[^/?#@:]*):[^/?#]*@", re.IGNORECASE)
@@ -81,12 +82,56 @@ def _secrets(uri: str) -> list[str]:
     return [secret for secret in found if secret]
 
 
+class PostgresLeases:
+    """The followers' leases (`host.lease`): a row per follower, its holder and the deadline,
+    by the database's clock."""
+
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        from psycopg import sql
+
+        self._datastore = datastore
+        table = sql.Identifier(datastore.schema, "wow_follower_leases")
+        self.create = sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, holder text NOT NULL, "
+            "expires timestamptz NOT NULL)"
+        ).format(table)
+        self._claim = sql.SQL(
+            "INSERT INTO {0} AS lease (name, holder, expires) "
+            "SELECT name, %(holder)s, now() + make_interval(secs => %(ttl)s) "
+            "FROM unnest(%(names)s::text[]) AS name "
+            "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
+            "WHERE lease.holder = excluded.holder OR lease.expires < now() "
+            "RETURNING name"
+        ).format(table)
+        self._release = sql.SQL("DELETE FROM {} WHERE holder = %s AND name = ANY(%s)").format(table)
+        self._holders = sql.SQL("SELECT name, holder FROM {} WHERE expires >= now()").format(table)
+
+    def _run(
+        self, statement: sql.Composed, params: Sequence[object] | Mapping[str, object]
+    ) -> list[dict[str, Any]]:
+        with self._datastore.transaction(commit=True) as cursor:
+            cursor.execute(statement, params)
+            return list(cursor.fetchall()) if cursor.description else []
+
+    def claim(self, names: Sequence[str], holder: str, ttl_s: float) -> set[str]:
+        rows = self._run(self._claim, {"names": list(names), "holder": holder, "ttl": ttl_s})
+        return {row["name"] for row in rows}
+
+    def release(self, names: Sequence[str], holder: str) -> None:
+        self._run(self._release, (holder, list(names)))
+
+    def holders(self) -> dict[str, str]:
+        return {row["name"]: row["holder"] for row in self._run(self._holders, ())}
+
+
 def open_postgres(
     dsn: Dsn,
-) -> tuple[PostgresDatastore, PostgresProcessRecorder, Callable[[int, str], int]]:
+) -> tuple[
+    PostgresDatastore, PostgresProcessRecorder, Callable[[int, str], int], PostgresLeases
+]:
     """A datastore on `dsn` (checked by one connection first, so a wrong host or password is
-    one clear error), its recorder with the tables made, and how many rows of a topic follow
-    a notification id."""
+    one clear error), its recorder with the tables made, how many rows of a topic follow a
+    notification id, and the followers' leases."""
     import psycopg
     from eventsourcing.persistence import OperationalError, PersistenceError
     from eventsourcing.postgres import PostgresDatastore, PostgresProcessRecorder
@@ -105,12 +150,14 @@ def open_postgres(
     datastore.pool.conninfo = dsn._uri
     datastore.pool.kwargs = {"row_factory": dict_row}
     recorder = PostgresProcessRecorder(datastore)
+    leases = PostgresLeases(datastore)
     try:
         with conn:
             # hosts starting at once would race in CREATE TABLE IF NOT EXISTS (a duplicate
             # pg_type row): one makes the tables at a time, under a session advisory lock
             conn.execute("SELECT pg_advisory_lock(%s)", (_CREATE_TABLES_LOCK,))
             recorder.create_table()
+            conn.execute(leases.create)
     except (psycopg.Error, PersistenceError) as error:
         datastore.close()
         raise OperationalError(dsn.scrub(error)) from None
@@ -125,4 +172,4 @@ def open_postgres(
         assert row is not None
         return int(row["n"])
 
-    return datastore, recorder, count_after
+    return datastore, recorder, count_after, leases

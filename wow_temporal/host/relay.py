@@ -69,6 +69,11 @@ class Relay(Follower):
         self._scanned = 0
         """How far the log has been read ahead into `_horizon`."""
 
+    def reset(self) -> None:
+        super().reset()
+        self._horizon.clear()
+        self._scanned = 0
+
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
         scheduling = [commit for _, commit in commits if commit.has_schedule_events]
         if scheduling:

@@ -1,6 +1,7 @@
 """The domain host as one running thing: the store (a SQLite file is locked: one host per file;
-a PostgreSQL database is not), the command pipeline, its HTTP app, and the followers (sagas,
-relay) on tasks of the running loop."""
+a PostgreSQL database is shared by any number of replicas), the command pipeline, its HTTP app,
+and the followers (sagas, relay) on tasks of the running loop, each run by the one replica that
+holds its lease."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 
 from wow_temporal.domain.app import App
 from wow_temporal.host.follower import Follower
+from wow_temporal.host.lease import LeaseKeeper, replica_name
 from wow_temporal.host.postgres import is_postgres
 from wow_temporal.host.relay import Relay, Timers
 from wow_temporal.host.sagas import saga_followers
@@ -32,7 +34,8 @@ class StoreInUseError(RuntimeError):
 class HostRuntime:
     """`apps` served over the store at `db` (a SQLite path or a `postgresql://` URI), with the
     relay handing schedules to the timers `connect` gives (retried until Temporal is reachable:
-    commands never wait for it)."""
+    commands never wait for it). `replica` names this process among those sharing the store
+    (default `host:pid`)."""
 
     def __init__(
         self,
@@ -41,6 +44,7 @@ class HostRuntime:
         connect: Callable[[], Awaitable[Timers]],
         *,
         fallback: Fallback | None = None,
+        replica: str | None = None,
     ) -> None:
         self.apps = list(apps)
         self._lock_fd = None if is_postgres(str(db)) else _lock(Path(db))
@@ -51,12 +55,23 @@ class HostRuntime:
             raise
         self.relay = Relay(self.host, connect)
         self.followers: list[Follower] = [*saga_followers(self.host, self.apps), self.relay]
-        self.asgi: FastAPI = create_host_app(self.host, followers=self.followers)
+        names = [follower.name for follower in self.followers]
+        self.leases = LeaseKeeper(self.host.store.leases, names, replica or replica_name())
+        for follower in self.followers:
+            follower.lease = self.leases
+        self.asgi: FastAPI = create_host_app(
+            self.host, followers=self.followers, leases=self.leases
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def replica(self) -> str:
+        return self.leases.holder
+
     def start(self) -> None:
-        """Start the followers on the running loop."""
-        self._tasks = [asyncio.create_task(follower.run()) for follower in self.followers]
+        """Start the followers on the running loop, and the claims of their leases."""
+        self._tasks = [asyncio.create_task(self.leases.run())]
+        self._tasks += [asyncio.create_task(follower.run()) for follower in self.followers]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -68,6 +83,7 @@ class HostRuntime:
         for follower in self.followers:
             with contextlib.suppress(Exception):  # a position not recorded is read again
                 await follower.record()
+        await self.leases.release()
         self.host.close()
         self._unlock()
 

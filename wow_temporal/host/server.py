@@ -3,6 +3,7 @@ aggregates, and a read of one aggregate (`GET /wow/aggregate/...`) to see what i
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ from wow_temporal.wire import (
 
 if TYPE_CHECKING:
     from wow_temporal.host.follower import Follower
+    from wow_temporal.host.lease import LeaseKeeper
 
 __all__ = [
     "DEFAULT_TENANT",  # re-exported from wow_temporal.wire, where the wire is written
@@ -119,9 +121,13 @@ class FollowerView(_Camel):
     position: int
     behind: int = Field(description="How many commits of the log it has yet to handle")
     failing_since: float | None = Field(
-        description="Since when it fails (a monotonic clock reading), or null"
+        description="Since when it fails (seconds since the epoch), or null"
     )
     last_error: str | None
+    holder: str | None = Field(
+        description="The host replica running it (its lease holder); null while none does"
+    )
+    here: bool = Field(description="Whether the replica answering runs it")
 
 
 def _status_responses(model: type[BaseModel], extra: dict[int, str]) -> dict[int | str, Any]:
@@ -285,9 +291,14 @@ async def read(
 async def followers_status(request: Request) -> list[FollowerView]:
     """Where each follower of the log is, and whether it fails."""
     followers: list[Follower] = request.app.state.followers
+    leases: LeaseKeeper | None = request.app.state.leases
+    holders: dict[str, str] = {}
+    if leases is not None:
+        with contextlib.suppress(Exception):  # the store is away: the positions say so too
+            holders = await leases.holders()
     shown = []
     for follower in followers:
-        status = await follower.status()
+        status = await follower.status(holders)
         shown.append(
             FollowerView(
                 name=status.name,
@@ -295,6 +306,8 @@ async def followers_status(request: Request) -> list[FollowerView]:
                 behind=status.behind,
                 failing_since=status.failing_since,
                 last_error=status.last_error,
+                holder=status.holder,
+                here=status.here,
             )
         )
     return shown
@@ -343,6 +356,7 @@ def create_host_app(
     host: DomainHost,
     *,
     followers: Sequence[Follower] = (),
+    leases: LeaseKeeper | None = None,
     title: str = "wow-temporal domain host",
 ) -> FastAPI:
     """The host's ASGI app over `host` (which the caller starts and closes); `followers` are
@@ -357,6 +371,7 @@ def create_host_app(
     )
     app.state.host = host
     app.state.followers = list(followers)
+    app.state.leases = leases
     install_docs(app)
     app.include_router(_routes)
     return app

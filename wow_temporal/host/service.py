@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from wow_temporal.domain.aggregate import AggregateModel, Current
+from wow_temporal.domain.aggregate import AggregateModel, Current, Decided
 from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
 from wow_temporal.domain.rejection import Rejection
@@ -40,6 +40,9 @@ T = TypeVar("T")
 
 _CACHE_SIZE = 10_000
 """Aggregates kept in memory; one that falls out is rebuilt from its commits on its next command."""
+
+_DECIDE_AGAIN_LIMIT = 50
+"""Times a command is decided again because other replicas committed to its aggregate first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,10 @@ Fallback = Callable[[CommandMessage], CommandResult]
 class DomainHost:
     """Serves the commands of `apps`' aggregates over `store`; each commit wakes the followers.
 
-    One host process per store file: it keeps aggregates in memory between commands.
+    It keeps aggregates in memory between commands. Where other replicas commit to the same
+    store, what it keeps may be behind: a commit on it conflicts, and a decision to commit
+    nothing is checked against the store first; either way the command is decided again on
+    the aggregate as it now stands.
     """
 
     def __init__(
@@ -112,31 +118,37 @@ class DomainHost:
             )
         return app, model
 
-    async def current(
-        self, ref: AggregateRef, *, remember: bool = False
-    ) -> tuple[AggregateModel, Current] | Rejection:
-        """The aggregate as it stands (from memory, or rebuilt from its commits).
+    async def current(self, ref: AggregateRef) -> tuple[AggregateModel, Current] | Rejection:
+        """The aggregate as it stands (from memory, or rebuilt from its commits; always rebuilt
+        where other replicas commit too).
 
-        Only a command, holding its aggregate's lock, keeps (`remember`) what it rebuilt: a read
-        that rebuilt while a command committed would keep the state from before that commit,
-        and every later command on the aggregate would be decided on it (and conflict).
+        Only a command, holding its aggregate's lock, keeps what it rebuilt: a read that
+        rebuilt while a command committed would keep the state from before that commit, and
+        every later command on the aggregate would be decided on it (and conflict).
         """
         found = self.model(ref)
         if isinstance(found, Rejection):
             return found
         _, model = found
-        key = stream_id(ref)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return model, cached
+        cached = None if self.store.shared else self._cache.get(stream_id(ref))
+        return model, cached if cached is not None else await self._rebuild(ref, model)
+
+    async def _rebuild(self, ref: AggregateRef, model: AggregateModel) -> Current:
         commits = await self.run(lambda: self.store.load(ref))
         current = model.new(ref.aggregate_id)
         for commit in commits:
             model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
-        if remember:
-            self._remember(key, current)
-        return model, current
+        return current
+
+    async def _caught_up(self, ref: AggregateRef, model: AggregateModel, current: Current) -> bool:
+        """Apply the commits other replicas made since `current` was kept; whether there were
+        any (what was decided on it must then be decided again)."""
+        if not self.store.shared:
+            return False
+        newer = await self.run(lambda: self.store.load(ref, after=current.version))
+        for commit in newer:
+            model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
+        return bool(newer)
 
     async def commits(self, ref: AggregateRef) -> list[Commit]:
         return await self.run(lambda: self.store.load(ref))
@@ -182,14 +194,39 @@ class DomainHost:
         result: _Answer,
         key: str,
     ) -> CommandResult:
-        ref = message.ref
         earlier = await self._decided_before(message, result)
         if earlier is not None:
             return earlier
-        found = await self.current(ref, remember=True)  # under the aggregate's lock
-        if isinstance(found, Rejection):
-            return result.refused(found)
-        _, current = found
+        for _ in range(_DECIDE_AGAIN_LIMIT):
+            answer = await self._decide_once(app, model, message, result, key)
+            if answer is not None:
+                return answer
+        return result.refused(
+            Rejection(
+                "EventVersionConflict",
+                f"{message.ref}: other replicas committed to it first "
+                f"{_DECIDE_AGAIN_LIMIT} times; send it again",
+            )
+        )
+
+    async def _decide_once(
+        self,
+        app: App,
+        model: AggregateModel,
+        message: CommandMessage,
+        result: _Answer,
+        key: str,
+    ) -> CommandResult | None:
+        """Decide on the aggregate as this replica has it and commit; None when another replica
+        committed to it first, so the command is decided again on the new state."""
+        ref = message.ref
+        current = self._cache.get(key)
+        kept = current is not None
+        if current is None:
+            current = await self._rebuild(ref, model)
+            self._remember(key, current)
+        else:
+            self._cache.move_to_end(key)
         decided = model.handle(
             current,
             ref,
@@ -199,31 +236,51 @@ class DomainHost:
             message.schedule,
             message.expected_version,
         )
-        if isinstance(decided, Rejection):
-            if message.request_id and decided.code not in _NOT_DECISIONS:
-                record = RequestRecord(
-                    message.request_id, "", current.version, decided.code, decided.message
-                )
-                await self.run(lambda: self.store.decided(ref, record))
-            return result.refused(decided, current.version)
+        if isinstance(decided, Rejection) or not decided.events:
+            # nothing to commit, so no conflict to tell: a state kept in memory is checked
+            if kept and await self._caught_up(ref, model, current):
+                return None
+            return await self._without_commit(message, result, current.version, decided)
         result.function = decided.function
-        if not decided.events:
-            if message.request_id:
-                noop = RequestRecord(message.request_id, "", current.version)
-                await self.run(lambda: self.store.decided(ref, noop))
-            return result.done(current.version)
         commit = _commit_of(message, result.command_id, current.version + 1, decided.events)
         try:
             await self.run(lambda: self.store.append(commit))
         except DuplicateRequestError as duplicate:
             return result.duplicate(duplicate.record.version)
-        except VersionConflictError as conflict:
+        except VersionConflictError:
+            # decided again on what it is now; a version the sender expects is then refused
             self._cache.pop(key, None)
-            return result.refused(Rejection("EventVersionConflict", str(conflict)))
+            return None
         model.source(current, commit.version, decided.events)
         for waker in self._wakers:
             waker.set()
         return result.done(commit.version)
+
+    async def _without_commit(
+        self,
+        message: CommandMessage,
+        result: _Answer,
+        version: int,
+        decided: Rejection | Decided,
+    ) -> CommandResult:
+        """Answer a refusal or a NoOp, remembering it for its request id (unless the refusal
+        decides nothing); a replica that decided the request id first is answered for."""
+        ref = message.ref
+        if isinstance(decided, Rejection):
+            if not message.request_id or decided.code in _NOT_DECISIONS:
+                return result.refused(decided, version)
+            record = RequestRecord(message.request_id, "", version, decided.code, decided.message)
+        else:
+            result.function = decided.function
+            if not message.request_id:
+                return result.done(version)
+            record = RequestRecord(message.request_id, "", version)
+        standing = await self.run(lambda: self.store.decided(ref, record))
+        if standing != record:
+            return _answer_decided(standing, message, result)
+        if isinstance(decided, Rejection):
+            return result.refused(decided, version)
+        return result.done(version)
 
     async def _decided_before(
         self, message: CommandMessage, result: _Answer
@@ -233,17 +290,22 @@ class DomainHost:
             return None
         ref = message.ref
         earlier = await self.run(lambda: self.store.request(ref, message.request_id))
-        if earlier is None:
-            return None
-        if earlier.refused is not None:
-            return result.refused(
-                Rejection(
-                    earlier.refused,
-                    f"{earlier.message} (request {message.request_id}, decided before)",
-                ),
-                earlier.version,
-            )
-        return result.duplicate(earlier.version)
+        return None if earlier is None else _answer_decided(earlier, message, result)
+
+
+def _answer_decided(
+    earlier: RequestRecord, message: CommandMessage, result: _Answer
+) -> CommandResult:
+    """The answer to a request id decided before: its refusal again, or DuplicateRequestId."""
+    if earlier.refused is not None:
+        return result.refused(
+            Rejection(
+                earlier.refused,
+                f"{earlier.message} (request {message.request_id}, decided before)",
+            ),
+            earlier.version,
+        )
+    return result.duplicate(earlier.version)
 
 
 def _commit_of(

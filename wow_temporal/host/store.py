@@ -18,6 +18,9 @@ take ACCESS SHARE and are not blocked), so ids are drawn and committed one trans
 time, and a committed id is never followed by a lower one committed later. Ids may still skip a
 number (a refused insert's draw is rolled back, not returned), which no reader waits for.
 (Its `enable_db_functions` mode inserts without that lock; the store does not turn it on.)
+
+Several host replicas may share one PostgreSQL store (`shared`); each follower then runs on
+one replica at a time, under a lease kept in the same database (`leases`, see `host.lease`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from eventsourcing.persistence import IntegrityError, ProcessRecorder, StoredEvent, Tracking
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
+from wow_temporal.host.lease import Leases, SoleLeases
 from wow_temporal.host.postgres import Dsn, is_postgres, open_postgres
 from wow_temporal.ids import encode_part
 from wow_temporal.model import AggregateRef, Commit
@@ -102,14 +106,21 @@ class EventStore:
         self._recorder: ProcessRecorder
         self._close: Callable[[], None]
         self._count_after: Callable[[int, str], int]
-        if is_postgres(str(location)):
+        self.leases: Leases
+        """Who runs each follower: a lease row per follower on PostgreSQL; on SQLite (one host
+        per file) this host always."""
+        self.shared = is_postgres(str(location))
+        """Other host replicas may write to this store (PostgreSQL): what this one has in
+        memory may be behind it."""
+        if self.shared:
             dsn = Dsn(str(location))
             self.location = dsn.shown
-            datastore, self._recorder, self._count_after = open_postgres(dsn)
+            datastore, self._recorder, self._count_after, self.leases = open_postgres(dsn)
             self._close = datastore.close
         else:
             self.location = str(location)
             self._open_sqlite(self.location)
+            self.leases = SoleLeases()
 
     def _open_sqlite(self, path: str) -> None:
         if path != ":memory:":
@@ -134,11 +145,11 @@ class EventStore:
     def close(self) -> None:
         self._close()
 
-    def load(self, ref: AggregateRef) -> list[Commit]:
-        """The aggregate's commits, by version."""
+    def load(self, ref: AggregateRef, after: int = 0) -> list[Commit]:
+        """The aggregate's commits after version `after`, by version."""
         return [
             Commit.model_validate_json(stored.state)
-            for stored in self._recorder.select_events(stream_id(ref))
+            for stored in self._recorder.select_events(stream_id(ref), gt=after or None)
         ]
 
     def request(self, ref: AggregateRef, request_id: str) -> RequestRecord | None:
@@ -157,9 +168,10 @@ class EventStore:
             data.get("message", ""),
         )
 
-    def decided(self, ref: AggregateRef, record: RequestRecord) -> None:
+    def decided(self, ref: AggregateRef, record: RequestRecord) -> RequestRecord:
         """Remember a request id decided without a commit (refused, or a NoOp), so the same
-        request again gets the same answer; a record already there is kept."""
+        request again gets the same answer; the record that stands (one decided first, by
+        another replica, is kept)."""
         state: dict[str, object] = {"version": record.version}
         if record.refused is not None:
             state.update(refused=record.refused, message=record.message)
@@ -169,8 +181,11 @@ class EventStore:
             topic=_REQUEST_TOPIC,
             state=json.dumps(state).encode(),
         )
-        with contextlib.suppress(IntegrityError):  # decided already: the first answer stands
+        try:
             self._recorder.insert_events([stored])
+        except IntegrityError:  # decided already: the first answer stands
+            return self.request(ref, record.request_id) or record
+        return record
 
     def append(self, commit: Commit) -> int:
         """Write `commit` (with its request id) in one transaction; its notification id.
@@ -227,4 +242,6 @@ class EventStore:
     def advance(self, follower: str, position: int) -> None:
         """Record that `follower` has handled everything up to `position`."""
         if position > self.position(follower):
-            self._recorder.insert_tracking(Tracking(follower, position))
+            # a replica whose lease lapsed may record the same position once more
+            with contextlib.suppress(IntegrityError):
+                self._recorder.insert_tracking(Tracking(follower, position))

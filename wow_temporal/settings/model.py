@@ -191,6 +191,13 @@ class HostSettings(Section):
     """Its event store: a SQLite file (one host per file) or a `postgresql://` URI, its
     password there or in `PGPASSWORD` or a password file (`PGPASSFILE`); `--db` wins."""
 
+    replica: Annotated[str | None, BeforeValidator(blank_is_none)] = Field(
+        default=None, max_length=200
+    )
+    """This process's name among the host replicas sharing a PostgreSQL store, shown as the
+    holder of the followers it runs (`/wow/followers`); unset: `hostname:pid`. A pod sets its
+    own name (the Helm chart does)."""
+
     @field_validator("db")
     @classmethod
     def _db(cls, value: str) -> str:

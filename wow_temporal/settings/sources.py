@@ -42,6 +42,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "WOW_API_TENANT_TOKENS_FILE": ("api", "tenant-tokens-file"),
     "WOW_LOG_FORMAT": ("log-format",),
     "WOW_HOST_DB": ("host", "db"),
+    "WOW_HOST_REPLICA": ("host", "replica"),
 }
 """The single-value variables and the key each one sets."""
 _TIMERS_ENV = "WOW_TIMERS_"
