@@ -21,8 +21,8 @@ from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from bench.harness.postgres import Postgres
 from tests.helpers import processes
-from tests.helpers.postgres import Postgres
 from tests.helpers.tracing import reset_tracing
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.testing.time_skipping import skip_time, start_time_skipping

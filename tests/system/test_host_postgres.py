@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.harness.commits import commit as harness_commit
+from bench.harness.postgres import Postgres
 from tests.helpers.eventually import eventually
-from tests.helpers.postgres import Postgres
 from wow_temporal.cli import app as cli
 from wow_temporal.dev.ports import free_port
 from wow_temporal.host.store import (

