@@ -1,8 +1,9 @@
 """The Helm chart helm/wow-temporal, rendered and linted offline by Helm itself (helm-python-sdk):
-for the default values and with every option on. What renders must be what the worker and the
-control API really do: probes on their real endpoints, the settings file at the path WOW_CONFIG
-names (and accepted by `load_settings`), secrets only referenced, the schema refusing bad values
-with a message naming the key, `helm lint` clean. Also the Dockerfile's few promises."""
+for the default values and with every option on. What renders must be what the worker, the
+control API and the domain host really do: probes on their real endpoints, the settings file at
+the path WOW_CONFIG names (and accepted by `load_settings`), secrets only referenced, the schema
+refusing bad values with a message naming the key, `helm lint` clean. Also the Dockerfile's few
+promises."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Any
 
 import helm_python as helm
 import pytest
+import typer
 import yaml
 
+from wow_temporal.cli.host import domain_host
 from wow_temporal.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +33,14 @@ SECRET_VALUES = {
     ("temporal-cloud", "api-key"): "temporal-api-key-s3cr3t-0042",
     ("wow-api-auth", "token"): "operator-token-s3cr3t-0042",
     ("wow-api-auth", "tenants.yaml"): "tenant-a: tenant-a-token-s3cr3t\ntenant-b: [b-new-s3cr3t]\n",
+    ("wow-host-db", "uri"): "postgresql://shop@postgres.db:5432/shop?application_name=s3cr3t-0042",
+    ("wow-host-pg", "pw"): "pg-password-s3cr3t-0042",
 }
+POD = "wt-wow-temporal-host-5d8f7c9b6-x2x4q"
+"""The pod name the downward API gives a materialized pod's `metadata.name`."""
+REPLICA_ENV = "WOW_HOST_REPLICA"
+"""The host replica's name at /wow/followers; not yet a variable `load_settings` knows (#19's
+integration adds it), so left out of the environment the tests load."""
 
 EVERYTHING: dict[str, Any] = {
     "image": {"repository": "registry.example/wow-temporal", "tag": "1.2.3"},
@@ -88,7 +98,34 @@ EVERYTHING: dict[str, Any] = {
         },
         "pdb": {"enabled": True},
     },
+    "host": {
+        "enabled": True,
+        "app": "workers.eshop:apps",
+        "replicas": 3,
+        "port": 8090,
+        "metrics": {"enabled": True, "port": 9466},
+        "db": {
+            "existingSecret": "wow-host-db",
+            "key": "uri",
+            "passwordSecret": "wow-host-pg",
+            "passwordKey": "pw",
+        },
+        "extraEnv": [{"name": "WOW_LOG_FORMAT", "value": "text"}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+            }
+        ],
+    },
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+}
+
+# The domain host alone, its store's URI in a Secret; hostUrl left empty, so the worker
+# delivers to the chart's host Service.
+HOST: dict[str, Any] = {
+    "host": {"enabled": True, "app": "workers.eshop:apps", "db": {"existingSecret": "wow-host-db"}}
 }
 
 # Metrics pushed to the collector: nothing serves /metrics, so no ServiceMonitor either.
@@ -195,7 +232,12 @@ def materialize(
     environ = {}
     for name, item in env_of(one).items():
         if "valueFrom" in item:
-            ref = item["valueFrom"]["secretKeyRef"]
+            source = item["valueFrom"]
+            if "fieldRef" in source:
+                assert source["fieldRef"] == {"fieldPath": "metadata.name"}
+                environ[name] = POD
+                continue
+            ref = source["secretKeyRef"]
             environ[name] = SECRET_VALUES[(ref["name"], ref["key"])]
             continue
         value = item["value"]
@@ -224,6 +266,7 @@ def test_defaults_render_the_worker_and_no_optional_object(chart: Any) -> None:
     assert one["image"] == "wow-temporal:0.1.0"
     assert one["args"] == ["worker"]
     assert "command" not in one  # the image's ENTRYPOINT is wow-temporal
+    assert not [o for o in objects if "host" in o["metadata"]["name"]]
     for o in objects:
         labels = o["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "wow-temporal"
@@ -267,6 +310,7 @@ def test_the_settings_file_reaches_the_path_wow_config_names_and_loads(
         )
         assert volume["configMap"]["name"] == configmap["metadata"]["name"]
         environ = materialize(objects, deployment, tmp_path / deployment["metadata"]["name"])
+        environ.pop(REPLICA_ENV, None)
         settings = load_settings(environ=environ)  # what the pod's process would do at start
         connect = settings.temporal_connect_config()
         expected_temporal = (values or {}).get("temporal", {})
@@ -606,6 +650,13 @@ def test_api_metrics_off_serve_none_and_the_monitor_scrapes_the_worker(
         ({"telemetry": {"tracing": "yes"}}, "/telemetry/tracing", "want boolean"),
         ({"settings": {"telemetry": {"tracing": False}}}, "/settings", "'telemetry' not allowed"),
         ({"api": {"metrics": {"port": 0}}}, "/api/metrics/port", "minimum"),
+        ({"host": {"db": {"uri": "postgresql://shop@pg/shop"}}}, "/host/db", "'uri' not allowed"),
+        ({"host": {"app": "workers.eshop"}}, "/host/app", "pattern"),
+        (
+            {"host": {"db": {"existingSecret": "Not_A_Secret"}}},
+            "/host/db/existingSecret",
+            "pattern",
+        ),
     ],
 )
 def test_the_schema_refuses_bad_values_naming_the_key(
@@ -656,6 +707,12 @@ def test_otlp_metrics_without_an_endpoint_are_refused_naming_otlp_endpoint(chart
             },
             "api.metrics.port and api.port must differ",
         ),
+        ({"host": {"enabled": True, "db": {"existingSecret": "pg"}}}, "host.app"),
+        ({"host": {"enabled": True, "app": "workers.eshop:apps"}}, "host.db.existingSecret"),
+        (
+            {"host": {**HOST["host"], "port": 9466}},
+            "host.metrics.port and host.port must differ",
+        ),
     ],
 )
 def test_combinations_that_cannot_work_fail_with_a_reason(
@@ -667,7 +724,9 @@ def test_combinations_that_cannot_work_fail_with_a_reason(
 
 
 @pytest.mark.parametrize(
-    "values", [None, EVERYTHING, OTLP_METRICS], ids=["defaults", "everything", "otlp-metrics"]
+    "values",
+    [None, EVERYTHING, OTLP_METRICS, HOST],
+    ids=["defaults", "everything", "otlp-metrics", "host"],
 )
 def test_helm_lint_is_clean(values: dict[str, Any] | None) -> None:
     report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE)
@@ -685,6 +744,112 @@ def test_the_defaults_pass_the_schema_and_the_notes_name_the_endpoints(chart: An
     assert "grace period is 105 s" in notes
     assert "exported over OTLP/HTTP to http://otel-collector.observability:4318" in notes
     assert "GET /metrics on port 9464" in notes and "GET /metrics on port 9465" in notes
+
+
+# --- the domain host -----------------------------------------------------------------------------
+
+
+def host_args(one: dict[str, Any]) -> dict[str, Any]:
+    """The container's `wow-temporal host …` as the real CLI parses it (ranges checked)."""
+    command, *args = one["args"]
+    assert command == "host"
+    alone = typer.Typer()
+    alone.command()(domain_host)
+    return typer.main.get_command(alone).make_context(command, args).params
+
+
+def test_the_host_serves_its_probes_and_service_on_the_port_its_command_serves(
+    chart: Any, tmp_path: Path
+) -> None:
+    objects = render(chart, EVERYTHING)
+    host = only(objects, "Deployment", "host")
+    one = container(host)
+    params = host_args(one)
+    assert params["app_ref"] == "workers.eshop:apps"
+    assert (params["host"], params["port"]) == ("0.0.0.0", 8090)
+    assert params["metrics_port"] == port_number(one, "metrics") == 9466
+    for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert probe(one, kind) == ("/health", params["port"])
+    # A Deployment whose rollout adds a replica before it removes one: failover rests on leases
+    # in the database, not on pod identity.
+    assert host["spec"]["replicas"] == 3
+    assert host["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert "StatefulSet" not in kinds(objects)
+    spread = host["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread == EVERYTHING["host"]["topologySpreadConstraints"]
+
+    service = only(objects, "Service", "host")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == host["spec"]["selector"]["matchLabels"]
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
+    assert ports == {"http": (8090, "http"), "metrics": (9466, "metrics")}
+    pdb = only(objects, "PodDisruptionBudget", "host")
+    assert pdb["spec"]["selector"]["matchLabels"] == host["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    monitor = only(objects, "ServiceMonitor", "host")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def test_the_host_reads_its_database_from_secrets_and_temporal_as_the_worker_does(
+    chart: Any, tmp_path: Path
+) -> None:
+    objects = render(chart, EVERYTHING)
+    host = only(objects, "Deployment", "host")
+    env = env_of(container(host))
+    assert env["WOW_HOST_DB"]["valueFrom"]["secretKeyRef"] == {"name": "wow-host-db", "key": "uri"}
+    assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "wow-host-pg", "key": "pw"}
+    assert env[REPLICA_ENV]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    worker_env = env_of(container(only(objects, "Deployment", "worker")))
+    temporal = [name for name in worker_env if name.startswith("TEMPORAL_")]
+    assert len(temporal) == 8  # address, namespace, TLS, server name, 3 files, API key
+    assert [env[name] for name in temporal] == [worker_env[name] for name in temporal]
+    assert "WOW_HOST_URL" not in env
+    environ = materialize(objects, host, tmp_path)
+    assert environ.pop(REPLICA_ENV) == POD
+    assert environ["PGPASSWORD"] == SECRET_VALUES[("wow-host-pg", "pw")]
+    settings = load_settings(environ=environ)
+    assert settings.host.db == SECRET_VALUES[("wow-host-db", "uri")]
+    assert settings.log_format == "text"  # host.extraEnv
+    assert (
+        settings.temporal_connect_config()["api_key"]
+        == SECRET_VALUES[("temporal-cloud", "api-key")]
+    )
+
+
+def test_the_worker_delivers_to_the_charts_host_unless_host_url_is_given(
+    chart: Any, tmp_path: Path
+) -> None:
+    objects = render(chart, HOST)
+    service = only(objects, "Service", "host")
+    assert service["metadata"]["name"] == f"{RELEASE}-wow-temporal-host"
+    (http,) = (p for p in service["spec"]["ports"] if p["name"] == "http")
+    worker = only(objects, "Deployment", "worker")
+    settings = load_settings(environ=materialize(objects, worker, tmp_path))
+    assert settings.host_url == f"http://{service['metadata']['name']}:{http['port']}"
+    host = only(objects, "Deployment", "host")
+    assert host_args(container(host))["port"] == http["port"] == 8089
+    assert "PGPASSWORD" not in env_of(container(host))
+    assert only(objects, "PodDisruptionBudget", "host")["spec"]["maxUnavailable"] == 1
+    notes = chart.render(HOST, name=RELEASE, namespace=NAMESPACE)[
+        "wow-temporal/templates/NOTES.txt"
+    ]
+    assert "delivers due commands to http://wt-wow-temporal-host:8089" in notes
+    assert "The domain host serves workers.eshop:apps in 2 replica(s)" in notes
+    assert "Secret wow-host-db (key uri)" in notes and "/wow/followers" in notes
+
+    given = render(chart, {**HOST, "hostUrl": "http://orders.shop:8089"})
+    worker = only(given, "Deployment", "worker")
+    assert env_of(container(worker))["WOW_HOST_URL"]["value"] == "http://orders.shop:8089"
+
+
+def test_a_single_host_replica_gets_no_disruption_budget(chart: Any) -> None:
+    objects = render(chart, {"host": {**HOST["host"], "replicas": 1}})
+    assert only(objects, "Deployment", "host")["spec"]["replicas"] == 1
+    budgets = [o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert budgets == [f"{RELEASE}-wow-temporal-worker"]
 
 
 # --- the image -----------------------------------------------------------------------------------

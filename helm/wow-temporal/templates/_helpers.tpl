@@ -48,7 +48,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-Worker and API names and their component labels.
+Worker, API and host names and their component labels.
 */}}
 {{- define "wow-temporal.workerName" -}}
 {{- printf "%s-worker" (include "wow-temporal.fullname" .) | trunc 63 | trimSuffix "-" }}
@@ -56,6 +56,10 @@ Worker and API names and their component labels.
 
 {{- define "wow-temporal.apiName" -}}
 {{- printf "%s-api" (include "wow-temporal.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "wow-temporal.hostName" -}}
+{{- printf "%s-host" (include "wow-temporal.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{- define "wow-temporal.workerSelectorLabels" -}}
@@ -66,6 +70,39 @@ app.kubernetes.io/component: worker
 {{- define "wow-temporal.apiSelectorLabels" -}}
 {{ include "wow-temporal.selectorLabels" . }}
 app.kubernetes.io/component: api
+{{- end }}
+
+{{- define "wow-temporal.hostSelectorLabels" -}}
+{{ include "wow-temporal.selectorLabels" . }}
+app.kubernetes.io/component: host
+{{- end }}
+
+{{/*
+The URL the worker delivers to (WOW_HOST_URL): hostUrl, else the chart's host Service when
+host.enabled, else http://domain-host:8089.
+*/}}
+{{- define "wow-temporal.hostUrl" -}}
+{{- if .Values.hostUrl }}
+{{- .Values.hostUrl }}
+{{- else if .Values.host.enabled }}
+{{- printf "http://%s:%d" (include "wow-temporal.hostName" .) (int .Values.host.port) }}
+{{- else -}}
+http://domain-host:8089
+{{- end }}
+{{- end }}
+
+{{/*
+Where a component's pods may run: its nodeSelector, affinity, tolerations and
+topologySpreadConstraints (called with the component's values).
+*/}}
+{{- define "wow-temporal.placement" -}}
+{{- $placement := dict }}
+{{- range $key := list "nodeSelector" "affinity" "tolerations" "topologySpreadConstraints" }}
+{{- with index $ $key }}
+{{- $_ := set $placement $key . }}
+{{- end }}
+{{- end }}
+{{- with $placement }}{{ toYaml . }}{{ end }}
 {{- end }}
 
 {{/*
@@ -103,7 +140,8 @@ certificate, and the API's tenant tokens.
 
 {{/*
 "true" when the worker serves Prometheus metrics (worker.metrics on, telemetry.metrics
-prometheus), and when the control API does (api and api.metrics on too); empty otherwise.
+prometheus), and when the control API or the host does (api or host and its metrics on too);
+empty otherwise.
 */}}
 {{- define "wow-temporal.workerMetrics" -}}
 {{- if and .Values.worker.metrics.enabled (eq .Values.telemetry.metrics "prometheus") }}true{{ end }}
@@ -111,6 +149,10 @@ prometheus), and when the control API does (api and api.metrics on too); empty o
 
 {{- define "wow-temporal.apiMetrics" -}}
 {{- if and .Values.api.enabled .Values.api.metrics.enabled (eq .Values.telemetry.metrics "prometheus") }}true{{ end }}
+{{- end }}
+
+{{- define "wow-temporal.hostMetrics" -}}
+{{- if and .Values.host.enabled .Values.host.metrics.enabled (eq .Values.telemetry.metrics "prometheus") }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -152,8 +194,8 @@ Refuse combinations the schema cannot say clearly.
 {{- if and .Values.serviceMonitor.enabled (eq .Values.telemetry.metrics "otlp") }}
 {{- fail "serviceMonitor.enabled: telemetry.metrics is otlp, so no process serves /metrics to scrape (they are pushed to telemetry.otlpEndpoint)" }}
 {{- end }}
-{{- if and .Values.serviceMonitor.enabled (not (include "wow-temporal.workerMetrics" .)) (not (include "wow-temporal.apiMetrics" .)) }}
-{{- fail "serviceMonitor.enabled needs worker.metrics.enabled (or api.metrics.enabled with api.enabled): there is no /metrics to scrape" }}
+{{- if and .Values.serviceMonitor.enabled (not (include "wow-temporal.workerMetrics" .)) (not (include "wow-temporal.apiMetrics" .)) (not (include "wow-temporal.hostMetrics" .)) }}
+{{- fail "serviceMonitor.enabled needs worker.metrics.enabled (or api.metrics.enabled with api.enabled, or host.metrics.enabled with host.enabled): there is no /metrics to scrape" }}
 {{- end }}
 {{- if and .Values.api.enabled .Values.api.metrics.enabled (eq (int .Values.api.metrics.port) (int .Values.api.port)) }}
 {{- fail (printf "api.metrics.port and api.port must differ, both are %d" (int .Values.api.port)) }}
@@ -163,6 +205,17 @@ Refuse combinations the schema cannot say clearly.
 {{- end }}
 {{- if and .Values.api.enabled (not .Values.api.auth.tokenKey) (not .Values.api.auth.tenantTokensKey) }}
 {{- fail "api.auth: give api.auth.tokenKey or api.auth.tenantTokensKey, or the control API would accept every caller" }}
+{{- end }}
+{{- with .Values.host }}
+{{- if and .enabled (not .app) }}
+{{- fail "host.app: the domain host needs the module:attr of the App it serves (--app)" }}
+{{- end }}
+{{- if and .enabled (not .db.existingSecret) }}
+{{- fail "host.db.existingSecret: the host's replicas share one PostgreSQL database (a SQLite file cannot be shared); give an existing Secret holding its postgresql:// URI (host.db.key)" }}
+{{- end }}
+{{- if and .enabled .metrics.enabled (eq (int .metrics.port) (int .port)) }}
+{{- fail (printf "host.metrics.port and host.port must differ, both are %d" (int .port)) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.temporal.tls.existingSecret (not .Values.temporal.tls.enabled) }}
 {{- fail "temporal.tls.existingSecret needs temporal.tls.enabled: a client certificate is only sent over TLS" }}
