@@ -34,6 +34,6 @@ WORKDIR /app
 # Numeric, so Kubernetes can check runAsNonRoot without resolving the name.
 USER 10001:10001
 # The worker's health (/livez, /readyz) and metrics ports, and the control API's and its metrics.
-EXPOSE 8081 9464 8088 9465
+EXPOSE 8081 9464 8088 9465 8089 9466
 ENTRYPOINT ["wow-temporal"]
 CMD ["worker"]

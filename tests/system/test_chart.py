@@ -310,7 +310,6 @@ def test_the_settings_file_reaches_the_path_wow_config_names_and_loads(
         )
         assert volume["configMap"]["name"] == configmap["metadata"]["name"]
         environ = materialize(objects, deployment, tmp_path / deployment["metadata"]["name"])
-        environ.pop(REPLICA_ENV, None)
         settings = load_settings(environ=environ)  # what the pod's process would do at start
         connect = settings.temporal_connect_config()
         expected_temporal = (values or {}).get("temporal", {})
@@ -808,10 +807,11 @@ def test_the_host_reads_its_database_from_secrets_and_temporal_as_the_worker_doe
     assert [env[name] for name in temporal] == [worker_env[name] for name in temporal]
     assert "WOW_HOST_URL" not in env
     environ = materialize(objects, host, tmp_path)
-    assert environ.pop(REPLICA_ENV) == POD
+    assert environ[REPLICA_ENV] == POD
     assert environ["PGPASSWORD"] == SECRET_VALUES[("wow-host-pg", "pw")]
     settings = load_settings(environ=environ)
     assert settings.host.db == SECRET_VALUES[("wow-host-db", "uri")]
+    assert settings.host.replica == POD
     assert settings.log_format == "text"  # host.extraEnv
     assert (
         settings.temporal_connect_config()["api_key"]
@@ -865,7 +865,7 @@ def test_the_dockerfile_builds_a_slim_non_root_image_of_the_wheel_only() -> None
     assert 'pip install "$(ls /tmp/dist/*.whl)[otlp,postgres]"' in text
     assert "[dev]" not in text and "[testing]" not in text
     exposed = next(line for line in text.splitlines() if line.startswith("EXPOSE ")).split()[1:]
-    assert {"8081", "9464", "8088", "9465"} <= set(exposed)
+    assert {"8081", "9464", "8088", "9465", "8089", "9466"} <= set(exposed)
     user = next(line for line in text.splitlines() if line.startswith("USER "))
     assert user.split()[1].split(":")[0] not in ("0", "root")
     assert 'ENTRYPOINT ["wow-temporal"]' in text and 'CMD ["worker"]' in text
