@@ -210,12 +210,15 @@ async def holder(replicas: Sequence[Replica], follower: str = RELAY) -> str | No
 
 
 async def schedule_things(host: DomainHost, prefix: str, count: int) -> set[str]:
-    """`count` things each scheduling a reminder; their commits' ids."""
+    """`count` things each scheduling a reminder; their commits' ids. Sent again as is, the
+    same commands are duplicates: nothing more is decided."""
     ids = set()
     for n in range(count):
         ref = thing(f"{prefix}{n}")
-        assert (await host.send(command("CreateThing", ref, {"name": "x"}))).ok
-        assert (await host.send(command("ScheduleOnly", ref))).ok
+        for kind, body in (("CreateThing", {"name": "x"}), ("ScheduleOnly", {})):
+            request_id = f"{kind}-{ref.aggregate_id}"
+            sent = await host.send(command(kind, ref, body, request_id=request_id))
+            assert sent.ok or sent.error_code == "DuplicateRequestId", sent
         ids.add((await host.commits(ref))[-1].id)
     return ids
 
@@ -267,3 +270,29 @@ async def test_a_follower_is_taken_over_when_its_replica_stops_or_stalls_skippin
             await old.runtime.leases.claim()
             status = (await old.followers())[RELAY]
             assert (status["holder"], status["here"]) == (other.runtime.replica, False)
+
+
+async def test_commands_and_followers_go_on_after_postgresql_restarts() -> None:
+    """PostgreSQL restarted under a replica (every connection cut): commands are answered Ok
+    again (the pool reconnects; one that fails meanwhile is a 500 its sender retries), and the
+    relay hands over everything, none skipped."""
+    server = Postgres()  # its own: a restart would cut the other tests' connections
+    server.start()
+    try:
+        async with running(server.database(), "host-a") as (replica,):
+            host = replica.runtime.host
+            before = await schedule_things(host, "before", 2)
+            await asyncio.to_thread(server.restart)
+
+            async def schedule_again() -> set[str] | None:
+                with contextlib.suppress(AssertionError):
+                    return await schedule_things(host, "after", 2)
+                return None
+
+            after = await eventually(schedule_again, within=30, what="commands Ok again")
+            await eventually(
+                lambda: before | after <= handed([replica]), within=30, what="all handed over"
+            )
+            assert (await replica.followers())[RELAY]["holder"] == "host-a"
+    finally:
+        server.stop()
