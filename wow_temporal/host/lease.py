@@ -89,6 +89,8 @@ class LeaseKeeper:
         self._changed = asyncio.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="wow-lease")
         self._failing = False
+        self._shared = not isinstance(leases, SoleLeases)
+        """Replicas share the store: who takes a follower over is worth a log line."""
 
     def holds(self, name: str) -> bool:
         """True while this replica may run follower `name`."""
@@ -129,7 +131,8 @@ class LeaseKeeper:
         for name in held:
             if not self.holds(name):
                 self._terms[name] += 1
-                logger.info("%s: this replica (%s) runs it now", name, self.holder)
+                if self._shared:
+                    logger.info("%s: this replica (%s) runs it now", name, self.holder)
             self._until[name] = until
         for name in set(self._until) - held:
             if self.holds(name):
