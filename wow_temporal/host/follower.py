@@ -72,9 +72,13 @@ class Follower(ABC):
         self._poll_s = self.shared_poll_interval_s if host.store.shared else self.poll_interval_s
 
     def reset(self) -> None:
-        """Forget what is kept in memory of the log (another replica may have moved on)."""
+        """Forget what is kept in memory of the log (another replica may have moved on), and
+        the failure it saw then."""
         self._position = None
         self._recorded = None
+        self._failing_since = None
+        self._last_error = None
+        self._attempt = 0
 
     @abstractmethod
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
@@ -89,7 +93,7 @@ class Follower(ABC):
 
     async def record(self) -> None:
         """Record the position reached, if it is not yet (the runtime calls it at stop)."""
-        if not self._runs_here():
+        if not self.runs_here():
             return
         if self._position is not None and self._position != self._recorded:
             await self._record(self._position)
@@ -101,35 +105,37 @@ class Follower(ABC):
 
     async def status(self, holders: dict[str, str] | None = None) -> FollowerStatus:
         """Where it is; `holders` (the leases' holders) says which replica runs it."""
-        here = self._runs_here()
-        if here:
-            position = await self.position()
-        else:
+        if not self.runs_here():
             position = await self.host.run(lambda: self.host.store.position(self.name))
-        behind = await self.host.run(lambda: self.host.store.behind(position))
-        if not here:
+            behind = await self.host.run(lambda: self.host.store.behind(position))
             holder = (holders or {}).get(self.name)
             return FollowerStatus(self.name, position, behind, None, None, holder, False)
-        holder = self.lease.holder if self.lease is not None else None
+        self._take_term()
+        position = await self.position()
+        behind = await self.host.run(lambda: self.host.store.behind(position))
+        holder = self.lease.name if self.lease is not None else None
         return FollowerStatus(
             self.name, position, behind, self._failing_since, self._last_error, holder, True
         )
 
-    def _runs_here(self) -> bool:
+    def runs_here(self) -> bool:
+        """Whether this replica may run the follower now (its lease is trusted here)."""
         return self.lease is None or self.lease.holds(self.name)
 
+    def _take_term(self) -> None:
+        """On a lease newly taken here: forget what another replica may have moved past."""
+        if self.lease is not None and self.lease.term(self.name) != self._term:
+            self._term = self.lease.term(self.name)
+            self.reset()
+
     async def _hold(self) -> bool:
-        """Whether this replica runs the follower now (waiting a little for the lease if not);
-        on taking the lease it reads the position again."""
+        """Whether this replica runs the follower now (waiting a little for the lease if not)."""
         if self.lease is None:
             return True
         if not self.lease.holds(self.name):
             await self.lease.wait(self.name)
             return False
-        term = self.lease.term(self.name)
-        if term != self._term:
-            self._term = term
-            self.reset()
+        self._take_term()
         return True
 
     async def step(self) -> int:

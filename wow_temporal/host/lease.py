@@ -4,12 +4,14 @@ lease, a row in the store with a deadline that its holder renews every `RENEW_S`
 A replica that dies or stalls stops renewing; its leases lapse after `TTL_S` and another replica
 takes them at its next claim, so a follower is taken over within `TTL_S + RENEW_S` seconds (a
 replica that stops cleanly lets go at once). The deadline is the database's clock, so replicas'
-clocks need not agree. A replica trusts a lease for `TTL_S - MARGIN_S` after the claim was sent
-(its own monotonic clock), so it stops acting before the database lets another replica take it.
+clocks need not agree. A replica trusts a lease for `TTL_S * (1 - MARGIN)` after the claim was
+sent (its own monotonic clock), so it stops acting before the database lets another replica
+take it.
 
-A stalled replica may still finish the batch it was handling when it wakes: the followers'
-handling is idempotent (the timers take a commit once, a saga's commands carry request ids), and
-a position recorded twice or out of turn never moves a follower back.
+A replica that stalls mid-batch checks its lease again before each request to Temporal (the
+relay's `fence`), so it hands nothing over once another replica may run the relay; a saga's
+commands carry request ids, so one sent twice is decided once. A position recorded twice or out
+of turn never moves a follower back.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
-__all__ = ["MARGIN_S", "RENEW_S", "TTL_S", "LeaseKeeper", "Leases", "SoleLeases", "replica_name"]
+__all__ = ["MARGIN", "RENEW_S", "TTL_S", "LeaseKeeper", "Leases", "SoleLeases", "replica_name"]
 
 logger = logging.getLogger("wow_temporal.host")
 
@@ -33,8 +36,10 @@ TTL_S = 5.0
 """How long a lease lasts unless renewed (the database's clock)."""
 RENEW_S = 1.0
 """How often a replica renews its leases and claims the lapsed ones."""
-MARGIN_S = 0.5
-"""How much sooner than the database a holder stops trusting its lease."""
+MARGIN = 0.3
+"""The part of a lease's time a holder gives up at its end: it stops trusting a lease of 5 s
+1.5 s before the database lets another replica take it (a request sent just before is then
+long answered)."""
 
 
 def replica_name() -> str:
@@ -75,13 +80,17 @@ class SoleLeases:
 
 
 class LeaseKeeper:
-    """Claims and renews the leases of `names` for replica `holder`, on a thread of its own (a
-    busy store thread never delays a renewal); followers ask `holds` before each step."""
+    """Claims and renews the leases of `names` for replica `name`, on a thread of its own (a
+    busy store thread never delays a renewal); followers ask `holds` before each step, and
+    the relay before each hand-over to Temporal."""
 
-    def __init__(self, leases: Leases, names: Iterable[str], holder: str) -> None:
+    def __init__(self, leases: Leases, names: Iterable[str], name: str) -> None:
         self.leases = leases
         self.names = sorted(set(names))  # one order: claims of two replicas never deadlock
-        self.holder = holder
+        self.name = name
+        self.holder = f"{name}#{uuid.uuid4().hex[:8]}"
+        """What the lease rows hold: the name and this process's own token, so two processes
+        given one name (or one restarted under it) never hold a lease together."""
         self.ttl_s = TTL_S
         self.renew_s = RENEW_S
         self._until: dict[str, float] = {}
@@ -121,18 +130,27 @@ class LeaseKeeper:
             held = await self._call(lambda: self.leases.claim(self.names, self.holder, self.ttl_s))
         except Exception as error:  # the database is away: the leases lapse on their own
             if not self._failing:
-                logger.warning("leases: cannot renew (%s: %s)", type(error).__name__, error)
+                running = ", ".join(name for name in self.names if self.holds(name)) or "none"
+                logger.warning(
+                    "leases: cannot renew (%s: %s); the followers run here (%s) stop once "
+                    "their leases lapse",
+                    type(error).__name__,
+                    error,
+                    running,
+                )
             self._failing = True
             return
         if self._failing:
             logger.warning("leases: renewing again")
         self._failing = False
-        until = sent + self.ttl_s - MARGIN_S
+        self._renewed(held, sent + self.ttl_s * (1 - MARGIN))
+
+    def _renewed(self, held: set[str], until: float) -> None:
         for name in held:
             if not self.holds(name):
                 self._terms[name] += 1
                 if self._shared:
-                    logger.info("%s: this replica (%s) runs it now", name, self.holder)
+                    logger.info("%s: this replica (%s) runs it now", name, self.name)
             self._until[name] = until
         for name in set(self._until) - held:
             if self.holds(name):
@@ -147,16 +165,18 @@ class LeaseKeeper:
             await asyncio.sleep(self.renew_s)
 
     async def release(self) -> None:
-        """Let go of every lease held (at stop): another replica takes them at its next claim."""
-        held = [name for name in self.names if self.holds(name)]
+        """Let go of every lease this process holds in the store, trusted here or not (at stop,
+        after `run` is cancelled): another replica takes them at its next claim. The release
+        queues behind a claim still running on the lease thread, so none is taken after it."""
         self._until.clear()
-        if held:
-            try:
-                await self._call(lambda: self.leases.release(held, self.holder))
-            except Exception as error:  # they lapse on their own
-                logger.warning("leases: cannot let go (%s: %s)", type(error).__name__, error)
-        self._executor.shutdown(wait=False)
+        try:
+            await self._call(lambda: self.leases.release(self.names, self.holder))
+        except Exception as error:  # they lapse on their own
+            logger.warning("leases: cannot let go (%s: %s)", type(error).__name__, error)
+        self._executor.shutdown(wait=True)
 
     async def holders(self) -> dict[str, str]:
-        """Who holds each lease (the database's answer)."""
-        return await self._call(self.leases.holders)
+        """Which replica holds each lease (the database's answer; not on the lease thread, so
+        reading it never delays a renewal)."""
+        held = await asyncio.to_thread(self.leases.holders)
+        return {name: holder.rpartition("#")[0] or holder for name, holder in held.items()}

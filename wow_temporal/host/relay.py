@@ -21,6 +21,7 @@ from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
 from wow_temporal.model import Commit
+from wow_temporal.timers.client import fenced
 from wow_temporal.timers.fold import Horizon
 
 __all__ = ["RELAY", "Relay", "Timers"]
@@ -85,7 +86,8 @@ class Relay(Follower):
                 later = await self._read_ahead(commits[-1][0])
                 within = self.timeout_s + self.timeout_per_commit_s * len(scheduling)
                 async with asyncio.timeout(within):
-                    await self._timers.apply_many(scheduling, later=later)
+                    with fenced(self.runs_here):  # nothing sent once the lease lapsed here
+                        await self._timers.apply_many(scheduling, later=later)
             except TimeoutError:
                 raise TimeoutError(
                     f"the timers did not take {len(scheduling)} commits in {within:.0f} s"

@@ -66,7 +66,7 @@ class HostRuntime:
 
     @property
     def replica(self) -> str:
-        return self.leases.holder
+        return self.leases.name
 
     def start(self) -> None:
         """Start the followers on the running loop, and the claims of their leases."""

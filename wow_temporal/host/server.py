@@ -3,7 +3,6 @@ aggregates, and a read of one aggregate (`GET /wow/aggregate/...`) to see what i
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -287,30 +286,36 @@ async def read(
 @_routes.get(
     "/wow/followers",
     summary="The log's followers (the relay to the timers, the sagas): where each is",
+    response_model=list[FollowerView],
+    responses={503: {"model": ErrorInfo, "description": "The store cannot be read now"}},
 )
-async def followers_status(request: Request) -> list[FollowerView]:
-    """Where each follower of the log is, and whether it fails."""
+async def followers_status(request: Request) -> list[FollowerView] | JSONResponse:
+    """Where each follower of the log is, which replica runs it, and whether it fails."""
     followers: list[Follower] = request.app.state.followers
     leases: LeaseKeeper | None = request.app.state.leases
-    holders: dict[str, str] = {}
-    if leases is not None:
-        with contextlib.suppress(Exception):  # the store is away: the positions say so too
-            holders = await leases.holders()
-    shown = []
-    for follower in followers:
-        status = await follower.status(holders)
-        shown.append(
-            FollowerView(
-                name=status.name,
-                position=status.position,
-                behind=status.behind,
-                failing_since=status.failing_since,
-                last_error=status.last_error,
-                holder=status.holder,
-                here=status.here,
-            )
+    try:
+        holders = await leases.holders() if leases is not None else {}
+        statuses = [await follower.status(holders) for follower in followers]
+    except Exception as error:  # what is not known now is not shown as if it were
+        return JSONResponse(
+            ErrorInfo(
+                error_code="ServiceUnavailable",
+                error_msg=f"cannot read the store: {type(error).__name__}: {error}",
+            ).model_dump(),
+            status_code=503,
         )
-    return shown
+    return [
+        FollowerView(
+            name=status.name,
+            position=status.position,
+            behind=status.behind,
+            failing_since=status.failing_since,
+            last_error=status.last_error,
+            holder=status.holder,
+            here=status.here,
+        )
+        for status in statuses
+    ]
 
 
 @_routes.get("/health", summary="The host is up")

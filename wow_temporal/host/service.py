@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 import weakref
@@ -197,15 +198,17 @@ class DomainHost:
         earlier = await self._decided_before(message, result)
         if earlier is not None:
             return earlier
-        for _ in range(_DECIDE_AGAIN_LIMIT):
+        for attempt in range(_DECIDE_AGAIN_LIMIT):
             answer = await self._decide_once(app, model, message, result, key)
             if answer is not None:
                 return answer
+            await asyncio.sleep(random.uniform(0, 0.002 * attempt))  # replicas fall out of step
+        # a technical failure (500): every sender retries it with its request id, nothing decided
         return result.refused(
             Rejection(
-                "EventVersionConflict",
+                "InternalServerError",
                 f"{message.ref}: other replicas committed to it first "
-                f"{_DECIDE_AGAIN_LIMIT} times; send it again",
+                f"{_DECIDE_AGAIN_LIMIT} times in a row; send it again",
             )
         )
 
@@ -248,7 +251,7 @@ class DomainHost:
         except DuplicateRequestError as duplicate:
             if duplicate.record.commit_id == commit.id:  # committed, then the line dropped
                 return self._committed(model, current, commit, decided.events, result)
-            return result.duplicate(duplicate.record.version)
+            return _answer_decided(duplicate.record, message, result)  # another replica's
         except VersionConflictError:
             # decided again on what it is now; a version the sender expects is then refused
             self._cache.pop(key, None)

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
@@ -70,12 +72,14 @@ __all__ = [
     "TIMER_ID_PREFIX",
     "TIMER_TASK_QUEUE",
     "Applied",
+    "FenceLapsedError",
     "TimerClient",
     "TimerError",
     "TimerFilter",
     "TimerInfo",
     "TimerNotAnsweredError",
     "TimerNotFoundError",
+    "fenced",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,6 +119,32 @@ class TimerNotFoundError(TimerError, LookupError):
 
 class TimerNotAnsweredError(TimerError):
     """No worker answered an operator's request in time; what happens to it is said."""
+
+
+class FenceLapsedError(RuntimeError):
+    """The lease a hand-over runs under lapsed (`fenced`): it stops before its next request."""
+
+
+_fence: ContextVar[Callable[[], bool] | None] = ContextVar("wow_timers_fence", default=None)
+
+
+@contextlib.contextmanager
+def fenced(holds: Callable[[], bool]) -> Iterator[None]:
+    """Hand changes over only while `holds()`: checked right before each request that starts or
+    signals a timer. A relay under a lease hands over this way, so a replica that stalled
+    mid-batch sends nothing once another may run the relay (the check of a key's last run and
+    the start after it are one step only within one process)."""
+    token = _fence.set(holds)
+    try:
+        yield
+    finally:
+        _fence.reset(token)
+
+
+def _check_fence() -> None:
+    holds = _fence.get()
+    if holds is not None and not holds():
+        raise FenceLapsedError("the lease this hand-over ran under lapsed: stopped before sending")
 
 
 class Applied(BaseModel):
@@ -470,6 +500,7 @@ class TimerClient:
         if due is not None and self.start_delay:
             wait = due - datetime.now(UTC)
             delay = wait if wait > timedelta(0) else None
+        _check_fence()
         await self.client.start_workflow(
             TIMER_WORKFLOW,
             TimerInput(state=state, delivery=self.delivery),
@@ -502,6 +533,7 @@ class TimerClient:
         cancelled: harmless, it keeps the deletion's order.
         """
         state = core.initial(change)  # what it shows until a worker runs it
+        _check_fence()
         try:
             await self.client.start_workflow(
                 TIMER_WORKFLOW,
