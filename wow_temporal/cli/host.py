@@ -40,7 +40,8 @@ def domain_host(
         str | None,
         typer.Option(
             help="The event store: a SQLite file (one host per file) or a postgresql:// URI "
-            "(password there, in PGPASSWORD or a PGPASSFILE). Default: wow.host.db "
+            "(any number of replicas, each named by WOW_HOST_REPLICA; password there, in "
+            "PGPASSWORD or a PGPASSFILE). Default: wow.host.db "
             "(WOW_HOST_DB), else .wow-temporal/domain.db.",
             show_default=False,
         ),

@@ -188,8 +188,9 @@ class HostSettings(Section):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     db: str = Field(default=DEFAULT_HOST_DB, repr=False)
-    """Its event store: a SQLite file (one host per file) or a `postgresql://` URI, its
-    password there or in `PGPASSWORD` or a password file (`PGPASSFILE`); `--db` wins."""
+    """Its event store: a SQLite file (one host per file) or a `postgresql://` URI (any number
+    of replicas), its password there or in `PGPASSWORD` or a password file (`PGPASSFILE`);
+    `--db` wins."""
 
     replica: Annotated[str | None, BeforeValidator(blank_is_none)] = Field(
         default=None, max_length=200
