@@ -867,16 +867,20 @@ FROM pg_stat_database WHERE datname = current_database()
 """
 """The database's transactions committed and rolled back; the server's WAL fsyncs."""
 PG_STATES = """
-SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
+SELECT (SELECT count(*) FROM pg_locks l JOIN pg_database d ON l.database = d.oid
+        WHERE d.datname = current_database() AND l.locktype = 'relation'
+            AND l.mode = 'ExclusiveLock' AND l.granted),
+    count(*) FILTER (WHERE wait_event_type = 'Lock'),
     count(*) FILTER (WHERE wait_event ILIKE 'wal%'),
     count(*) FILTER (WHERE state = 'idle in transaction'),
     count(*) FILTER (WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'
         AND wait_event NOT ILIKE 'wal%')
 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
-STATES = ("lock", "wal", "idle_in_tx", "active")
-"""The database's backends, as `PG_STATES` counts them: waiting for a lock (a commit waits
-for the table lock another holds), for the WAL (its write, fsync, or their lock), in a
+STATES = ("lock_held", "lock", "wal", "idle_in_tx", "active")
+"""The database's backends, as `PG_STATES` counts them: holding the events table's EXCLUSIVE
+lock (every commit takes it to its end: commits are one at a time, across replicas), waiting
+for a lock (a commit waits for that one), for the WAL (its write, fsync, or their lock), in a
 transaction waiting for its host's next statement, and running a statement."""
 SAMPLE_S = 0.05
 
@@ -1236,17 +1240,19 @@ def print_replicas(r: Report) -> None:
             f"  {c.cores_used:4.2f}, {c.machine_cores:4.2f} of {CORES}"
         )
     print(
-        f"  PostgreSQL a command (transactions, WAL fsyncs) and its backends on average over the "
-        f"load (sampled every {1000 * SAMPLE_S:.0f} ms): waiting for a lock | for the WAL | in a "
-        f"transaction, waiting for its host | running"
+        f"  PostgreSQL a command (transactions, WAL fsyncs; the events table's commit lock held, "
+        f"ms a command) and its backends on average over the load (sampled every "
+        f"{1000 * SAMPLE_S:.0f} ms): holding the commit lock | waiting for a lock | for the WAL | "
+        "in a transaction, waiting for their host | running"
     )
     for c in r.replicas:
         if c.key == "sqlite":
             continue
         b = [c.backends.get(state, math.nan) for state in STATES]
+        held = ratio(1000 * b[0], c.run.rate)
         print(
-            f"    {c.label:17} {c.committed + c.rolled_back:5.2f} tx  {c.wal_fsyncs:5.2f} fsyncs"
-            f"   {b[0]:5.2f} | {b[1]:5.2f} | {b[2]:5.2f} | {b[3]:5.2f}"
+            f"    {c.label:17} {c.committed + c.rolled_back:5.2f} tx  {c.wal_fsyncs:5.2f} fsyncs "
+            f"{held:5.2f} ms held   {' | '.join(f'{x:4.2f}' for x in b)}"
         )
     two, said = r.scaling
     print(f"  PostgreSQL x2 / x1 = {two:.2f} (target >= {SCALE_TARGET}) {said}")
@@ -1320,6 +1326,7 @@ def replica_verdicts(configs: Sequence[Replicas]) -> Verdicts:
             ratios[f"{key}_per_pg1"] = ratio(run.rate, one.run.rate)
         figures |= {f"{key}_tx_per_command": c.committed + c.rolled_back}
         figures |= {f"{key}_wal_fsyncs_per_command": c.wal_fsyncs}
+        figures[f"{key}_commit_lock_held"] = c.backends.get("lock_held", math.nan)
     return Verdicts(must_be_positive=positive, ratios=ratios, figures=figures)
 
 
