@@ -34,18 +34,20 @@ flight, each with its own request id). Measured:
    command to any replica, so a replica's aggregate in memory is often stale and is decided
    again), on real `wow-temporal host` processes (Temporal at a port nothing serves: ReceiveStock
    sets no schedule): the SQLite host, then 1, 2 and 3 replicas on one PostgreSQL database each
-   (`bench.harness.postgres`, fsync on, as a real server commits). Per configuration: commands/s,
-   the ratio to PG x1 and to the SQLite host, p50/p99, CPU a command in the hosts (summed), in
-   PostgreSQL (postmaster and backends) and in the client, the cores those and the whole machine
-   kept busy; PostgreSQL's transactions and WAL fsyncs a command, and its backends' states
-   sampled over the load (waiting for a lock, for the WAL, for their host mid-transaction,
-   running). Target: PG x2 >= 1.3 x PG x1, informational where the cores ran out (>= 90% busy):
-   then the CPU a command says how it scales with more cores. `--quick`: PG x1 and x2 only.
+   (`bench.harness.postgres`, fsync on, as a real server commits), in `--rounds` rounds on fresh
+   stores, the best round of each kept. Per configuration: commands/s, the ratio to PG x1 and to
+   the SQLite host, p50/p99, CPU a command in the hosts (summed), in PostgreSQL (postmaster and
+   backends) and in the client, the cores those and the whole machine kept busy; PostgreSQL's
+   transactions and WAL fsyncs a command, and its backends' states sampled over the load
+   (holding the events table's commit lock, waiting for a lock, for the WAL, for their host
+   mid-transaction, running). Target: PG x2 >= 1.3 x PG x1, informational where the cores ran
+   out (>= 90% busy): then the CPU a command says how it scales with more cores. `--quick`: PG
+   x1 and x2 only, one round.
 
 Run: `.venv/bin/python -m bench.host [--quick] [--duration S] [--concurrency N] [--no-temporal]
-[--no-replicas] [--json] [--keep]`. Exits 0 unless a command failed or a path was not taken;
-no rate or ratio is asserted (the machine is small and noisy). The default run takes about three
-and a half minutes on two cores.
+[--no-replicas] [--rounds N] [--json] [--keep]`. Exits 0 unless a command failed or a path was
+not taken; no rate or ratio is asserted (the machine is small and noisy). The default run takes
+about four and a half minutes on two cores.
 """
 
 from __future__ import annotations
@@ -891,7 +893,7 @@ class Replicas:
     """One configuration under the ReceiveStock load: its commands, and the CPU each side used
     a command over it (the hosts summed; PostgreSQL's postmaster and backends; this process,
     the client); PostgreSQL's transactions and WAL fsyncs a command over the whole of it (the
-    start and the warm-up included; a read rolls back, a conflict adds a write rolled back)."""
+    start and the warm-up included; a conflict's refused write is among those rolled back)."""
 
     key: str
     label: str
