@@ -17,7 +17,7 @@ from bench.harness.report import (
     verdict,
 )
 from bench.harness.stats import percentile, summary
-from bench.harness.usage import cpu_seconds, rss_mb
+from bench.harness.usage import busy_cpu_seconds, cpu_seconds, rss_mb, tree_cpu_seconds
 from bench.harness.workflows import still_running
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Verdicts",
     "answers",
     "bench_main",
+    "busy_cpu_seconds",
     "commit",
     "cpu_seconds",
     "iso_ms",
@@ -48,6 +49,7 @@ __all__ = [
     "still_running",
     "summary",
     "to_json",
+    "tree_cpu_seconds",
     "verdict",
     "worker_env",
 ]

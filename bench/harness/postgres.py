@@ -71,6 +71,11 @@ class Postgres:
         self._started = False
         self._start()
 
+    @property
+    def pid(self) -> int:
+        """The postmaster's process id (its backends are its children)."""
+        return int((self._data / "postmaster.pid").read_text().split()[0])
+
     def uri(self, database: str = "postgres") -> str:
         return f"postgresql://{_USER}@127.0.0.1:{self.port}/{database}"
 

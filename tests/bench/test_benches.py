@@ -76,11 +76,18 @@ BENCHES = {
             "relay_lag_p50_ms",
             "timer_starts_read",
             "timers_ingest",
+            "replicas_pg1_rate",
+            "replicas_pg2_rate",
+            "replicas_pg1_pg_cpu_ms",
+            "replicas_pg2_host_cpu_ms",
         ),
-        ratios=tuple(
-            f"{kind}_http_per_{floor}"
-            for kind in ("receive_stock", "confirm_order_stock")
-            for floor in ("sqlite", "recorder", "in_process")
+        ratios=(
+            *(
+                f"{kind}_http_per_{floor}"
+                for kind in ("receive_stock", "confirm_order_stock")
+                for floor in ("sqlite", "recorder", "in_process")
+            ),
+            "replicas_pg2_per_pg1",
         ),
     ),
     "soak": Bench(
