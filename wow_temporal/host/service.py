@@ -73,9 +73,9 @@ class DomainHost:
     """Serves the commands of `apps`' aggregates over `store`; each commit wakes the followers.
 
     It keeps aggregates in memory between commands. Where other replicas commit to the same
-    store, what it keeps may be behind: a commit on it conflicts, and a decision to commit
-    nothing is checked against the store first; either way the command is decided again on
-    the aggregate as it now stands.
+    store, a command first reads what they committed to its aggregate since (one indexed read,
+    no lock), and a commit that still meets another's conflicts on the version and is decided
+    again on the aggregate as it then stands.
     """
 
     def __init__(
@@ -141,15 +141,13 @@ class DomainHost:
             model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
         return current
 
-    async def _caught_up(self, ref: AggregateRef, model: AggregateModel, current: Current) -> bool:
-        """Apply the commits other replicas made since `current` was kept; whether there were
-        any (what was decided on it must then be decided again)."""
-        if not self.store.shared:
-            return False
-        newer = await self.run(lambda: self.store.load(ref, after=current.version))
-        for commit in newer:
-            model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
-        return bool(newer)
+    async def _caught_up(self, ref: AggregateRef, model: AggregateModel, current: Current) -> None:
+        """Apply to `current`, kept in memory, the commits other replicas made since (one read
+        of the aggregate's newer commits, none on a store only this host writes)."""
+        if self.store.shared:
+            newer = await self.run(lambda: self.store.load(ref, after=current.version))
+            for commit in newer:
+                model.source(current, commit.version, [(e.name, e.body) for e in commit.body])
 
     async def commits(self, ref: AggregateRef) -> list[Commit]:
         return await self.run(lambda: self.store.load(ref))
@@ -220,16 +218,16 @@ class DomainHost:
         result: _Answer,
         key: str,
     ) -> CommandResult | None:
-        """Decide on the aggregate as this replica has it and commit; None when another replica
-        committed to it first, so the command is decided again on the new state."""
+        """Decide on the aggregate as it stands and commit; None when another replica committed
+        to it meanwhile, so the command is decided again on the new state."""
         ref = message.ref
         current = self._cache.get(key)
-        kept = current is not None
         if current is None:
             current = await self._rebuild(ref, model)
             self._remember(key, current)
         else:
             self._cache.move_to_end(key)
+            await self._caught_up(ref, model, current)  # what other replicas committed since
         decided = model.handle(
             current,
             ref,
@@ -240,9 +238,6 @@ class DomainHost:
             message.expected_version,
         )
         if isinstance(decided, Rejection) or not decided.events:
-            # nothing to commit, so no conflict to tell: a state kept in memory is checked
-            if kept and await self._caught_up(ref, model, current):
-                return None
             return await self._without_commit(message, result, current.version, decided)
         result.function = decided.function
         commit = _commit_of(message, result.command_id, current.version + 1, decided.events)
@@ -254,7 +249,8 @@ class DomainHost:
             return _answer_decided(duplicate.record, message, result)  # another replica's
         except VersionConflictError:
             # decided again on what it is now; a version the sender expects is then refused
-            self._cache.pop(key, None)
+            if not self.store.shared:
+                self._cache.pop(key, None)  # rebuilt (a shared one is caught up on the next try)
             return None
         return self._committed(model, current, commit, decided.events, result)
 
