@@ -30,9 +30,23 @@ notification log (every commit, in order) and request records are read:
 It prints those counts and the lateness (commit - due) of the timers' cancellations and of the
 job's ticks, overall and outside the chaos windows.
 
-Run: `python -m bench.soak_eshop [--quick] [--customers N] [--duration S] [--seed N] [--json]`;
-`--quick` (the smoke test's size): 50 customers over 30 s, grace 3 s, one kill of the workers
-and one of the host, seed 13.
+`--replicas N` (N >= 2; default 1: the one host on SQLite above) runs N `wow-temporal host`
+replicas (`WOW_HOST_REPLICA` r1..rN) on one PostgreSQL database (fsync on) behind one address
+(the harness's `Balancer`: round-robin per TCP connection, a replica that refuses skipped), the
+customers and the workers all sent there. The host track's kills SIGKILL the replicas in turn,
+the first the one running the followers (the relay, the saga: read from each replica's own
+`/wow/followers`), each started again after its pause, so one is always up; after a holder's
+kill the takeover is timed until every follower runs on a replica again (issue #19: within
+10 s, `takeover_slow`). PostgreSQL itself is stopped once on that track for ~5.5-8 s and
+started again: timed until a customer's command is answered Ok and every follower runs again
+(30 s at most, `postgres_unrecovered`); a 5xx answered while it was away or in those 30 s is
+counted, not a host error. The end reads the same checks from the PostgreSQL log, every
+replica's log checked for a version conflict answered (none sends an expected version).
+
+Run: `python -m bench.soak_eshop [--quick] [--customers N] [--duration S] [--seed N]
+[--replicas N] [--kills N] [--host-kills N] [--no-server-restart] [--json]`; `--quick` (the
+smoke test's size): 50 customers over 30 s, grace 3 s, one kill of the workers and one of the
+host (with replicas: of the lease holder, and PostgreSQL stopped once), seed 13.
 """
 
 from __future__ import annotations
