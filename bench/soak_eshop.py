@@ -318,6 +318,7 @@ class Replicas:
         """SIGKILL the replica running the followers (the first time; the next one in turn
         after), start it again `pause` s later; done once every follower runs again."""
         async with httpx.AsyncClient(timeout=2) as http:
+            await self.until_held(http, RECOVERY_BOUND_S)  # a holder to kill, if one comes
             _, held = await self.here(http)
             if self.victim is None:
                 self.victim = max(range(len(held)), key=lambda n: len(held[n]))
