@@ -30,9 +30,23 @@ notification log (every commit, in order) and request records are read:
 It prints those counts and the lateness (commit - due) of the timers' cancellations and of the
 job's ticks, overall and outside the chaos windows.
 
-Run: `python -m bench.soak_eshop [--quick] [--customers N] [--duration S] [--seed N] [--json]`;
-`--quick` (the smoke test's size): 50 customers over 30 s, grace 3 s, one kill of the workers
-and one of the host, seed 13.
+`--replicas N` (N >= 2; default 1: the one host on SQLite above) runs N `wow-temporal host`
+replicas (`WOW_HOST_REPLICA` r1..rN) on one PostgreSQL database (fsync on) behind one address
+(the harness's `Balancer`: round-robin per TCP connection, a replica that refuses skipped), the
+customers and the workers all sent there. The host track's kills SIGKILL the replicas in turn,
+the first the one running the followers (the relay, the saga: read from each replica's own
+`/wow/followers`), each started again after its pause, so one is always up; after a holder's
+kill the takeover is timed until every follower runs on a replica again (issue #19: within
+10 s, `takeover_slow`). PostgreSQL itself is stopped once on that track for ~5.5-8 s and
+started again: timed until a customer's command is answered Ok and every follower runs again
+(30 s at most, `postgres_unrecovered`); a 5xx answered while it was away or in those 30 s is
+counted, not a host error. The end reads the same checks from the PostgreSQL log, every
+replica's log checked for a version conflict answered (none sends an expected version).
+
+Run: `python -m bench.soak_eshop [--quick] [--customers N] [--duration S] [--seed N]
+[--replicas N] [--kills N] [--host-kills N] [--no-server-restart] [--json]`; `--quick` (the
+smoke test's size): 50 customers over 30 s, grace 3 s, one kill of the workers and one of the
+host (with replicas: of the lease holder, and PostgreSQL stopped once), seed 13.
 """
 
 from __future__ import annotations
@@ -41,6 +55,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import sys
 import time
@@ -72,6 +87,8 @@ from bench.harness import (
     verdict,
     worker_env,
 )
+from bench.harness.balancer import Balancer
+from bench.harness.postgres import Postgres
 from workers.eshop.inventory import PRODUCTS, SupplierFeed
 from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from workers.eshop.stock import STOCK
@@ -119,21 +136,30 @@ JOB_STALL_MS = 30_000
 """The job's last slot must be due no longer than this before its worker was stopped."""
 PLACED_BY = 0.75
 """Orders are placed during this share of the duration (the rest lets them end)."""
+TAKEOVER_LIMIT_S = 10.0
+"""Issue #19: once the replica running the followers dies, another runs them within this."""
+RECOVERY_BOUND_S = 30.0
+"""After PostgreSQL is back, a command answered Ok and every follower running within this."""
+SAMPLE_S = 0.2
+"""How often the replicas' `/wow/followers` are read while a takeover or a recovery is timed."""
 
 # -- processes --------------------------------------------------------------------------------
 
 
 @dataclass
 class Stack:
-    """The e-shop's processes on a dev server of its own: the host (on its store) and the two
-    workers."""
+    """The e-shop's processes on a dev server of its own: the host (on its store), or its
+    replicas (on one PostgreSQL database, behind one address), and the two workers."""
 
     server: EmbeddedTemporal
-    host: Proc
+    hosts: list[Proc]
     timer_worker: Proc
     job_worker: Proc
     url: str
-    store: Path
+    """Where the customers and the workers reach the host: itself, or the replicas' balancer."""
+    store: str | Path
+    """The host's store: its SQLite file, or the replicas' PostgreSQL database (a URI)."""
+    replicas: Replicas | None = None
 
     async def server_down(self) -> None:
         """Kill the dev server and start it again on its database, 5 s later."""
@@ -141,8 +167,31 @@ class Stack:
         await asyncio.sleep(5.0)
         await self.server.start()
 
+    async def start(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.balancer.start(self.replicas.port)
+        await asyncio.gather(
+            *(host.start() for host in self.hosts),
+            self.timer_worker.start(),
+            self.job_worker.start(),
+        )
 
-def make_stack(tmp: Path, server: EmbeddedTemporal, grace: float, job_every: int) -> Stack:
+    async def stop_hosts(self) -> None:
+        """SIGTERM every host (each lets its work in flight finish and its leases go)."""
+        await asyncio.gather(*(host.stop() for host in self.hosts))
+
+    async def kill(self) -> None:
+        for proc in (self.job_worker, self.timer_worker, *self.hosts):
+            await proc.kill()
+        if self.replicas is not None:
+            await self.replicas.balancer.close()
+
+
+def make_stack(
+    tmp: Path, server: EmbeddedTemporal, args: argparse.Namespace, pg: Postgres | None
+) -> Stack:
+    """The processes (none started): one host on SQLite, or `--replicas` of them on a new
+    database of `pg` behind a balancer."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     base = worker_env(
@@ -156,14 +205,16 @@ def make_stack(tmp: Path, server: EmbeddedTemporal, grace: float, job_every: int
         WOW_TIMERS_RETRY_MAX_INTERVAL="1s",
     )
     base = {k: v for k, v in base.items() if not k.startswith("ESHOP_")}
-    store = tmp / "domain.db"
-    host = Proc(
-        "the host",
-        [str(CLI), "host", "--app", "workers.eshop:apps", "--db", str(store), "--port", str(port)],
-        tmp / "host.log",
-        answers(url + "/health"),
-        env={**base, "ESHOP_PAYMENT_GRACE_PERIOD": f"PT{grace:g}S"},
-    )
+    host_env = {**base, "ESHOP_PAYMENT_GRACE_PERIOD": f"PT{args.grace:g}S"}
+    store: str | Path
+    replicas = None
+    if pg is None:
+        store = tmp / "domain.db"
+        hosts = [host_proc("the host", tmp / "host.log", str(store), port, host_env)]
+    else:
+        store = pg.database()
+        replicas = make_replicas(tmp, store, host_env, args.replicas, pg, port)
+        hosts = replicas.procs
     timer_worker = Proc.worker(tmp / "timer-worker.log", base, name="the timer worker")
     job_log = tmp / "job-worker.log"
     job_worker = Proc(
@@ -171,9 +222,140 @@ def make_stack(tmp: Path, server: EmbeddedTemporal, grace: float, job_every: int
         [str(CLI), "worker", "--app", "workers.eshop.inventory:app"],
         job_log,
         log_says(job_log, b"job worker for eshop-inventory"),
-        env={**base, "WOW_SCHEDULES_RECEIVE_DELIVERIES_EXPRESSION": f"*/{job_every} * * * * *"},
+        env={
+            **base,
+            "WOW_SCHEDULES_RECEIVE_DELIVERIES_EXPRESSION": f"*/{args.job_every} * * * * *",
+        },
     )
-    return Stack(server, host, timer_worker, job_worker, url, store)
+    return Stack(server, hosts, timer_worker, job_worker, url, store, replicas)
+
+
+def host_proc(name: str, log: Path, db: str, port: int, env: dict[str, str]) -> Proc:
+    """`wow-temporal host` of the e-shop on `db` (a SQLite file or a PostgreSQL URI)."""
+    argv = [str(CLI), "host", "--app", "workers.eshop:apps", "--db", db, "--port", str(port)]
+    return Proc(name, argv, log, answers(f"http://127.0.0.1:{port}/health"), env=env)
+
+
+def make_replicas(
+    tmp: Path, uri: str, env: dict[str, str], count: int, pg: Postgres, port: int
+) -> Replicas:
+    """`count` hosts on database `uri`, each named (`WOW_HOST_REPLICA`) r1, r2, …, behind a
+    balancer to listen on `port`."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (found := free_port()) not in [*ports, port]:
+            ports.append(found)
+    procs = [
+        host_proc(
+            f"host replica r{n}",
+            tmp / f"host-r{n}.log",
+            uri,
+            p,
+            {**env, "WOW_HOST_REPLICA": f"r{n}"},
+        )
+        for n, p in enumerate(ports, 1)
+    ]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    return Replicas(procs, urls, pg, Balancer([("127.0.0.1", p) for p in ports]), port)
+
+
+@dataclass
+class Replicas:
+    """Host replicas on one PostgreSQL database behind one balancer, and the chaos done to
+    them: SIGKILLed in turn (the followers' lease holder first), PostgreSQL stopped once; what
+    each took to recover (monotonic seconds; the customers' Ok answers in `oks`)."""
+
+    procs: list[Proc]
+    urls: list[str]
+    pg: Postgres
+    balancer: Balancer
+    port: int
+    oks: list[float] = field(default_factory=list)
+    """When each customer's command was answered Ok (the shop's list)."""
+    victim: int | None = None
+    kills: list[tuple[str, bool]] = field(default_factory=list)
+    """Each replica SIGKILLed, and whether it ran a follower then."""
+    takeovers: list[float] = field(default_factory=list)
+    """Seconds from a holder's SIGKILL until every follower ran on a replica again."""
+    not_taken_over: int = 0
+    pg_window: tuple[float, float] | None = None
+    """When PostgreSQL was stopped, and when it was started again."""
+    pg_ok: float | None = None
+    """The first Ok answer to a customer after PostgreSQL was back."""
+    pg_held: float | None = None
+    """When every follower ran on a replica again after PostgreSQL was back."""
+
+    async def here(self, http: httpx.AsyncClient) -> tuple[set[str], list[set[str]]]:
+        """Every follower's name, and those each replica runs now, read from each replica
+        directly (`/wow/followers`; one that is down or cannot read its store runs none)."""
+
+        async def runs(proc: Proc, url: str) -> list[dict[str, Any]]:
+            if not proc.running:
+                return []
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                answer = await http.get(url + "/wow/followers")
+                if answer.status_code == 200:
+                    return list(answer.json())
+            return []
+
+        views = await asyncio.gather(
+            *(runs(p, u) for p, u in zip(self.procs, self.urls, strict=True))
+        )
+        names = {f["name"] for view in views for f in view}
+        return names, [{f["name"] for f in view if f["here"]} for view in views]
+
+    async def until_held(self, http: httpx.AsyncClient, within: float) -> float | None:
+        """When every follower was first seen running on a replica, `within` s at most."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            names, held = await self.here(http)
+            if names and names <= set().union(*held):
+                return time.monotonic()
+            await asyncio.sleep(SAMPLE_S)
+        return None
+
+    async def kill_next(self, pause: float) -> None:
+        """SIGKILL the replica running the followers (the first time; the next one in turn
+        after), start it again `pause` s later; done once every follower runs again."""
+        async with httpx.AsyncClient(timeout=2) as http:
+            await self.until_held(http, RECOVERY_BOUND_S)  # a holder to kill, if one comes
+            _, held = await self.here(http)
+            if self.victim is None:
+                self.victim = max(range(len(held)), key=lambda n: len(held[n]))
+            else:
+                self.victim = (self.victim + 1) % len(self.procs)
+            proc = self.procs[self.victim]
+            self.kills.append((proc.name.removeprefix("host replica "), bool(held[self.victim])))
+            killed = time.monotonic()
+            await proc.kill()
+            again = asyncio.create_task(_start_after(proc, pause))
+            if held[self.victim]:
+                taken = await self.until_held(http, RECOVERY_BOUND_S)
+                if taken is None:
+                    self.not_taken_over += 1
+                else:
+                    self.takeovers.append(taken - killed)
+            await again
+
+    async def postgres_down(self, pause: float) -> None:
+        """Stop PostgreSQL at once, start it again `pause` s later; done once a customer's
+        command was answered Ok and every follower runs again ( `RECOVERY_BOUND_S` at most)."""
+        stopped = time.monotonic()
+        await asyncio.to_thread(self.pg.restart, pause)
+        back = time.monotonic()
+        self.pg_window = (stopped, back)
+        async with httpx.AsyncClient(timeout=2) as http:
+            self.pg_held = await self.until_held(http, RECOVERY_BOUND_S)
+        while (ok := min((t for t in self.oks if t > back), default=None)) is None:
+            if time.monotonic() > back + RECOVERY_BOUND_S:
+                break
+            await asyncio.sleep(SAMPLE_S)
+        self.pg_ok = ok
+
+
+async def _start_after(proc: Proc, pause: float) -> None:
+    await asyncio.sleep(pause)
+    await proc.start()
 
 
 # -- chaos ------------------------------------------------------------------------------------
@@ -184,7 +366,9 @@ def chaos_plan(
 ) -> tuple[list[Fault], list[Fault]]:
     """SIGKILL the workers `--kills` times, and the host `--host-kills` times and kill the dev
     server once, at seeded random moments: two tracks, each done one fault after the other and
-    the two at once (a worker may die while the host or the server is down)."""
+    the two at once (a worker may die while the host or the server is down). With replicas,
+    the host kills SIGKILL them in turn (the followers' lease holder first), and PostgreSQL
+    is stopped once, on the host's track."""
     duration = args.duration
     victims = [stack.timer_worker], [stack.job_worker], [stack.timer_worker, stack.job_worker]
     kills = sorted(
@@ -199,9 +383,19 @@ def chaos_plan(
               partial(restart, victims[which], pause))
         for at, which, pause in kills
     ]  # fmt: skip
-    downs = [Fault(at, "host", partial(restart, [stack.host], pause)) for at, pause in hosts]
+    replicas = stack.replicas
+    if replicas is None:
+        downs = [Fault(at, "host", partial(restart, stack.hosts, pause)) for at, pause in hosts]
+    else:
+        downs = [
+            Fault(at, "host replica", partial(replicas.kill_next, pause)) for at, pause in hosts
+        ]
     if not args.no_server_restart:
         downs.append(Fault(rng.uniform(0.35, 0.55) * duration, "server", stack.server_down))
+    if replicas is not None:  # away ~5.5-8 s with the stop and the start
+        pause = rng.uniform(5.0, 7.0)
+        at = rng.uniform(0.15, 0.6) * duration
+        downs.append(Fault(at, "postgres", partial(replicas.postgres_down, pause)))
     return workers, downs
 
 
@@ -251,7 +445,10 @@ class Shop:
     http: httpx.AsyncClient
     grace: float
     sent: list[Sent] = field(default_factory=list)
-    host_errors: list[str] = field(default_factory=list)
+    host_errors: list[tuple[float, str]] = field(default_factory=list)
+    """Each 5xx answer: when (monotonic), and what."""
+    oks: list[float] = field(default_factory=list)
+    """When each command was answered Ok (monotonic)."""
     waited_out: int = 0
     """Orders a customer stopped waiting for (the end checks every order anyway)."""
 
@@ -293,10 +490,13 @@ class Shop:
                 continue
             code = answer.code or ""
             if response.status_code >= 500:
-                self.host_errors.append(f"{kind} {order_id} ({request_id}): {response.text}")
+                what = f"{kind} {order_id} ({request_id}): {response.text}"
+                self.host_errors.append((time.monotonic(), what))
                 await asyncio.sleep(0.5)
                 continue
             sent.code = code
+            if code == "Ok":
+                self.oks.append(time.monotonic())
             break
         if record:
             self.sent.append(sent)
@@ -483,6 +683,24 @@ class Report:
     chaos: list[tuple[str, float, float]] = field(default_factory=list)
     chaos_expected: list[str] = field(default_factory=list)
     """What the chaos was to do, by name."""
+    # with replicas (`--replicas` N >= 2; run-relative seconds, NaN: not measured)
+    replicas: int = 1
+    replica_kills: list[tuple[str, bool]] = field(default_factory=list)
+    """Each replica SIGKILLed, and whether it ran followers then."""
+    takeovers_ms: list[int] = field(default_factory=list)
+    """From a holder's SIGKILL until every follower ran on a replica again."""
+    pg_away_s: float = math.nan
+    """From PostgreSQL's stop until it was started again."""
+    pg_commands_ok_after_s: float = math.nan
+    """From then until a customer's command was first answered Ok."""
+    pg_followers_held_after_s: float = math.nan
+    """From then until every follower ran on a replica again."""
+    pg_answered_5xx: int = 0
+    """Commands answered 5xx while PostgreSQL was away or just back (retried, same id)."""
+    pg_last_5xx_after_s: float = math.nan
+    """The last of those, after PostgreSQL was back (a replica's pool still reconnecting)."""
+    takeover_slow: int = 0
+    postgres_unrecovered: int = 0
     problems: list[str] = field(default_factory=list)
 
     MUST_BE_ZERO = (
@@ -515,10 +733,12 @@ class Report:
         "stale_reads",
         "version_conflicts",
     )
+    REPLICAS_ZERO = ("takeover_slow", "postgres_unrecovered")
+    """Must be zero too with replicas."""
 
     @property
     def ok(self) -> bool:
-        return all(getattr(self, name) == 0 for name in self.MUST_BE_ZERO)
+        return all(getattr(self, name) == 0 for name in self.MUST_BE_ZERO + self.REPLICAS_ZERO)
 
     def problem(self, count: str, text: str) -> None:
         setattr(self, count, getattr(self, count) + 1)
@@ -526,8 +746,9 @@ class Report:
             self.problems.append(f"{count}: {text}")
 
 
-def read_log(store_path: Path) -> tuple[list[Commit], EventStore]:
-    """Every commit of the host's notification log, in order (the host has stopped)."""
+def read_log(store_path: str | Path) -> tuple[list[Commit], EventStore]:
+    """Every commit of the host's notification log, in order (the host has stopped), from its
+    SQLite file or its PostgreSQL database."""
     store = EventStore(store_path)
     commits: list[Commit] = []
     position = 0
@@ -853,10 +1074,46 @@ def check_reads(
 def check_host_log(report: Report, log: Path) -> None:
     """No command was answered with a version conflict: the host decides one aggregate's
     commands one at a time, so a conflict means it decided on a state it should not have had
-    (timers and sagas take the answer as a refusal)."""
+    (timers and sagas take the answer as a refusal). Replicas decide again on a commit another
+    one made first; an expected version's conflict needs one sent, and none is."""
     for line in log.read_text(errors="replace").splitlines():
-        if ": EventVersionConflict" in line:
+        if ": EventVersionConflict" in line or ": CommandExpectVersionConflict" in line:
             report.problem("version_conflicts", line[:300])
+
+
+def check_replicas(report: Report, replicas: Replicas | None, shop: Shop) -> None:
+    """A 5xx answered while PostgreSQL was away, or `RECOVERY_BOUND_S` after (a replica's
+    pool reconnecting), is counted; any other is a host error. With replicas: every takeover
+    within `TAKEOVER_LIMIT_S`, a command Ok and the followers running again once PostgreSQL
+    was back (`RECOVERY_BOUND_S`)."""
+    window = replicas.pg_window if replicas is not None else None
+    for at, what in shop.host_errors:
+        if window is not None and window[0] <= at <= window[1] + RECOVERY_BOUND_S:
+            report.pg_answered_5xx += 1
+            after = round(at - window[1], 1)
+            if not after <= report.pg_last_5xx_after_s:  # NaN at first
+                report.pg_last_5xx_after_s = after
+        else:
+            report.problem("host_errors", what)
+    if replicas is None:
+        return
+    report.replicas = len(replicas.procs)
+    report.replica_kills = replicas.kills
+    report.takeovers_ms = [round(took * 1000) for took in replicas.takeovers]
+    for took in replicas.takeovers:
+        if took > TAKEOVER_LIMIT_S:
+            report.problem("takeover_slow", f"every follower ran again {took:.1f}s after")
+    for _ in range(replicas.not_taken_over):
+        report.problem("takeover_slow", f"a follower ran nowhere {RECOVERY_BOUND_S:g}s after")
+    if window is None:
+        return  # never stopped: chaos_kinds_missing says so
+    stopped, back = window
+    report.pg_away_s = round(back - stopped, 2)
+    for name, when in (("commands_ok", replicas.pg_ok), ("followers_held", replicas.pg_held)):
+        if when is None:
+            report.problem("postgres_unrecovered", f"{name}: not {RECOVERY_BOUND_S:g}s after")
+        else:
+            setattr(report, f"pg_{name}_after_s", round(when - back, 2))
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -974,21 +1231,25 @@ async def soak(args: argparse.Namespace) -> Report:
     run = f"{rng.randrange(16**6):06x}"
     with scratch(args, "soak_eshop") as tmp:
         server = EmbeddedTemporal(tmp / "temporal", headless=True)
+        pg = Postgres(fsync=True) if args.replicas >= 2 else None
         stack: Stack | None = None
         http = httpx.AsyncClient(
             timeout=15, limits=httpx.Limits(max_connections=100, max_keepalive_connections=50)
         )
         try:
+            if pg is not None:
+                await asyncio.to_thread(pg.start)
             await server.start()
-            stack = make_stack(tmp, server, args.grace, args.job_every)
-            await asyncio.gather(
-                stack.host.start(), stack.timer_worker.start(), stack.job_worker.start()
-            )
+            stack = await asyncio.to_thread(make_stack, tmp, server, args, pg)
+            await stack.start()
             shop = Shop(stack.url, http, args.grace)
+            if stack.replicas is not None:
+                stack.replicas.oks = shop.oks
             stocked = await stock_up(shop, run)
             plans = plan_orders(args.customers, args.duration, rng, run)
+            on = f"{args.replicas} host replicas on PostgreSQL, " if pg is not None else ""
             print(
-                f"soak-eshop: {args.customers} customers, {len(plans)} orders over "
+                f"soak-eshop: {on}{args.customers} customers, {len(plans)} orders over "
                 f"{args.duration:.0f}s, grace {args.grace:g}s, job every {args.job_every}s, "
                 f"seed {args.seed}",
                 file=sys.stderr,
@@ -1014,21 +1275,22 @@ async def soak(args: argparse.Namespace) -> Report:
             sampled.set()
             await sampler
             versions = await read_versions(shop, refs)
-            await stack.host.stop()
+            await stack.stop_hosts()
             print(f"soak-eshop: host stopped at {clock():.1f}s; reading its log", file=sys.stderr)
 
             report = Report(args.customers, len(plans), args.duration, args.seed)
             report.chaos = chaos.windows
             quick_seed = args.quick and args.seed == QUICK["seed"]
             planned = sorted(f.what for track in tracks for f in track)
-            report.chaos_expected = list(QUICK_CHAOS) if quick_seed else planned
+            quick_chaos = QUICK_CHAOS if pg is None else QUICK_CHAOS_REPLICAS
+            report.chaos_expected = list(quick_chaos) if quick_seed else planned
             report.customers_waited_out = shop.waited_out
             report.followers_worst, report.followers_stalls = followers.worst, followers.stalls
-            for error in shop.host_errors:
-                report.problem("host_errors", error)
+            check_replicas(report, stack.replicas, shop)
             if not idle:
                 report.problem("not_drained", "the relay or a saga was still behind at the end")
-            check_host_log(report, stack.host.log)
+            for host in stack.hosts:
+                check_host_log(report, host.log)
             commits, store = read_log(stack.store)
             check_reads(report, commits, versions)
             try:
@@ -1043,9 +1305,10 @@ async def soak(args: argparse.Namespace) -> Report:
         finally:
             await http.aclose()
             if stack is not None:
-                for proc in (stack.job_worker, stack.timer_worker, stack.host):
-                    await proc.kill()
+                await stack.kill()
             await server.stop()
+            if pg is not None:
+                await asyncio.to_thread(pg.stop)
 
 
 def _never(shop: Shop, ref: AggregateRef) -> bool:
@@ -1104,6 +1367,8 @@ def print_report(report: Report) -> None:
         f"{r.slots_twice}; commands {r.job_commands}, lost {r.commands_lost}, wrong "
         f"{r.commands_wrong}; stalled {r.job_stalled}"
     )
+    if r.replicas >= 2:
+        print_replicas(r)
     if r.not_drained:
         print("  the relay or a saga was still behind at the end")
     print(f"  lateness ms timers {r.lateness_timers}")
@@ -1125,6 +1390,25 @@ def print_report(report: Report) -> None:
         print(f"  ! {line}")
 
 
+def print_replicas(r: Report) -> None:
+    kills = ", ".join(f"{name}{' (holder)' if held else ''}" for name, held in r.replica_kills)
+    print(
+        f"  replicas: {r.replicas} on PostgreSQL; killed {kills or 'none'}; takeovers ms "
+        f"{r.takeovers_ms} (max {max(r.takeovers_ms, default=0)}, over "
+        f"{TAKEOVER_LIMIT_S:g}s {r.takeover_slow})"
+    )
+    print(
+        f"  postgres: away {_s(r.pg_away_s)}; after it was back a command Ok at "
+        f"{_s(r.pg_commands_ok_after_s)}, every follower running at "
+        f"{_s(r.pg_followers_held_after_s)}; answered 5xx meanwhile {r.pg_answered_5xx} (the "
+        f"last at {_s(r.pg_last_5xx_after_s)}); unrecovered {r.postgres_unrecovered}"
+    )
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:g}s" if math.isfinite(seconds) else "-"
+
+
 QUICK = {
     "customers": 50,
     "duration": 30.0,
@@ -1137,6 +1421,8 @@ QUICK = {
 """`--quick`: the smoke test's size (under a minute)."""
 QUICK_CHAOS = ("host", "server", "timer worker and job worker")
 """What `--quick`'s seed does: both workers killed while the server is down, then the host."""
+QUICK_CHAOS_REPLICAS = ("host replica", "postgres", "server", "timer worker and job worker")
+"""What it does with replicas: the followers' lease holder killed once, PostgreSQL stopped."""
 FULL = {
     "customers": 300,
     "duration": 180.0,
@@ -1152,10 +1438,12 @@ def verdicts(report: Report) -> Verdicts:
     """Every count that must be 0, and the chaos as planned; every path taken."""
     done = Counter(what for what, _, _ in report.chaos)
     wanted = Counter(report.chaos_expected)
+    replicas = report.replicas >= 2
     return Verdicts(
         must_be_zero={
             **{name: getattr(report, name) for name in Report.MUST_BE_ZERO},
             "chaos_kinds_missing": sum(((wanted - done) + (done - wanted)).values()),
+            **{name: getattr(report, name) for name in Report.REPLICAS_ZERO if replicas},
         },
         must_be_positive={
             name: getattr(report, name)
@@ -1169,7 +1457,8 @@ def verdicts(report: Report) -> Verdicts:
                 "received_from_job",
                 "timers_set",
             )
-        },
+        }
+        | ({"takeovers": len(report.takeovers_ms)} if replicas else {}),
         figures={
             f"lateness_{what}_{q}_ms": figures[q]
             for what, figures in (
@@ -1178,8 +1467,22 @@ def verdicts(report: Report) -> Verdicts:
             )
             for q in ("p50", "p99")
             if q in figures
-        },
+        }
+        | (replica_figures(report) if replicas else {}),
     )
+
+
+def replica_figures(report: Report) -> dict[str, float]:
+    """The replicas' figures that were measured (a JSON figure is finite)."""
+    figures = {
+        "replicas": float(report.replicas),
+        "takeover_max_ms": float(max(report.takeovers_ms, default=math.nan)),
+        "pg_away_s": report.pg_away_s,
+        "pg_commands_ok_after_s": report.pg_commands_ok_after_s,
+        "pg_followers_held_after_s": report.pg_followers_held_after_s,
+        "pg_answered_5xx": float(report.pg_answered_5xx),
+    }
+    return {name: value for name, value in figures.items() if math.isfinite(value)}
 
 
 def main() -> int:
@@ -1191,10 +1494,18 @@ def main() -> int:
     p.add_argument("--kills", type=int, help="worker SIGKILLs (default 3, 1 quick)")
     p.add_argument("--host-kills", type=int, help="host SIGKILLs (default 2, 1 quick)")
     p.add_argument("--no-server-restart", action="store_true")
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="host replicas on one PostgreSQL behind one address (default 1: one on SQLite)",
+    )
     p.add_argument("--settle", type=float, help="bound on the end's waits (default 60, 40 quick)")
     args = p.parse_args()
     if not 1 <= args.job_every <= 59 or 60 % args.job_every:
         p.error("--job-every: a divisor of 60")
+    if args.replicas < 1:
+        p.error("--replicas: 1 or more")
     sized(args, QUICK, FULL)
     configure_temporal_runtime()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)

@@ -11,6 +11,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,12 @@ class Postgres:
         self._run("pg_ctl", "-D", str(self._data), "-l", log, "-w", "-o", options, "start")
         self._started = True
 
-    def restart(self) -> None:
-        """Stop the server at once (every connection is cut) and start it again."""
+    def restart(self, pause: float = 0.0) -> None:
+        """Stop the server at once (every connection is cut), wait `pause` seconds (it is away
+        that long, and a while more for the stop and the start), and start it again."""
         self._run("pg_ctl", "-D", str(self._data), "-m", "immediate", "-w", "stop")
         self._started = False
+        time.sleep(pause)
         self._start()
 
     @property
