@@ -2,11 +2,13 @@
 command, tried as a user choosing between the two would: one box, one side after the other, the
 same plan.
 
-The plan: `--steady` timers due evenly over `--over` seconds (from 2 s after the first start),
-then `--burst` timers all due at one instant a few seconds after their starts finish (and after
-the steady ones are due); each delivers one command (one HTTP POST) to the fake Wow host
-(`bench.harness.HostProcess`, its own process, recording every arrival and when). Starts are
-handed over in due order, `--in-flight` requests at once, `--batch` timers a request.
+The plan: `--steady` timers due evenly over `--over` seconds, then `--burst` timers all due at
+one instant 3 s after the last steady one; each delivers one command (one HTTP POST) to the fake
+Wow host (`bench.harness.HostProcess`, its own process, recording every arrival and when). All
+are handed over first, in due order, `--in-flight` requests at once, `--batch` timers a request;
+the first steady one is due `--lead` seconds after the first start (default: time for every
+start at 50/s, + 2 s), so starting, the steady timers and the burst are measured apart (a start
+that still ends after its due time is counted and printed).
 
 - `wow`: wow-temporal on its `./run dev` defaults: a fresh headless dev server with the dynamic
   config of `wow_temporal.dev.server` (`EmbeddedTemporal`), one `wow-temporal worker`, the
@@ -25,8 +27,9 @@ process, PostgreSQL's postmaster and backends; not the host's or this process's)
 ratios wow/DBOS-SQLite and wow/DBOS-PG. None may arrive early, twice or not at all.
 
 Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
-[--in-flight 20] [--batch 1] [--sides wow,dbos-sqlite,dbos-pg]` (`--quick`: 40 over 4 s + 40).
-A full-size run takes ~10 minutes: run it in the background under `timeout`.
+[--in-flight 20] [--batch 1] [--lead S] [--sides wow,dbos-sqlite,dbos-pg]` (`--quick`: 30 over
+2 s + 30, the first due 2 s after the first start). A full-size run takes ~6 minutes: run it in
+the background under `timeout`.
 """
 
 from __future__ import annotations
@@ -69,11 +72,12 @@ from bench.harness.postgres import Postgres
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 
-QUICK = {"steady": 40, "over": 4.0, "burst": 40, "in_flight": 20, "batch": 1}
+QUICK = {"steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0}
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1}
 SIDES = ("wow", "dbos-sqlite", "dbos-pg")
-LEAD_S = 2.0  # the first steady timer is due this long after the first start
-BURST_GAP_S = 3.0  # the burst is due this long after its starts should have finished
+START_FLOOR = 50.0  # starts a second the default lead allows for: every start before any due
+LEAD_S = 2.0  # and this much more before the first steady timer is due
+BURST_GAP_S = 3.0  # the burst is due this long after the last steady timer
 Timer = tuple[str, int]  # key, due (epoch ms)
 
 
@@ -196,7 +200,7 @@ class Result:
     burst_p50_ms: float
     burst_p99_ms: float
     drain_rate: float
-    burst_started_late: bool
+    started_after_due: int
     cpu_per_1000: dict[str, float]
     delivered: int
     early: int
@@ -215,10 +219,18 @@ def plan(prefix: str, steady: int, over: float, first_ms: int) -> list[Timer]:
     return [(f"{prefix}-s{i}", first_ms + round(i * step)) for i in range(steady)]
 
 
-async def hand_all(rival: Rival, timers: list[Timer], args: argparse.Namespace) -> float:
-    """Hand the timers over in order, `--batch` a request, `--in-flight` at once; seconds."""
+async def hand_all(
+    rival: Rival, timers: list[Timer], args: argparse.Namespace, handed: dict[str, int]
+) -> float:
+    """Hand the timers over in order, `--batch` a request, `--in-flight` at once, noting when
+    each was handed (epoch ms); seconds."""
+
+    async def hand(batch: list[Timer]) -> None:
+        await rival.hand(batch)
+        handed.update((key, int(time.time() * 1000)) for key, _ in batch)
+
     batches = [timers[i : i + args.batch] for i in range(0, len(timers), args.batch)]
-    jobs: list[Callable[[], Awaitable[None]]] = [functools.partial(rival.hand, b) for b in batches]
+    jobs: list[Callable[[], Awaitable[None]]] = [functools.partial(hand, b) for b in batches]
     return await pool(jobs, args.in_flight)
 
 
@@ -243,17 +255,14 @@ async def wait_all(host: HostProcess, prefix: str, count: int, within: float) ->
 async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> Result:
     """Run the plan on one side (started already) and read what arrived."""
     prefix = rival.name.replace("-", "")
-    began, cpu0 = time.perf_counter(), rival.cpu()
-    first_ms = int((time.time() + LEAD_S) * 1000)
-    steady = plan(prefix, args.steady, args.over, first_ms)
-    steady_s = await hand_all(rival, steady, args)
-    rate = args.steady / max(steady_s, 1e-3)
-    expected_end = time.time() + args.burst / rate * 1.5 + BURST_GAP_S
-    due = int(max(first_ms / 1000 + args.over + BURST_GAP_S, expected_end) * 1000)
-    burst = [(f"{prefix}-b{i}", due) for i in range(args.burst)]
-    burst_s = await hand_all(rival, burst, args)
-    started_late = time.time() * 1000 > due
     total = args.steady + args.burst
+    began, cpu0 = time.perf_counter(), rival.cpu()
+    first_ms = int((time.time() + args.lead) * 1000)
+    steady = plan(prefix, args.steady, args.over, first_ms)
+    due = first_ms + int((args.over + BURST_GAP_S) * 1000)
+    burst = [(f"{prefix}-b{i}", due) for i in range(args.burst)]
+    handed: dict[str, int] = {}
+    start_s = await hand_all(rival, steady + burst, args, handed)
     await wait_all(host, prefix, total, due / 1000 - time.time() + 60 + args.burst / 2)
     cpu1 = rival.cpu()
     seen = await arrivals_by_key(host, prefix)
@@ -265,13 +274,13 @@ async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> 
     return Result(
         side=rival.name,
         timers=total,
-        start_rate=total / (steady_s + burst_s),
+        start_rate=total / start_s,
         steady_p50_ms=percentile(steady_late, 0.5),
         steady_p99_ms=percentile(steady_late, 0.99),
         burst_p50_ms=percentile(burst_late, 0.5),
         burst_p99_ms=percentile(burst_late, 0.99),
         drain_rate=len(burst_late) / max(drain_s, 1e-3),
-        burst_started_late=started_late,
+        started_after_due=sum(1 for k, d in dues.items() if handed.get(k, 0) > d),
         cpu_per_1000={k: (cpu1[k] - cpu0[k]) * per_1000 for k in cpu0},
         delivered=sum(1 for k in dues if k in seen),
         early=sum(1 for k, d in dues.items() if any(t < d for t in seen.get(k, ()))),
@@ -294,6 +303,7 @@ class Report:
     burst: int
     in_flight: int
     batch: int
+    lead: float
     results: list[Result]
     seconds: float
 
@@ -322,7 +332,7 @@ async def run(args: argparse.Namespace) -> Report:
                     await rival.stop()
         finally:
             await host.stop()
-    fields = (args.steady, args.over, args.burst, args.in_flight, args.batch)
+    fields = (args.steady, args.over, args.burst, args.in_flight, args.batch, args.lead)
     return Report(*fields, results, time.perf_counter() - began)
 
 
@@ -335,14 +345,15 @@ def text(report: Report) -> None:
     print(
         f"=== wow-temporal against DBOS Transact: {report.steady} timers due over "
         f"{report.over:g} s + {report.burst} due at one instant; {report.in_flight} requests "
-        f"in flight, {report.batch} a request; {report.seconds:.0f} s in all ==="
+        f"in flight, {report.batch} a request, first due {report.lead:g} s after the first "
+        f"start; {report.seconds:.0f} s in all ==="
     )
     print(
         f"{'side':12} {'start/s':>8} {'steady p50/p99 ms':>18} {'burst p50/p99 ms':>17} "
         f"{'drain/s':>8}  CPU per 1,000 timers"
     )
     for r in report.results:
-        late = " (burst started after its due time)" if r.burst_started_late else ""
+        late = f" ({r.started_after_due} started after due)" if r.started_after_due else ""
         print(
             f"{r.side:12} {r.start_rate:8.0f} {r.steady_p50_ms:8.0f}/{r.steady_p99_ms:<9.0f} "
             f"{r.burst_p50_ms:8.0f}/{r.burst_p99_ms:<8.0f} {r.drain_rate:8.1f}  {_cpu_text(r)}"
@@ -382,6 +393,7 @@ def verdicts(report: Report) -> Verdicts:
         positive[f"{slug}_delivered"] = float(r.delivered)
         figures |= {f"{slug}_{name}": of(r) for name, of in _RATIOS.items()}
         figures |= {f"{slug}_cpu_{k}": v for k, v in r.cpu_per_1000.items()}
+        figures[f"{slug}_started_after_due"] = float(r.started_after_due)
     wow = report.of("wow")
     for other in (r for r in report.results if r.side != "wow"):
         if wow is not None:
@@ -401,8 +413,17 @@ def main() -> int:
     p.add_argument("--burst", type=int, help="timers due at one instant (default 1000)")
     p.add_argument("--in-flight", type=int, help="start requests in flight (default 20)")
     p.add_argument("--batch", type=int, help="timers a start request (default 1)")
+    p.add_argument(
+        "--lead",
+        type=float,
+        help=f"seconds from the first start to the first due (default: every start at "
+        f"{START_FLOOR:g}/s, + {LEAD_S:g})",
+    )
     p.add_argument("--sides", default=",".join(SIDES), help="which sides, in order")
-    return bench_main(sized(p.parse_args(), QUICK, FULL), run, text, verdicts)
+    args = sized(p.parse_args(), QUICK, FULL)
+    if args.lead is None:
+        args.lead = (args.steady + args.burst) / START_FLOOR + LEAD_S
+    return bench_main(args, run, text, verdicts)
 
 
 if __name__ == "__main__":

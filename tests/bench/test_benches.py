@@ -114,6 +114,16 @@ BENCHES = {
             "ingest_outside_per_s",
         ),
     ),
+    "rivals": Bench(
+        150,
+        zero=("early", "twice", "missing"),
+        positive=("wow_delivered", "dbos_sqlite_delivered", "dbos_pg_delivered"),
+        ratios=tuple(
+            f"{name}_vs_{side}"
+            for name in ("cpu_per_1000", "start_rate", "drain_rate", "steady_p99", "burst_p99")
+            for side in ("dbos_sqlite", "dbos_pg")
+        ),
+    ),
     "soak_eshop": Bench(
         240,
         zero=("unresolved", "slots_lost", "timers_still_running", "chaos_kinds_missing"),
@@ -142,6 +152,7 @@ _LONGEST_FIRST = (
     "soak_eshop",
     "ingest",
     "timers",
+    "rivals",
     "capacity",
     "cron",
     "ingest_model",
