@@ -52,7 +52,7 @@ class _Host:
         bound of as many POSTs at once. Without it a cold burst of 1,000 on the saturated
         loop timed its connects out, after which every POST met `PoolTimeout` (httpcore's
         pool poisoned, encode/httpcore#550): no timer delivered. wow's worker bounds its
-        activities in flight the same way."""
+        activities in flight too (200)."""
         if cls.client is None or cls.in_flight is None:
             limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
             cls.client = httpx.AsyncClient(timeout=10.0, limits=limits, verify=False)
