@@ -24,6 +24,7 @@ from dbos import DBOS, DBOSConfig, SetWorkflowID
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from wow_temporal.delivery import classify
 from wow_temporal.wire import COMMAND_SEND_PATH, REQUEST_ID_HEADER, WireCommand, command_headers
 
 app = FastAPI()
@@ -73,7 +74,9 @@ its command never sent)."""
 
 @DBOS.step(**RETRIES)
 async def send_command(key: str) -> None:
-    """One POST of the command to the host, its request id the key (retried on a failure)."""
+    """One POST of the command to the host, its request id the key, its answer read as wow's
+    delivery reads it (`classify`: a technical failure raised and retried; delivered, a
+    `DuplicateRequestId` included, or refused ends it)."""
     command = dataclasses.replace(CANCEL, aggregate_id=key, request_id=key)
     headers = {**command_headers(command), REQUEST_ID_HEADER: key}
     client, in_flight = _Host.http()
@@ -81,7 +84,7 @@ async def send_command(key: str) -> None:
         response = await client.post(
             _Host.url + COMMAND_SEND_PATH, json=dict(command.body), headers=headers
         )
-    response.raise_for_status()
+    classify(response)
 
 
 @DBOS.workflow()
@@ -96,9 +99,11 @@ def send_command_sync(key: str) -> None:
     """`send_command` for the synchronous workflow (`--sync`): a blocking POST."""
     command = dataclasses.replace(CANCEL, aggregate_id=key, request_id=key)
     headers = {**command_headers(command), REQUEST_ID_HEADER: key}
-    httpx.post(
-        _Host.url + COMMAND_SEND_PATH, json=dict(command.body), headers=headers, timeout=10.0
-    ).raise_for_status()
+    classify(
+        httpx.post(
+            _Host.url + COMMAND_SEND_PATH, json=dict(command.body), headers=headers, timeout=10.0
+        )
+    )
 
 
 @DBOS.workflow()
