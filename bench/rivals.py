@@ -28,7 +28,7 @@ ratios wow/DBOS-SQLite and wow/DBOS-PG. None may arrive early, twice or not at a
 
 Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
 [--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,dbos-sqlite,dbos-pg]`
-(`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 2 s to settle). The
+(`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The
 CPU is read at the last first arrival; repeats are counted `--settle` s longer. A full-size run
 takes ~6 minutes: run it in the background under `timeout`.
 """
@@ -74,7 +74,7 @@ from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 
 QUICK = {
-    "steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0, "settle": 2.0
+    "steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0, "settle": 0.5
 }
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1, "settle": 15.0}
 SIDES = ("wow", "dbos-sqlite", "dbos-pg")
