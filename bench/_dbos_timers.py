@@ -72,17 +72,21 @@ delivery activity is, not given up after DBOS's default of 3 attempts (a workflo
 its command never sent)."""
 
 
+def _headers(key: str) -> dict[str, str]:
+    """The headers of the command a timer sends: `CANCEL` to aggregate `key`, request id `key`."""
+    command = dataclasses.replace(CANCEL, aggregate_id=key, request_id=key)
+    return {**command_headers(command), REQUEST_ID_HEADER: key}
+
+
 @DBOS.step(**RETRIES)
 async def send_command(key: str) -> None:
     """One POST of the command to the host, its request id the key, its answer read as wow's
     delivery reads it (`classify`: a technical failure raised and retried; delivered, a
     `DuplicateRequestId` included, or refused ends it)."""
-    command = dataclasses.replace(CANCEL, aggregate_id=key, request_id=key)
-    headers = {**command_headers(command), REQUEST_ID_HEADER: key}
     client, in_flight = _Host.http()
     async with in_flight:
         response = await client.post(
-            _Host.url + COMMAND_SEND_PATH, json=dict(command.body), headers=headers
+            _Host.url + COMMAND_SEND_PATH, json=dict(CANCEL.body), headers=_headers(key)
         )
     classify(response)
 
@@ -97,13 +101,8 @@ async def timer(key: str, due_ms: int) -> None:
 @DBOS.step(**RETRIES)
 def send_command_sync(key: str) -> None:
     """`send_command` for the synchronous workflow (`--sync`): a blocking POST."""
-    command = dataclasses.replace(CANCEL, aggregate_id=key, request_id=key)
-    headers = {**command_headers(command), REQUEST_ID_HEADER: key}
-    classify(
-        httpx.post(
-            _Host.url + COMMAND_SEND_PATH, json=dict(command.body), headers=headers, timeout=10.0
-        )
-    )
+    url, body = _Host.url + COMMAND_SEND_PATH, dict(CANCEL.body)
+    classify(httpx.post(url, json=body, headers=_headers(key), timeout=10.0))
 
 
 @DBOS.workflow()

@@ -42,6 +42,7 @@ import functools
 import math
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ BURST_GAP_S = 3.0  # the burst is due this long after the last steady timer
 Timer = tuple[str, int]  # key, due (epoch ms)
 
 
-class Rival:
+class Rival(ABC):
     """One side's processes: started, handed timers, its CPU so far by process, stopped."""
 
     name = ""
@@ -94,16 +95,17 @@ class Rival:
         self.host_url = host_url
         self.http = httpx.AsyncClient(timeout=120)
 
+    @abstractmethod
     async def start(self) -> None:
-        raise NotImplementedError
+        """Start its processes and wait until they answer."""
 
+    @abstractmethod
     async def hand(self, timers: list[Timer]) -> None:
         """Start these timers in one request."""
-        raise NotImplementedError
 
+    @abstractmethod
     def cpu(self) -> dict[str, float]:
         """CPU seconds each of its processes has used so far."""
-        raise NotImplementedError
 
     async def stop(self) -> None:
         await self.http.aclose()

@@ -140,9 +140,9 @@ PLACED_BY = 0.75
 TAKEOVER_LIMIT_S = 10.0
 """Issue #19: once the replica running the followers dies, another runs them within this."""
 RECOVERY_BOUND_S = 30.0
+"""After PostgreSQL is back, a command answered Ok and every follower running within this."""
 PG_GRACE_S = 2.0
 """A 5xx this long after PostgreSQL's recovery was seen still counts as the outage's."""
-"""After PostgreSQL is back, a command answered Ok and every follower running within this."""
 SAMPLE_S = 0.2
 """How often the replicas' `/wow/followers` are read while a takeover or a recovery is timed."""
 
@@ -265,7 +265,7 @@ def make_replicas(
 @dataclass
 class Replicas:
     """Host replicas on one PostgreSQL database behind one balancer, and the chaos done to
-    them: SIGKILLed in turn (the followers' lease holder first), PostgreSQL stopped once; what
+    them: the followers' holder SIGKILLed each time, PostgreSQL stopped once; what
     each took to recover (monotonic seconds; the customers' Ok answers in `oks`)."""
 
     procs: list[Proc]
@@ -275,7 +275,6 @@ class Replicas:
     port: int
     oks: list[float] = field(default_factory=list)
     """When each customer's command was answered Ok (the shop's list)."""
-    victim: int | None = None
     kills: list[tuple[str, bool]] = field(default_factory=list)
     """Each replica SIGKILLed, and whether it ran a follower then."""
     takeovers: list[float] = field(default_factory=list)
@@ -325,14 +324,14 @@ class Replicas:
             if await self.until_held(http, RECOVERY_BOUND_S) is None:
                 self.not_taken_over += 1
             _, held = await self.here(http)
-            self.victim = max(range(len(held)), key=lambda n: len(held[n]))
-            proc = self.procs[self.victim]
-            self.kills.append((proc.name.removeprefix("host replica "), bool(held[self.victim])))
+            victim = max(range(len(held)), key=lambda n: len(held[n]))
+            proc = self.procs[victim]
+            self.kills.append((proc.name.removeprefix("host replica "), bool(held[victim])))
             killed = time.monotonic()
             await proc.kill()
             again = asyncio.create_task(_start_after(proc, pause))
             try:
-                if held[self.victim]:
+                if held[victim]:
                     taken = await self.until_held(http, RECOVERY_BOUND_S)
                     if taken is None:
                         self.not_taken_over += 1
@@ -372,8 +371,8 @@ def chaos_plan(
     """SIGKILL the workers `--kills` times, and the host `--host-kills` times and kill the dev
     server once, at seeded random moments: two tracks, each done one fault after the other and
     the two at once (a worker may die while the host or the server is down). With replicas,
-    the host kills SIGKILL them in turn (the followers' lease holder first), and PostgreSQL
-    is stopped once, on the host's track."""
+    each host kill SIGKILLs the followers' lease holder, and PostgreSQL is stopped once, on
+    the host's track."""
     duration = args.duration
     victims = [stack.timer_worker], [stack.job_worker], [stack.timer_worker, stack.job_worker]
     kills = sorted(
@@ -1089,16 +1088,16 @@ def check_host_log(report: Report, log: Path) -> None:
 def check_replicas(report: Report, replicas: Replicas | None, shop: Shop) -> None:
     """A 5xx answered while PostgreSQL was away, or after it was back until a command was Ok
     and every follower ran again (+ `PG_GRACE_S`: a replica's pool reconnecting), is counted;
-    any other is a host error. With replicas: every takeover
-    within `TAKEOVER_LIMIT_S`, a command Ok and the followers running again once PostgreSQL
-    was back (`RECOVERY_BOUND_S`)."""
+    any other is a host error. With replicas: every takeover within `TAKEOVER_LIMIT_S`, a
+    command Ok and the followers running again once PostgreSQL was back
+    (`RECOVERY_BOUND_S`)."""
     window = replicas.pg_window if replicas is not None else None
-    excused = (math.inf, -math.inf)
+    excused = (math.inf, -math.inf)  # nothing, unless PostgreSQL was stopped
     if window is not None and replicas is not None:
         seen = [t for t in (replicas.pg_ok, replicas.pg_held) if t is not None]
         excused = (window[0], max(seen, default=window[1] + RECOVERY_BOUND_S) + PG_GRACE_S)
     for at, what in shop.host_errors:
-        if window is not None and excused[0] <= at <= excused[1]:
+        if excused[0] <= at <= excused[1]:
             report.pg_answered_5xx += 1
             after = round(at - window[1], 1)
             if not after <= report.pg_last_5xx_after_s:  # NaN at first
