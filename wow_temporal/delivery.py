@@ -43,6 +43,7 @@ from pydantic import Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from wow_temporal.host.guard import origin_headers
 from wow_temporal.metrics import record_delivery, record_lateness_bound
 from wow_temporal.model import AggregateRef, ScheduledCommand, Scope, WireModel
 from wow_temporal.tracing import continued_span, traceparent_context
@@ -190,6 +191,7 @@ def wire_command(request: DeliveryRequest) -> WireCommand:
     }
     if request.trace_id:
         headers["trace_id"] = request.trace_id
+    headers.update(_origin(request))
     traceparent = request.traceparent
     if traceparent is not None and traceparent_context(traceparent) is None:
         traceparent = None  # not a W3C trace context: the host is not told of it
@@ -206,6 +208,18 @@ def wire_command(request: DeliveryRequest) -> WireCommand:
         traceparent=traceparent,
         body=request.command.body,
     )
+
+
+def _origin(request: DeliveryRequest) -> dict[str, str]:
+    """The headers that name the slot's `wow.ScheduleSet` (`host.guard.ORIGIN_HEADERS`), so the
+    target can refuse a slot its log stopped before it was due; none for a request from before
+    they were sent (no owner or version), or whose schedule id is not `{commit}:{event}`."""
+    version = request.set_order[0]
+    prefix = f"{request.upstream_id}:"
+    timer = request.schedule.timer
+    if request.owner is None or version < 1 or not timer.startswith(prefix):
+        return {}
+    return origin_headers(request.owner, version, timer[len(prefix) :])
 
 
 def is_business_error(error_code: str) -> bool:

@@ -16,7 +16,7 @@ import contextlib
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -247,10 +247,15 @@ class RecordingTimers:
         self.timers = timers
         self.handed: list[tuple[Commit, list[Applied]]] = []
         self.on_handed: Callable[[Sequence[Commit]], None] | None = None
+        self.cut: Exception | None = None
+        """Set: the host's connection to Temporal is cut (the relay's hand-overs raise it); the
+        workers keep theirs."""
 
     async def apply_many(
         self, commits: Sequence[Commit], *, later: Horizon | None = None
     ) -> list[list[Applied]]:
+        if self.cut is not None:
+            raise self.cut
         answers = await self.timers.apply_many(commits, later=later)
         self.handed.extend(zip(commits, answers, strict=True))
         if self.on_handed is not None:
@@ -391,6 +396,19 @@ class EshopStack:
         )
         if self._run_worker:
             self._sender = CommandSender(self.url)
+            self._worker = timer_worker(self.client, self._sender, task_queue=self.task_queue)
+            self._worker_task = asyncio.create_task(self._worker.run())
+
+    @contextlib.asynccontextmanager
+    async def workers_paused(self) -> AsyncIterator[None]:
+        """No timer worker runs inside the block (timers fall due undelivered); one runs after."""
+        assert self._worker is not None and self._worker_task is not None and self._sender
+        await self._worker.shutdown()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._worker_task
+        try:
+            yield
+        finally:
             self._worker = timer_worker(self.client, self._sender, task_queue=self.task_queue)
             self._worker_task = asyncio.create_task(self._worker.run())
 

@@ -32,6 +32,7 @@ from tests.apps.host_app import (
     SchedulerSaga,
     make_app,
 )
+from tests.apps.reminders import REMINDER, RING, reminders_app
 from tests.helpers.docs_page import assert_docs_served_offline
 from tests.helpers.eventually import eventually
 from workers.eshop import apps as eshop_apps
@@ -40,6 +41,7 @@ from workers.eshop.order import ORDER, Order, PaymentPolicy
 from workers.eshop.stock import STOCK
 from wow_temporal import App
 from wow_temporal.cli import app as cli
+from wow_temporal.host.guard import origin_headers
 from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
@@ -1271,6 +1273,55 @@ async def test_commands_go_on_while_the_timers_are_away_and_none_is_lost(
         relay = (await host.followers())[RELAY]
         assert (relay["behind"], relay["lastError"], relay["failingSince"]) == (0, None, None)
         assert relay["position"] == (await host.log())[-1][0]
+
+
+# --- 6b. the guard: a slot the log stopped before it was due is refused ------------------------
+
+
+def slot_headers(set_commit: Commit, due: int, owner: AggregateRef | None = None) -> dict[str, str]:
+    """The message headers a timer's delivery of slot 1 of `set_commit`'s schedule carries."""
+    (event,) = [e for e in set_commit.body if e.name == "wow.ScheduleSet"]
+    values = {
+        **origin_headers(owner or set_commit.aggregate, set_commit.version, event.id),
+        "upstream_id": set_commit.id,
+        "schedule_timer": f"{set_commit.id}:{event.id}",
+        "schedule_key": event.body["key"],
+        "schedule_slot": "1",
+        "schedule_due": str(due),
+    }
+    return {f"Command-Header-{name}": value for name, value in values.items()}
+
+
+async def test_a_slot_the_log_stopped_before_it_was_due_is_refused_once(db: Location) -> None:
+    armed, other = REMINDER.ref(TENANT, "a"), REMINDER.ref(TENANT, "b")
+    async with serve([reminders_app], db, start=False) as host:
+        await host.ok("reminders.Arm", armed, {"millis": 60_000})
+        await host.ok("reminders.Arm", other, {"millis": 60_000})
+        await host.ok("reminders.Disarm", armed)
+        set_commit, disarmed = [c for c in await host.commits() if c.aggregate == armed]
+        due = set_commit.create_time + 60_000
+        sent = slot_headers(set_commit, due)
+        refused = expect(
+            await host.send(RING, armed, request_id="slot#1", headers=sent), "IllegalState", 400
+        )
+        assert f"commit {disarmed.id} (version 2" in refused["errorMsg"]
+        assert "cancelled key ring" in refused["errorMsg"]
+        again = await host.send(RING, armed, request_id="slot#1", headers=sent)
+        assert expect(again, "IllegalState", 400)["errorMsg"].startswith(refused["errorMsg"])
+        # the same stop guards a command the schedule sent to another aggregate
+        expect(await host.send(RING, other, request_id="to-b#1", headers=sent), "IllegalState", 400)
+        # a slot due when the disarm was committed was owed: decided on the state then
+        owed = slot_headers(set_commit, disarmed.create_time)
+        await host.ok(RING, armed, request_id="owed#1", headers=owed)
+        # a schedule of an aggregate this host does not keep: its log is not here to judge
+        elsewhere = REMINDER.model_copy(update={"context_name": "elsewhere"}).ref(TENANT, "a")
+        foreign = slot_headers(set_commit, due, owner=elsewhere)
+        await host.ok(RING, other, request_id="foreign#1", headers=foreign)
+        rang = [c for c in await host.commits() if "reminders.Rang" in names(c)]
+        assert [(c.aggregate_id, c.request_id) for c in rang] == [
+            ("a", "owed#1"),
+            ("b", "foreign#1"),
+        ]
 
 
 # --- 7. one host per store file ---------------------------------------------------------------

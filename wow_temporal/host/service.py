@@ -23,6 +23,7 @@ from wow_temporal.domain.aggregate import AggregateModel, Current, Decided
 from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
 from wow_temporal.domain.rejection import Rejection
+from wow_temporal.host.guard import SLOT_STOPPED, SlotOrigin, stop_before_due
 from wow_temporal.host.store import (
     DuplicateRequestError,
     EventStore,
@@ -228,6 +229,9 @@ class DomainHost:
         else:
             self._cache.move_to_end(key)
             await self._caught_up(ref, model, current)  # what other replicas committed since
+        stopped = await self._stopped(message, current)
+        if stopped is not None:
+            return await self._without_commit(message, result, current.version, stopped)
         decided = model.handle(
             current,
             ref,
@@ -253,6 +257,22 @@ class DomainHost:
                 self._cache.pop(key, None)  # rebuilt (a shared one is caught up on the next try)
             return None
         return self._committed(model, current, commit, decided.events, result)
+
+    async def _stopped(self, message: CommandMessage, current: Current) -> Rejection | None:
+        """The refusal of a scheduled command whose slot the owner's log stopped before it was
+        due (`host.guard`), or None: not a timer's, an owner this host does not keep, or a log
+        that still held the slot. The owner's commits since the set are read only when there
+        are any (none when the owner is the target, still at the set's version)."""
+        origin = SlotOrigin.from_headers(message.headers)
+        if origin is None or isinstance(self.model(origin.owner), Rejection):
+            return None
+        owner = origin.owner
+        if owner == message.ref and current.version <= origin.version:
+            return None
+        after = origin.version - 1
+        commits = await self.run(lambda: self.store.load(owner, after=after))
+        stop = stop_before_due(origin, commits)
+        return None if stop is None else Rejection(SLOT_STOPPED, stop.describe(origin))
 
     def _committed(
         self,

@@ -1,0 +1,125 @@
+"""The log's last word wins however far the relay lags (issue #36): on the dev server, with a
+real HTTP host, a timer already in Temporal that falls due after its key was cancelled, set anew
+or its aggregate deleted in the log, but before the relay handed that change over, is refused by
+the host (the target's guard), and its command never runs. A change committed after the due
+time does not refuse it: the slot was owed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from tests.apps.reminders import KEY, REMINDER, reminders_app
+from tests.helpers.eshop_stack import EshopStack, new_tenant, timer_result
+from tests.helpers.eventually import eventually
+from wow_temporal.ids import timer_workflow_id
+from wow_temporal.model import AggregateRef
+from wow_temporal.timers.core import Status
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(90)]
+
+ARM = "reminders.Arm"
+REARM = "reminders.Rearm"
+DISARM = "reminders.Disarm"
+DELETE = "wow.DeleteAggregate"
+DUE_MS = 4_000
+"""How long after arming a reminder rings: far more than the arming and disarming take."""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def stack(dev_client: Client, tmp_path: Path) -> AsyncIterator[EshopStack]:
+    async with EshopStack(
+        dev_client, tmp_path / "domain.db", grace=timedelta(minutes=5), apps=[reminders_app]
+    ) as started:
+        yield started
+
+
+async def arm(stack: EshopStack, refs: list[AggregateRef], after_ms: int = DUE_MS) -> None:
+    """Arm each reminder and wait until the relay has started its timer in Temporal."""
+    for ref in refs:
+        answer = await stack.send(ARM, ref, {"millis": after_ms})
+        assert answer.ok, answer
+
+    def started() -> bool:
+        handed = {commit.aggregate_id for commit, _ in stack.timers.handed}
+        return all(ref.aggregate_id in handed for ref in refs)
+
+    await eventually(started, within=20, what="the relay starts the timers", interval=0.05)
+
+
+async def rang(stack: EshopStack, ref: AggregateRef) -> int:
+    data = await stack.read(ref)
+    assert data is not None
+    return sum(
+        1 for commit in data["commits"] for event in commit["body"]
+        if event["name"] == "reminders.Rang"
+    )
+
+
+async def test_reminders_disarmed_while_the_relay_is_cut_off_never_ring(
+    stack: EshopStack, dev_client: Client
+) -> None:
+    """The user's trial: armed, handed over, the host's connection to Temporal cut, each
+    disarmed before due, reconnected after: none rings (on main, 10 of 10 rang)."""
+    tenant = new_tenant()
+    refs = [REMINDER.ref(tenant, f"r-{n}") for n in range(10)]
+    await arm(stack, refs)
+    stack.timers.cut = ConnectionError("the host lost its connection to Temporal")
+    try:
+        for ref in refs:
+            answer = await stack.send(DISARM, ref)
+            assert answer.ok, answer
+        states = await asyncio.gather(
+            *(timer_result(dev_client, timer_workflow_id(ref, KEY)) for ref in refs)
+        )
+    finally:
+        stack.timers.cut = None
+    for state in states:
+        assert state.status is Status.REJECTED, state
+        assert "the log no longer held this slot" in state.last_outcome, state.last_outcome
+        assert "cancelled key ring" in state.last_outcome
+    assert [await rang(stack, ref) for ref in refs] == [0] * len(refs)
+
+
+async def test_a_deletion_or_a_new_set_in_the_log_stops_the_older_slot(
+    stack: EshopStack, dev_client: Client
+) -> None:
+    tenant = new_tenant()
+    deleted, reset = REMINDER.ref(tenant, "deleted"), REMINDER.ref(tenant, "reset")
+    await arm(stack, [deleted, reset])
+    stack.timers.cut = ConnectionError("the host lost its connection to Temporal")
+    try:
+        assert (await stack.send(DELETE, deleted)).ok
+        assert (await stack.send(REARM, reset, {"millis": 60 * 60_000})).ok
+        first = await timer_result(dev_client, timer_workflow_id(deleted, KEY))
+        second = await timer_result(dev_client, timer_workflow_id(reset, KEY))
+    finally:
+        stack.timers.cut = None
+    assert first.status is Status.REJECTED and f"deleted {deleted}" in first.last_outcome
+    assert second.status is Status.REJECTED and "set key ring anew" in second.last_outcome
+    assert await rang(stack, reset) == 0
+
+
+async def test_a_change_committed_after_the_due_time_does_not_refuse_the_slot(
+    stack: EshopStack, dev_client: Client
+) -> None:
+    """With no worker to deliver, the slot falls due; the disarm comes after: it was owed."""
+    tenant = new_tenant()
+    ref = REMINDER.ref(tenant, "late")
+    async with stack.workers_paused():
+        await arm(stack, [ref], after_ms=300)
+        stack.timers.cut = ConnectionError("the host lost its connection to Temporal")
+        await asyncio.sleep(0.5)  # past due: no worker runs
+        assert (await stack.send(DISARM, ref)).ok
+    try:
+        state = await timer_result(dev_client, timer_workflow_id(ref, KEY))
+    finally:
+        stack.timers.cut = None
+    assert state.status is Status.DELIVERED, state
+    assert await rang(stack, ref) == 1
