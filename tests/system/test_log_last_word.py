@@ -7,6 +7,7 @@ time does not refuse it: the slot was owed."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +20,7 @@ from tests.apps.reminders import KEY, REMINDER, reminders_app
 from tests.helpers.eshop_stack import EshopStack, new_tenant, timer_result
 from tests.helpers.eventually import eventually
 from wow_temporal.ids import timer_workflow_id
-from wow_temporal.model import AggregateRef
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.core import Status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(90)]
@@ -51,6 +52,12 @@ async def arm(stack: EshopStack, refs: list[AggregateRef], after_ms: int = DUE_M
         return all(ref.aggregate_id in handed for ref in refs)
 
     await eventually(started, within=20, what="the relay starts the timers", interval=0.05)
+
+
+async def commits(stack: EshopStack, ref: AggregateRef) -> list[Commit]:
+    data = await stack.read(ref)
+    assert data is not None
+    return [Commit.model_validate(commit) for commit in data["commits"]]
 
 
 async def rang(stack: EshopStack, ref: AggregateRef) -> int:
@@ -123,3 +130,30 @@ async def test_a_change_committed_after_the_due_time_does_not_refuse_the_slot(
         stack.timers.cut = None
     assert state.status is Status.DELIVERED, state
     assert await rang(stack, ref) == 1
+
+
+async def test_a_backlog_posted_one_commit_a_request_delivers_nothing_its_log_stopped(
+    stack: EshopStack, dev_client: Client
+) -> None:
+    """A host that hands its backlog over one commit a request (as a host in another language
+    posting to `POST /commits` may): each past-due set starts and falls due at once, before its
+    cancel arrives in the next request; the host's guard refuses it (on main, 11 of 20 rang)."""
+    tenant = new_tenant()
+    refs = [REMINDER.ref(tenant, f"f-{n}") for n in range(20)]
+    stack.timers.cut = ConnectionError("this host hands its log over by hand")
+    try:
+        for ref in refs:
+            assert (await stack.send(ARM, ref, {"millis": 2_000})).ok
+            assert (await stack.send(DISARM, ref)).ok
+        log = [await commits(stack, ref) for ref in refs]
+        await asyncio.sleep(max(c[0].create_time for c in log) / 1000 + 2.1 - time.time())
+        for set_commit, disarm_commit in log:  # every set is past due now
+            await stack.timers.timers.apply(set_commit)
+            await stack.timers.timers.apply(disarm_commit)
+        states = await asyncio.gather(
+            *(timer_result(dev_client, timer_workflow_id(ref, KEY)) for ref in refs)
+        )
+    finally:
+        stack.timers.cut = None
+    assert {state.status for state in states} <= {Status.REJECTED, Status.CANCELLED}
+    assert [await rang(stack, ref) for ref in refs] == [0] * len(refs)
