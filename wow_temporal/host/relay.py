@@ -102,7 +102,6 @@ class Relay(Follower):
         reached = commits[-1][0]
         scheduling = [commit for _, commit in commits if commit.has_schedule_events]
         if scheduling or self._gap or len(commits) >= self.batch:
-            await self._connected()
             later = await self._read_ahead(reached)
             if self._gap or self._ahead.scanned - reached >= self.batch:
                 await self._stop_early(later)
