@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -46,11 +47,13 @@ from workers.eshop.order import (
 from wow_temporal import App, Command, Rejected, SagaContext, ScheduleRule, on_event, on_rejected
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.system import SetSchedule
-from wow_temporal.host.relay import RELAY
+from wow_temporal.host import follower
+from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.store import EventStore
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.core import Status, TimerState
+from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -642,3 +645,47 @@ async def test_orders_placed_while_temporal_is_down_are_all_scheduled_once_it_is
         f"\nTemporal down: {count} orders placed in {placed:.1f} s, relay {relay['behind']} "
         f"commits behind; {len(seen)} deliveries after the restart"
     )
+
+
+# --- 9. a gap: the relay hands the stops it read ahead over before its first batch ------------
+
+
+@pytest.mark.timeout(60)
+async def test_a_running_timer_whose_cancel_is_batches_away_stops_before_the_relays_first_batch(
+    dev_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Order A's grace period runs in Temporal; the timers go away while order B is confirmed
+    (its set), stock is received and A is paid (its cancel), batches apart. Back, the relay
+    hands A's cancel over before B's batch: A's timer ends cancelled by it."""
+    monkeypatch.setattr(Relay, "batch", 2)
+    monkeypatch.setattr(follower, "_BACKOFF_S", (0.1,))
+    async with EshopStack(dev_client, tmp_path / "domain.db", grace=timedelta(minutes=5)) as stack:
+        tenant = new_tenant()
+        a = (await confirmed_order(stack, tenant, "a")).ref
+        apply_many = stack.timers.apply_many
+        away = True
+
+        async def failing(commits: Sequence[Commit], *, later: Horizon | None = None) -> Any:
+            if away:
+                raise ConnectionError("temporal is away")
+            return await apply_many(commits, later=later)
+
+        monkeypatch.setattr(stack.timers, "apply_many", failing)
+        b = await stack.place_order(tenant, "b", {"mug": 1})
+        b_set, _ = (await stack.wait_order(b, AWAITING_PAYMENT)).schedule_set()
+        for product in ("cap", "hat", "pen"):
+            await stack.receive_stock(tenant, product, 1)
+        assert (await stack.send(PAY, a)).ok
+        paid = (await stack.wait_order(a, PAID)).commits[-1]
+        assert [e.name for e in paid.body][-1] == "wow.ScheduleCancelled"
+        away = False
+
+        state = await timer_result(dev_client, stack.timer_id(a), timeout=20)
+        assert state.status is Status.CANCELLED and state.applied == (paid.version, 0)
+        await eventually(
+            lambda: b_set.id in [c.id for c, _ in stack.timers.handed], within=20, what="B set"
+        )
+        handed = [c.id for c, _ in stack.timers.handed]
+        assert handed.index(paid.id) < handed.index(b_set.id), handed
+        early = stack.timers.answers_for(paid.id)[0]
+        assert [(x.kind, x.outcome) for x in early] == [("cancel", "handed-over")]

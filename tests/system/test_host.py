@@ -1204,7 +1204,9 @@ async def test_a_relay_catching_up_hands_each_batch_over_knowing_what_the_log_ho
     db: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Temporal away while one key is set three times: each batch the relay hands over after
-    the outage comes with the later changes, so the timers never start the older sets."""
+    the outage comes with the later changes, so the timers never start the older sets; and
+    before the first, the second set as a stop (the third replaces it), so a timer running an
+    older schedule of the key ends at once."""
     monkeypatch.setattr(Relay, "batch", 1)
     monkeypatch.setattr(Relay, "read_ahead", 2)  # reading ahead takes several pages
     ref = thing("t")
@@ -1217,11 +1219,38 @@ async def test_a_relay_catching_up_hands_each_batch_over_knowing_what_the_log_ho
         timers.down = None
         await host.settle()
         scheduling = [c for _, c in await host.log() if c.schedule_events()]
-    assert timers.handed_ids == [c.id for c in scheduling]
-    latest = scheduling[-1].version
+    first, second, latest = scheduling
+    assert timers.handed_ids == [second.id, first.id, second.id, latest.id]
+    (early, *batches) = timers.calls
+    assert [len(call) for call in timers.calls] == [1, 1, 1, 1]
+    assert [c.id for c in batches[0] + batches[1] + batches[2]] == [c.id for c in scheduling]
+    assert early[0].schedule_events()[0][1] == second.schedule_events()[0][1]
     for call, ahead in zip(timers.calls, timers.ahead, strict=True):
         (commit,) = call
-        assert ahead[(ref, "a")] == (latest, 0), (commit.version, ahead)
+        assert ahead[(ref, "a")] == (latest.version, 0), (commit.version, ahead)
+
+
+async def test_a_relay_reads_no_further_ahead_than_its_limit(
+    db: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the timers away while five keys are set, the relay's read-ahead holds at most
+    `read_ahead_limit` commits past the batch it hands over, and lets go of what it passed."""
+    monkeypatch.setattr(Relay, "batch", 1)
+    monkeypatch.setattr(Relay, "read_ahead_limit", 2)
+    ref = thing("t")
+    timers = FakeTimers()
+    async with serve([make_app()], db, timers=timers) as host:
+        timers.down = ConnectionError("temporal is down")
+        await host.ok("hosttest.CreateThing", ref, {"name": "one"})
+        for n in range(5):
+            await host.ok("hosttest.ScheduleOnly", ref, {"key": f"k{n}"})
+        timers.down = None
+        await host.settle()
+        scheduling = [c for _, c in await host.log() if c.schedule_events()]
+    assert timers.handed_ids == [c.id for c in scheduling]  # one set a key: nothing to stop
+    for n, ahead in enumerate(timers.ahead):  # handing k{n} over: at most k{n+2} ahead
+        assert set(ahead) <= {(ref, f"k{k}") for k in range(n, n + 3)}, (n, ahead)
+        assert n == 4 or (ref, f"k{n + 1}") in ahead, (n, ahead)
 
 
 # --- 6. the timers away -----------------------------------------------------------------------

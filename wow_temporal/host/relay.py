@@ -1,8 +1,12 @@
 """The relay: hands each commit's schedule events to the timers (`TimerClient.apply_many`) in
-log order, then records its position. It reads the log ahead up to its head first, so a set
-the log later replaced, cancelled or deleted is never started (`timers.fold.Horizon`). A crash
-between the two hands a commit over again, which the timers' idempotency (commit id and
-version) makes change nothing: the effect is once.
+log order, then records its position. It reads the log ahead first, so a set the log later
+replaced, cancelled or deleted is never started (`timers.readahead.ReadAhead`). After a gap (it
+starts, takes over from another replica, resumes after a failure, or finds itself more than a
+batch behind) it first hands over the deletions and each key's latest stop it read ahead, so a
+timer already running in Temporal stops now rather than when its cancel's batch comes. It
+reads at most `read_ahead_limit` commits ahead; past that, the target's own guard refuses a
+slot the log stopped before it was due. A crash between hand-over and record hands a commit
+over again, which the timers' idempotency (commit id and version) makes change nothing.
 
 Commands never wait on it: with Temporal away, commits pile up in the log and the relay hands
 them over when it is back, none lost.
@@ -23,6 +27,7 @@ from wow_temporal.metrics import IngestMetrics
 from wow_temporal.model import Commit
 from wow_temporal.timers.client import fenced
 from wow_temporal.timers.fold import Horizon
+from wow_temporal.timers.readahead import ReadAhead
 
 __all__ = ["RELAY", "Relay", "Timers"]
 
@@ -56,6 +61,12 @@ class Relay(Follower):
     timers go out first and each key gets one change."""
     read_ahead = 500
     """Commits a page while the relay reads the log ahead of the batch it hands over."""
+    read_ahead_limit = 20_000
+    """The most commits the relay reads past the batch it hands over (at least `batch`): what
+    it holds in memory is their schedule changes, at most one per key and deletion, let go of
+    as it passes them. A backlog longer than that is read on as the relay moves through it;
+    meanwhile a set beyond the limit may start and be stopped when its batch comes, and the
+    target's own guard refuses any slot the log stopped before it was due."""
 
     def __init__(self, host: DomainHost, connect: Callable[[], Awaitable[Timers]]) -> None:
         super().__init__(host, RELAY)
@@ -63,66 +74,105 @@ class Relay(Follower):
         self._timers: Timers | None = None
         self.handed = 0
         """Commits with schedule events handed over since start."""
+        self.stopped_early = 0
+        """Commits of stops read ahead handed over before their batch, since start."""
         self._counted = -BEHIND_INTERVAL
         self.on_handed: Callable[[list[Commit]], None] | None = None
         """Called with each batch once handed over (the benchmark's lag probe)."""
-        self._horizon = Horizon()
-        self._scanned = 0
-        """How far the log has been read ahead into `_horizon`."""
+        self._ahead = ReadAhead()
+        self._gap = True
+        """Whether the relay comes back from a gap: started, took over, or failed last time."""
 
     def reset(self) -> None:
         super().reset()
-        self._horizon.clear()
-        self._scanned = 0
+        self._ahead.clear()
+        self._gap = True
 
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
+        try:
+            reached = await self._hand(commits)
+        except BaseException:
+            self._gap = True  # resuming after a failure: the log moved on meanwhile
+            raise
+        self._gap = False
+        return reached
+
+    async def _hand(self, commits: list[tuple[int, Commit]]) -> int:
+        """Read ahead, hand over the stops read ahead after a gap, then the batch."""
+        reached = commits[-1][0]
         scheduling = [commit for _, commit in commits if commit.has_schedule_events]
+        if scheduling or self._gap or len(commits) >= self.batch:
+            later = await self._read_ahead(reached)
+            if self._gap or self._ahead.scanned - reached >= self.batch:
+                await self._stop_early(later)
         if scheduling:
-            within = self.timeout_s
-            try:
-                if self._timers is None:
-                    async with asyncio.timeout(self.timeout_s):
-                        self._timers = await self._connect()
-                later = await self._read_ahead(commits[-1][0])
-                within = self.timeout_s + self.timeout_per_commit_s * len(scheduling)
-                async with asyncio.timeout(within):
-                    with fenced(self.runs_here):  # nothing sent once the lease lapsed here
-                        await self._timers.apply_many(scheduling, later=later)
-            except TimeoutError:
-                raise TimeoutError(
-                    f"the timers did not take {len(scheduling)} commits in {within:.0f} s"
-                ) from None
+            await self._apply(scheduling, self._ahead.horizon)
             self.acted = True
             self.handed += len(scheduling)
             metrics = getattr(self._timers, "metrics", None)
             if isinstance(metrics, IngestMetrics):
-                await self._measure(metrics, scheduling, commits[-1][0])
+                await self._measure(metrics, scheduling, reached)
             if self.on_handed is not None:
                 self.on_handed(scheduling)
-        reached = commits[-1][0]
-        if self._scanned - reached < self.batch:
+        self._ahead.passed(reached)
+        if self._ahead.scanned - reached < self.batch:
             # Within a batch of the head: the next batch folds what is ahead itself, so what
-            # was read ahead is let go (it would only grow under a steady load).
-            self._horizon.clear()
-            self._scanned = reached
+            # was read ahead is let go (reading ahead each batch would cost a read for nothing).
+            self._ahead.clear(reached)
         return reached
 
+    async def _connected(self) -> Timers:
+        """The timers, connecting to them first if the relay has not yet."""
+        if self._timers is None:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    self._timers = await self._connect()
+            except TimeoutError:
+                raise TimeoutError(f"no timers reached in {self.timeout_s:.0f} s") from None
+        return self._timers
+
+    async def _stop_early(self, later: Horizon) -> None:
+        """Hand over the deletions and each key's latest stop read ahead that are new (see
+        `ReadAhead.early_stops`), so timers running schedules the log stopped end now."""
+        stops = self._ahead.early_stops()
+        if stops:
+            await self._apply(stops, later)
+            self.acted = True
+            self.stopped_early += len(stops)
+            logger.info("relay: handed over the stops of %d commits read ahead", len(stops))
+        self._ahead.mark_handed()
+
+    async def _apply(self, commits: list[Commit], later: Horizon) -> None:
+        """Hand `commits` to the timers, within the batch's time, while the lease holds here."""
+        timers = await self._connected()
+        within = self.timeout_s + self.timeout_per_commit_s * len(commits)
+        try:
+            async with asyncio.timeout(within):
+                with fenced(self.runs_here):  # nothing sent once the lease lapsed here
+                    await timers.apply_many(commits, later=later)
+        except TimeoutError:
+            raise TimeoutError(
+                f"the timers did not take {len(commits)} commits in {within:.0f} s"
+            ) from None
+
     async def _read_ahead(self, position: int) -> Horizon:
-        """The schedule changes the log holds past `position`, up to its head: a relay
-        catching up after an outage never starts a set the log later replaced, cancelled or
-        deleted (read once, in pages; each later batch reads only what is new)."""
-        start = max(self._scanned, position)
-        while True:
-            read = partial(self.host.store.commits_after, start, self.read_ahead)
+        """The schedule changes the log holds past `position`, up to its head or
+        `read_ahead_limit` commits: a relay catching up after an outage never starts a set the
+        log later replaced, cancelled or deleted (read in pages; each later batch reads only
+        what is new)."""
+        start = max(self._ahead.scanned, position)
+        end = position + self.read_ahead_limit
+        while start < end:
+            want = min(self.read_ahead, end - start)
+            read = partial(self.host.store.commits_after, start, want)
             page = await self.host.run(read)
-            if not page:
+            for at, commit in page:
+                self._ahead.add(at, commit)
+            if len(page) < want:
                 break
-            self._horizon.extend(commit for _, commit in page if commit.has_schedule_events)
             start = page[-1][0]
-            if len(page) < self.read_ahead:
-                break
-        self._scanned = start
-        return self._horizon
+        self._ahead.scanned = max(self._ahead.scanned, start)
+        return self._ahead.horizon
 
     async def _measure(self, metrics: IngestMetrics, handed: list[Commit], position: int) -> None:
         """Record the batch's lag, and how far the log is ahead at most every
