@@ -1,0 +1,72 @@
+"""Cancels are ordered with ingest where they are made (#36, points 4 and 5): a Temporal cancel
+request, or an operator's cancel, cancels the schedule in force when it was made, never a set
+handed over after it, whether a delivery is in flight or no worker runs the timer."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from tests.helpers.builders import fast_delivery
+from tests.helpers.eventually import eventually
+from tests.helpers.timer_rig import MAX_ATTEMPTS, Rig, request_id, rig, schedule_set
+from tests.helpers.wow_host import wow_host
+from wow_temporal.timers.client import TimerClient
+from wow_temporal.timers.core import Status
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+__all__ = ["rig", "wow_host"]  # the fixtures, used by every test here
+
+MINUTE_AGO_MS = int((time.time() - 60) * 1000)  # a set made then is due at once
+
+
+async def _events(rig: Rig, key: str) -> list[Any]:
+    return [event async for event in rig.handle(key).fetch_history_events()]
+
+
+async def test_a_temporal_cancel_request_during_a_delivery_spares_a_set_handed_over_after_it(
+    rig: Rig,
+) -> None:
+    """The request lands while slot 1 is at a slow host; a newer set is handed over after the
+    worker has met the request, while the attempt still runs: the newer set stands."""
+    timers = TimerClient(  # an attempt the test ends itself (by resetting the host), not a clock
+        rig.client,
+        task_queue=rig.task_queue,
+        delivery=fast_delivery(MAX_ATTEMPTS, attempt_timeout=timedelta(seconds=60)),
+    )
+    first = rig.commit(1, schedule_set("grace", {"after": "PT1S"}), created_ms=MINUTE_AGO_MS)
+    rig.host.behave("hang", request_id=request_id(first), delay=60)
+    async with rig.worker():
+        await timers.apply(first)
+        await rig.host.wait_for(lambda host: host.for_request_id(request_id(first)))
+        await rig.handle("grace").cancel()
+        # The worker has met the request: it asked the attempt to stop (it finishes its send).
+        await eventually(
+            lambda: _events(rig, "grace"),
+            within=10,
+            what="the attempt's cancel requested",
+            holds=lambda events: any(
+                e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED for e in events
+            ),
+        )
+        later = rig.commit(9, schedule_set("grace", {"after": "PT1S"}), created_ms=MINUTE_AGO_MS)
+        (answer,) = await timers.apply(later)
+        assert answer.outcome == "handed-over"
+        await eventually(  # the worker has applied it too, with the attempt still running
+            lambda: timers.show(rig.workflow_id("grace")),
+            within=10,
+            what="the set applied",
+            holds=lambda info: info.state is not None and info.state.applied == (9, 0),
+        )
+        assert [r.request_id for r in rig.host.requests] == [request_id(first)]
+        rig.host.reset()  # the slow host answers now: the attempt ends
+        state = await rig.result("grace", within=10)
+    assert state.status is Status.DELIVERED, state
+    assert [r.request_id for r in rig.host.requests] == [request_id(later)]
+    assert state.delivered == 2  # the first slot's late Ok counted, then the newer set's
+
