@@ -11,6 +11,13 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    StartWorkflowUpdateInput,
+    WorkflowExecutionStatus,
+)
 
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
@@ -108,3 +115,45 @@ async def test_an_operators_cancel_waiting_for_a_worker_spares_a_set_handed_over
     assert state.last_outcome.startswith("slot 1 delivered")
     assert answered.last_outcome == "cancelled by operator", "answered once a worker ran it"
     assert ordered
+
+
+class _UpdateAfterClose(Interceptor):
+    """Holds each update until its workflow has closed: the worker ends the timer on the
+    cancel signal before the update of the same cancel reaches the server."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _HeldUpdates(next, self.client)
+
+
+class _HeldUpdates(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, client: Client) -> None:
+        super().__init__(next)
+        self.client = client
+
+    async def start_workflow_update(self, input: StartWorkflowUpdateInput) -> Any:
+        handle = self.client.get_workflow_handle(input.id)
+
+        async def closed() -> bool:
+            return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+        await eventually(closed, within=5, what="the timer closed before the update")
+        return await self.next.start_workflow_update(input)
+
+
+async def test_an_operators_cancel_that_ends_the_timer_before_its_update_comes_answers(
+    rig: Rig,
+) -> None:
+    """The signal goes first: a worker may end the timer on it before the update of the same
+    cancel comes, which the server then refuses; the answer is the state the timer ended in."""
+    config = rig.client.config()
+    config["interceptors"] = [_UpdateAfterClose(rig.client)]
+    held = TimerClient(Client(**config), task_queue=rig.task_queue, start_delay=False)
+    await held.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+    async with rig.worker():
+        answered = await held.cancel(rig.workflow_id("grace"))
+    assert answered.status is Status.CANCELLED
+    assert answered.last_outcome == "cancelled by operator"
+    assert rig.host.requests == []
