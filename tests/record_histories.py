@@ -200,6 +200,30 @@ async def record_timer_cancel_request(rig: TimerRig) -> None:
 
 
 @timer_case
+async def record_timer_cancel_request_in_flight(rig: TimerRig) -> None:
+    """A Temporal cancel request while slot 1 is at a slow host (3 s), then a newer set
+    handed over before the attempt ends: the set stands and is delivered (patch
+    `wow-cancel-in-force`; `timer_cancel_request_in_flight_before_patch` is the same case
+    recorded before it, which cancelled the set)."""
+    agg = rig.aggregate()
+    first = rig.commit(agg, 1, schedule_set("grace", {"after": "PT1S"}))
+    rig.host.behave("hang", request_id=f"{first['id']}:e0#1", delay=3)
+    await rig.undelayed.apply(first)
+    handle = rig.handle(agg, "grace")
+    await rig.host.wait_for(lambda host: host.for_request_id(f"{first['id']}:e0#1"), 30)
+    await handle.cancel()
+
+    async def attempt_cancelled() -> bool:
+        events = [event async for event in handle.fetch_history_events()]
+        return any(e.HasField("activity_task_cancel_requested_event_attributes") for e in events)
+
+    await eventually(attempt_cancelled, within=30, what="the attempt's cancel requested")
+    await rig.undelayed.apply(rig.commit(agg, 9, schedule_set("grace", {"after": "PT1S"})))
+    assert (await asyncio.wait_for(handle.result(), 30)).status is Status.DELIVERED
+    await save("timer_cancel_request_in_flight", handle)
+
+
+@timer_case
 async def record_timer_parked_retried(rig: TimerRig) -> None:
     """The host fails twice (max-attempts 2): the slot is parked; an operator retries it and
     it is delivered, with the same request id."""

@@ -1293,3 +1293,85 @@ def test_a_received_change_notes_what_it_did_and_the_details_show_it() -> None:
     gone, _ = core.receive(again, TimerChange(kind="delete", version=3))
     assert gone.last_change.startswith("delete of version 3: cancelled: cancelled c2:e0 (")
     assert gone.last_change.endswith("by the aggregate's deletion (version 3)")
+
+
+# ---------------------------------------------------------------- a Temporal cancel request
+
+
+def _in_flight() -> tuple[TimerState, Delivery]:
+    """Slot 1 of a set of version 1 handed to the delivery activity."""
+    state, step = core.step(core.initial(set_change(at_rule(T0), version=1)), T0)
+    assert isinstance(step, Deliver)
+    return state, step.delivery
+
+
+def test_a_cancel_request_met_in_flight_spares_a_set_handed_over_after_it() -> None:
+    state, delivery = _in_flight()
+    in_force = state.applied  # the request came alone, while slot 1 was at the host
+    newer = set_change(at_rule(T0 + timedelta(hours=1)), version=9)
+    state, _ = core.receive(state, newer)
+    state = core.on_outcome(state, delivery, "delivered", "")  # the attempt settles
+    kept = core.cancel_requested(state, None, in_force=in_force)
+    assert kept.spec == newer.spec and kept.status is Status.SCHEDULED
+    assert kept.delivered == 1, "the slot in flight counted"
+    assert kept.last_change.endswith(
+        "; handed over after a Temporal cancel request, which cancelled the schedule in force "
+        "before it (version 1), not this one"
+    )
+    assert core.step(kept, T0 + timedelta(hours=1))[1] == Deliver(
+        Delivery(timer="c9:e0", slot=1, due=T0 + timedelta(hours=1))
+    )
+    # Without `in_force` (runs recorded before the patch), the set handed over is cancelled.
+    assert core.cancel_requested(state, None).status is Status.CANCELLED
+
+
+def test_a_cancel_request_met_in_flight_with_nothing_after_it_cancels() -> None:
+    state, delivery = _in_flight()
+    in_force = state.applied
+    state = core.on_outcome(state, delivery, "delivered", "")
+    assert core.cancel_requested(state, None, in_force=in_force).status is Status.CANCELLED
+    state, delivery = _in_flight()
+    stale, _ = core.receive(state, set_change(at_rule(T0), version=1))  # changes nothing
+    stale = core.on_outcome(stale, delivery, "delivered", "")
+    cancelled = core.cancel_requested(stale, None, in_force=in_force)
+    assert cancelled.status is Status.CANCELLED and cancelled.spec is None
+
+
+@given(
+    came_with=st.booleans(),
+    after=st.lists(st.sampled_from(["set", "cancel", "delete", "stale"]), max_size=4),
+    outcome=st.sampled_from(["delivered", "rejected"]),
+)
+def test_a_cancel_request_met_in_flight_ends_exactly_what_was_in_force(
+    came_with: bool, after: list[str], outcome: Literal["delivered", "rejected"]
+) -> None:
+    """Whatever is handed over after the request, before the attempt settles: the latest
+    schedule handed over after it stands; what it met is cancelled, unless a set came with
+    it (their order cannot be told: kept); a cancel or deletion after it ends it anyway."""
+    state, delivery = _in_flight()
+    before = state.applied
+    if came_with:
+        state, _ = core.receive(state, set_change(at_rule(T0 + timedelta(hours=2)), version=2))
+    in_force = state.applied
+    last, version = None, 3
+    for kind in after:
+        if kind == "stale":
+            state, _ = core.receive(state, TimerChange(kind="cancel", version=1))
+            continue
+        if kind == "set":
+            change = set_change(at_rule(T0 + timedelta(hours=version)), version=version)
+        else:
+            change = TimerChange(kind=kind, version=version)  # type: ignore[arg-type]
+        state, _ = core.receive(state, change)
+        last, version = kind, version + 1
+    state = core.on_outcome(state, delivery, outcome, "")
+    result = core.cancel_requested(state, before if came_with else None, in_force=in_force)
+    assert result.delivered + result.rejected == 1
+    if last == "set" or (last is None and came_with):
+        assert result.spec is not None and result.spec == state.spec
+        assert result.status is Status.SCHEDULED
+        said = "handed over after a Temporal cancel request" if last else "came with it"
+        assert said in result.last_change
+    else:
+        assert result.spec is None and result.status is Status.CANCELLED
+        assert core.step(result, T0 + timedelta(days=1))[1] == Finish(Status.CANCELLED)

@@ -726,8 +726,9 @@ class TimerClient:
         waited = f"no worker answered within {self.answer_timeout.total_seconds():g}s (is "
         waited += f"`wow-temporal worker` running on task queue {self.task_queue}?)"
         try:
-            # A cancel signal is kept in the timer's history in order with the changes handed
-            # over: it cancels what is in force now, and no set handed over after it.
+            # A cancel goes as a signal first: in the timer's history at once, in order with
+            # the changes handed over, it cancels what is in force now and no set handed over
+            # after it; the update of the same request (the same cancel) fetches the answer.
             state = await update_or_signal(
                 handle,
                 update,
@@ -736,6 +737,7 @@ class TimerClient:
                 accept_within=self.answer_timeout,
                 answer_within=self.answer_timeout,
                 signal=args if update == "cancel" else None,
+                signal_first=update == "cancel",
             )
         except NotAccepted:
             raise TimerNotAnsweredError(
@@ -747,10 +749,19 @@ class TimerClient:
                 f"{self.answer_timeout.total_seconds():g}s (a delivery in flight ends first): "
                 "it applies then; show the timer to see it"
             ) from None
+        if isinstance(state, SentAsSignal) and state.closed:  # it ended, on the cancel or before
+            ended = await self._last_run(workflow_id)
+            if ended is None:
+                raise TimerError(
+                    f"timer {workflow_id!r} ended and a newer set has started it again since; "
+                    "show it to see its state"
+                )
+            return ended
         if isinstance(state, SentAsSignal):
             raise TimerNotAnsweredError(
-                f"{waited}; cancellation requested: the timer ends Cancelled when a worker "
-                "runs it"
+                f"{waited}; cancellation requested: it is in the timer's history, so the "
+                "schedule in force now ends Cancelled when a worker runs it (a set handed "
+                "over after it stands)"
             )
         return state
 

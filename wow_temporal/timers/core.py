@@ -294,13 +294,27 @@ def unreadable(state: TimerState, why: str) -> TimerState:
 
 
 def cancel_requested(
-    state: TimerState, applied_before: tuple[int, int] | None
+    state: TimerState,
+    applied_before: tuple[int, int] | None,
+    *,
+    in_force: tuple[int, int] | None = None,
 ) -> TimerState:
     """A Temporal cancel request: it cancels what was in force when it was recorded, no later
     change. A worker finds the request together with the changes handed over beside it and
     cannot tell their order (`applied_before`: the order in force before those changes, None
     when none came with it): a newer schedule they set is kept (nothing is lost), and its
-    last change says so; anything else is cancelled."""
+    last change says so; anything else is cancelled.
+
+    A request that meets a delivery in flight is applied once the attempt has settled, maybe
+    activations later (`in_force`: the order in force when the worker met it, None when it
+    is applied at once): a schedule handed over after it is newer than the request and
+    stands; the one the request met was replaced by it already."""
+    if in_force is not None and state.applied > in_force and state.spec is not None:
+        note = (
+            f"{state.last_change}; handed over after a Temporal cancel request, which "
+            f"cancelled the schedule in force before it (version {in_force[0]}), not this one"
+        )
+        return state.model_copy(update={"last_change": note})
     if applied_before is not None and state.applied > applied_before and state.spec is not None:
         note = (
             f"{state.last_change}; a Temporal cancel request came with it and was not "

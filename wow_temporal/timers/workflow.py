@@ -50,6 +50,11 @@ _CONTINUE_ON_IGNORED = "wow-continue-on-ignored"
 before it replay as they ran)."""
 
 
+_CANCEL_IN_FORCE = "wow-cancel-in-force"
+"""Patch: a Temporal cancel request that met a delivery in flight spares a set handed over
+after it, before the attempt settled (runs recorded before it cancelled that set too)."""
+
+
 class TimerInput(BaseModel):
     """The workflow's input, and what it carries across continue-as-new."""
 
@@ -59,6 +64,20 @@ class TimerInput(BaseModel):
     delivery: DeliverySettings = DeliverySettings()
     continue_as_new_after: int = CONTINUE_AS_NEW_AFTER_EVENTS
     """History length past which the timer continues as new (tests lower it)."""
+
+
+class _CancelMet:
+    """A Temporal cancel request a delivery in flight met: applied once the attempt settles."""
+
+    def __init__(
+        self, at: int, came_with: tuple[int, int] | None, in_force: tuple[int, int]
+    ) -> None:
+        self.at = at
+        """The history length of the activation that brought it."""
+        self.came_with = came_with
+        """The order in force before the changes that came with it; None if none did."""
+        self.in_force = in_force
+        """The order in force when it came: a change handed over later is newer than it."""
 
 
 class _Flight:
@@ -87,8 +106,8 @@ class TimerWorkflow:
         """The history length of the activation that last handed a change over."""
         self._applied_before = input.state.applied
         """The order in force before that activation's changes."""
-        self._cancel_seen = 0
-        """The history length at which a cancel request interrupted a delivery, if one did."""
+        self._cancel_met: _CancelMet | None = None
+        """A cancel request that interrupted a delivery, if one did."""
         self._retried = ""
         """The request id an operator retried after it was parked (not counted late)."""
         self._operator_cancels: list[str] = []
@@ -103,10 +122,7 @@ class TimerWorkflow:
                 return await self._run()
             except asyncio.CancelledError:
                 # `temporal workflow cancel` or the Web UI's "Request Cancellation".
-                length = self._cancel_seen or workflow.info().get_current_history_length()
-                self._cancel_seen = 0
-                came_with = self._applied_before if length == self._activation else None
-                self._state = core.cancel_requested(self._state, came_with)
+                self._state = self._cancel_requested()
                 if self._state.spec is not None:  # outrun by a newer schedule: it goes on
                     task = asyncio.current_task()
                     if task is not None:
@@ -115,6 +131,25 @@ class TimerWorkflow:
                 await self._settle()
                 self._show(core.Finish(self._state.status))
                 return self._state
+
+    def _cancel_requested(self) -> TimerState:
+        """The state after the cancel request: it cancels the order in force when it came. One
+        a delivery in flight met is applied once the attempt has settled; a set handed over
+        meanwhile is newer and stands (runs recorded before the patch cancelled it)."""
+        met, self._cancel_met = self._cancel_met, None
+        if met is None:
+            length = workflow.info().get_current_history_length()
+            came_with = self._applied_before if length == self._activation else None
+            return core.cancel_requested(self._state, came_with)
+        # As before the patch: changes handed over after the request hid what came with it.
+        came_with = self._applied_before if met.at == self._activation else None
+        before = core.cancel_requested(self._state, came_with)
+        state = core.cancel_requested(self._state, met.came_with, in_force=met.in_force)
+        if (state.spec is None) != (before.spec is None) and not workflow.patched(
+            _CANCEL_IN_FORCE
+        ):
+            return before
+        return state
 
     async def _run(self) -> TimerState:
         while True:
@@ -311,9 +346,11 @@ class TimerWorkflow:
                 lambda: handle.done() or self._state.pending != delivery
             )
         except asyncio.CancelledError:
-            # A cancel request: note when it came, since it reaches `run` only once the
-            # attempt in flight has settled (a later activation).
-            self._cancel_seen = workflow.info().get_current_history_length()
+            # A cancel request: note what was in force when it came, since it reaches `run`
+            # only once the attempt in flight has settled (a later activation).
+            length = workflow.info().get_current_history_length()
+            came_with = self._applied_before if length == self._activation else None
+            self._cancel_met = _CancelMet(length, came_with, self._state.applied)
             raise
         finally:
             if not handle.done():
