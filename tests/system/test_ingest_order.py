@@ -25,7 +25,7 @@ from tests.helpers.wow_host import wow_host
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import JOB_WORKFLOW, JobWorkflow
-from wow_temporal.model import Commit
+from wow_temporal.model import Commit, InvalidCommitError
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
 from wow_temporal.timers.client import TimerClient, TimerError, TimerNotAnsweredError
@@ -43,6 +43,41 @@ HOUR_AGO_MS = int((time.time() - 3600) * 1000)
 
 def commits(*raw: dict[str, Any]) -> list[Commit]:
     return [Commit.parse(c) for c in raw]
+
+
+# --- 0. admitted before Temporal is touched (issue #36) -----------------------------------
+
+
+async def _absent(rig: Rig, workflow_id: str) -> None:
+    with pytest.raises(RPCError) as caught:
+        await rig.client.get_workflow_handle(workflow_id).describe()
+    assert caught.value.status == RPCStatusCode.NOT_FOUND, workflow_id
+
+
+async def test_a_commit_whose_schedule_events_share_an_id_is_refused_and_changes_nothing(
+    rig: Rig,
+) -> None:
+    hour = {"after": "PT1H"}
+    twins = rig.commit(1, schedule_set("a", hour), schedule_set("b", hour))
+    for event in twins["body"]:
+        event["id"] = "e-1"  # both commands would go out as request id {commit}:e-1#1
+    with pytest.raises(InvalidCommitError, match=f"commit {twins['id']!r}: event id 'e-1'"):
+        await rig.timers.apply(twins)
+    await _absent(rig, rig.workflow_id("a"))
+    await _absent(rig, rig.workflow_id("b"))
+
+
+async def test_a_batch_with_an_id_temporal_cannot_list_is_refused_whole(rig: Rig) -> None:
+    good = Commit.parse(rig.commit(1, schedule_set("a", {"after": "PT1H"})))
+    bad = Commit.parse(
+        {**rig.commit(1, schedule_set("a", {"after": "PT1H"})), "aggregateId": "x\n"}
+    )  # a model the Python API takes: only admission reads the id as Temporal will
+    with pytest.raises(InvalidCommitError, match="aggregateId 'x\\\\n' has a control character"):
+        await rig.timers.apply_many([good, bad])
+    await _absent(rig, rig.workflow_id("a"))
+    with pytest.raises(InvalidCommitError, match="control character"):
+        await rig.timers.apply(bad)
+    await _absent(rig, "wow-timer:eshop-order.order:t1:x\n:a")
 
 
 # --- 1. folded before Temporal is touched -------------------------------------------------

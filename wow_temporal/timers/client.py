@@ -1,7 +1,8 @@
 """Ingest and operate aggregate timers: apply commits, list, show, retry and cancel timers.
 
-`TimerClient.apply(commit)` is the one code path behind the Python API, the control API's
-`POST /commits` and the CLI. It never waits for a timer to fire.
+`TimerClient.apply_many` is the one code path behind the Python API, the control API's
+`POST /commits`, the CLI and the host's relay; every batch passes admission
+(`timers.admission`) before anything reaches Temporal. It never waits for a timer to fire.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from wow_temporal.metrics import IngestMetrics, client_meter
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
+from wow_temporal.timers.admission import Admission, Admitted, admit
 from wow_temporal.timers.attributes import (
     SA_AGGREGATE,
     SA_AGGREGATE_ID,
@@ -54,7 +56,7 @@ from wow_temporal.timers.attributes import (
     SA_TENANT,
     initial_search_attributes,
 )
-from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
+from wow_temporal.timers.changes import AggregateChange, KeyChange, continuing
 from wow_temporal.timers.core import TimerChange, TimerState, Verdict, VerdictOutcome
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Folded, Horizon, Position, fold
@@ -274,20 +276,19 @@ class TimerClient:
     ) -> list[Applied]:
         """Apply a commit's schedule events; idempotent and order-safe.
 
-        Each answer says what the event did and why, in the commit's order. The commit's
-        changes are folded per key first (a set the same commit cancels or deletes is never
-        started). A set older than the aggregate's deletion is ignored; a deletion leaves a
-        record that every timer checks before it delivers, so it holds against reordering and
-        without relying on visibility.
+        The commit passes admission first (`timers.admission`): a bad one raises
+        `InvalidCommitError` and nothing is applied. Each answer says what the event did and
+        why, in the commit's order. The commit's changes are folded per key first (a set the
+        same commit cancels or deletes is never started). A set older than the aggregate's
+        deletion is ignored; a deletion leaves a record that every timer checks before it
+        delivers, so it holds against reordering and without relying on visibility.
         """
-        if not isinstance(commit, Commit):
-            commit = Commit.parse(commit)
-        (applied,) = await self.apply_many([commit], later=later)
+        (applied,) = await self.apply_many(admit([commit]), later=later)
         return applied
 
     async def apply_many(
         self,
-        commits: Sequence[Commit],
+        commits: Sequence[Commit] | Admission,
         *,
         concurrency: int = APPLY_CONCURRENCY,
         later: Horizon | None = None,
@@ -301,15 +302,19 @@ class TimerClient:
         Whatever stops a timer (cancels, deletions) is handed over first, for every aggregate
         of the batch, then the sets. A relay or `POST /commits` batch goes at the pace of
         Temporal's round trips times `concurrency`, not one commit after another.
+
+        The batch passes admission first (`timers.admission`; already, if an `Admission` is
+        given): a bad commit raises `InvalidCommitError` and nothing of the batch is applied.
         """
+        admission = admit(commits)
         streams: dict[AggregateRef, list[int]] = {}
-        for position, commit in enumerate(commits):
-            streams.setdefault(commit.aggregate, []).append(position)
+        for position, item in enumerate(admission):
+            streams.setdefault(item.commit.aggregate, []).append(position)
         prepared = [
-            self._prepare(positions, [commits[p] for p in positions], later)
+            self._prepare(positions, [admission.admitted[p] for p in positions], later)
             for positions in streams.values()
         ]
-        answers: list[list[Applied]] = [[] for _ in commits]
+        answers: list[list[Applied]] = [[] for _ in admission]
         try:
             await _each(prepared, self._stop_phase, concurrency)
             await _each(prepared, self._set_phase, concurrency)
@@ -329,14 +334,15 @@ class TimerClient:
         return answers
 
     def _prepare(
-        self, positions: list[int], commits: list[Commit], later: Horizon | None
+        self, positions: list[int], admitted: list[Admitted], later: Horizon | None
     ) -> _Stream:
         """One aggregate's commits of a batch, folded; each commit with a span of its own (the
         timers it sets continue it)."""
+        commits = [item.commit for item in admitted]
         spans = [_commit_span(commit) for commit in commits]
         items: list[tuple[Position, KeyChange | AggregateChange]] = []
-        for n, (commit, span) in enumerate(zip(commits, spans, strict=True)):
-            changes = changes_of(commit, _traceparent(span, commit))
+        for n, (one, span) in enumerate(zip(admitted, spans, strict=True)):
+            changes = continuing(one.changes, _traceparent(span, one.commit))
             items.extend(((n, e), item) for e, item in enumerate(changes))
         folded = fold(commits[0].aggregate, items, later)
         return _Stream(positions, commits, spans, items, folded, self.metrics)
