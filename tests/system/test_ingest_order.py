@@ -32,6 +32,7 @@ from wow_temporal.timers.client import TimerClient, TimerError, TimerNotAnswered
 from wow_temporal.timers.core import Status, TimerChange
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Horizon
+from wow_temporal.timers.keylocks import KeyLock
 from wow_temporal.timers.workflow import TimerInput, TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -244,7 +245,7 @@ class _SlowReader(TimerClient):
         self.entered = asyncio.Event()
         self.blocked = asyncio.Event()
 
-    def _key_lock(self, workflow_id: str) -> asyncio.Lock:
+    def _key_lock(self, workflow_id: str) -> KeyLock:
         lock = super()._key_lock(workflow_id)
         if lock.locked():  # the caller's `async with` waits: no await point comes between
             self.blocked.set()
@@ -283,6 +284,36 @@ async def test_a_stale_set_never_starts_after_a_newer_cancel_started_and_ended(r
         assert slow.blocked.is_set(), "the newer cancel waited for the key's lock"
         assert set_answer[0].outcome == "started"
         assert cancel_answer[0].outcome == "handed-over"
+        state = await rig.result("grace", within=15)
+        await quiescent(rig.handle("grace"))
+    assert state.status is Status.CANCELLED
+    assert state.applied == (6, 0)
+    assert rig.host.requests == []
+
+
+async def test_two_clients_of_one_process_never_start_a_stale_set_after_a_newer_cancel(
+    rig: Rig,
+) -> None:
+    """The interleaving above with the newer cancel handed over by another `TimerClient` of the
+    process, as `wow-temporal dev` runs two (the control API's and the relay's): the key's
+    lock is the process's, not a client's (issue #36)."""
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(2, cancelled("grace")))
+        await rig.result("grace", within=10)
+        slow = _SlowReader(rig.timers)
+        other = _SlowReader(rig.timers)
+        other.entered.set()  # it reads the run before at once...
+        other.blocked = slow.blocked  # ...and its wait on the key's lock is what `slow` awaits
+        stale = rig.commit(3, schedule_set("grace", {"after": "PT30S"}))
+
+        async def newer() -> Any:
+            await slow.entered.wait()
+            return await other.apply(rig.commit(6, cancelled("grace")))
+
+        set_answer, cancel_answer = await asyncio.gather(slow.apply(stale), newer())
+        # Not a run of its own that ended before the stale set started after it: handed over.
+        assert (cancel_answer[0].outcome, set_answer[0].outcome) == ("handed-over", "started")
+        assert slow.blocked.is_set(), "the other client's cancel waited for the key's lock"
         state = await rig.result("grace", within=15)
         await quiescent(rig.handle("grace"))
     assert state.status is Status.CANCELLED

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from wow_temporal.timers.changes import AggregateChange, KeyChange, continuing
 from wow_temporal.timers.core import TimerChange, TimerState, Verdict, VerdictOutcome
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Folded, Horizon, Position, fold
+from wow_temporal.timers.keylocks import KeyLock, key_locks
 from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
 from wow_temporal.tracing import (
@@ -259,11 +259,10 @@ class TimerClient:
         self.metrics = IngestMetrics(client_meter(client))
         """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and where the
         relay that hands commits over through this client records its lag."""
-        self._keys: weakref.WeakValueDictionary[str, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-        """A lock per timer being handed a change: two ingests of one key never read the run
-        before and start after it at once (`_apply_key`)."""
+        self._keys = key_locks
+        """A lock per timer being handed a change, shared by every client of the process: two
+        ingests of one key never read the run before and start after it at once
+        (`_apply_key`)."""
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings) -> TimerClient:
@@ -440,18 +439,17 @@ class TimerClient:
         """Hand `change` to its timer without waiting for a worker: start it, send it to the
         one running, or, when the last run has ended, start anew unless its state says stale.
 
-        One key's changes go one at a time through this client: the check (the run before
+        One key's changes go one at a time through the process: the check (the run before
         is read) and the act (a run starts after it) are one step, so a stale set can never
         start from a state that a newer change, started and ended meanwhile, has passed.
         """
         async with self._key_lock(_timer_id(owner, key)):
             return await self._apply_key_now(owner, key, change)
 
-    def _key_lock(self, workflow_id: str) -> asyncio.Lock:
-        lock = self._keys.get(workflow_id)
-        if lock is None:
-            lock = self._keys[workflow_id] = asyncio.Lock()
-        return lock
+    def _key_lock(self, workflow_id: str) -> KeyLock:
+        """The process's lock of the key (`timers.keylocks`): any client of this namespace
+        takes the same one, on whatever event loop it runs."""
+        return self._keys.lock(self.client.namespace, workflow_id)
 
     async def _apply_key_now(
         self, owner: AggregateRef, key: str, change: TimerChange
