@@ -38,6 +38,7 @@ from wow_temporal.tracing import within_request_trace
 COMMITS_SCHEMA = "Commits"
 """The OpenAPI component naming the `POST /commits` body (read by hand, so declared by name)."""
 
+
 async def _timer_client(request: Request) -> TimerClient:
     """The app's `TimerClient`, which `create_app` keeps in `app.state.timers`."""
     timers: TimerClient = request.app.state.timers
