@@ -81,6 +81,9 @@ class _Description(SimpleNamespace):
         return self.memo.get(key, default)
 
 
+_SIMS = itertools.count(1)
+
+
 class SimTemporal:
     """One namespace's workflows, a clock, a worker that is up or down, and the host."""
 
@@ -97,6 +100,8 @@ class SimTemporal:
         """Set by the model driving it: which of its steps runs now."""
         self._ids = itertools.count(1)
         self.data_converter = pydantic_data_converter
+        self.namespace = f"sim-{next(_SIMS)}"
+        """A namespace of its own: its keys' locks are no other test's (they are process-wide)."""
         self.service_client = SimpleNamespace(config=SimpleNamespace(runtime=None))
 
     # --- the client's calls ------------------------------------------------------------------

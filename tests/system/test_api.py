@@ -865,6 +865,37 @@ async def test_oversized_bodies_are_413(api: Api) -> None:
     assert response.status_code == 413
 
 
+async def test_commits_that_would_lose_a_command_are_400_and_nothing_is_applied(api: Api) -> None:
+    """Two schedule events under one event id, or one commit id for two commits, would share a
+    request id: the host would answer the second command as a duplicate (issue #36)."""
+    good = make_commit(api.aggregate_id, ("wow.ScheduleSet", schedule_set("a", {"after": "PT1H"})))
+    twins = make_commit(
+        api.aggregate_id,
+        ("wow.ScheduleSet", schedule_set("b", {"after": "PT1H"})),
+        ("wow.ScheduleSet", schedule_set("c", {"after": "PT1H"})),
+        version=2,
+    )
+    for event in twins["body"]:
+        event["id"] = "e-1"
+    reused = {**twins, "id": good["id"], "body": twins["body"][:1]}
+
+    async def post(body: Any) -> str:
+        response = await api.http.post("/commits", json=body, headers=auth(OPERATOR))
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == "InvalidCommit"
+        message: str = response.json()["message"]
+        return message
+
+    assert (await post([good, twins])).startswith(
+        f"commit [1]: commit {twins['id']!r}: event id 'e-1' is given to 2 schedule events"
+    )
+    assert (await post([good, reused])).startswith(
+        f"commit id {good['id']!r} is given to two different commits in this batch"
+    )
+    for key in ("a", "b", "c"):
+        assert (await api.show(timer_id(api.aggregate_id, key))).status_code == 404, key
+
+
 async def test_what_fuzzing_found_is_refused_as_400_before_temporal_is_asked(api: Api) -> None:
     """The inputs tests/system/test_fuzz.py found answered 500, 502, 503 or 409, or silently
     ignored."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from typer.testing import CliRunner
 
 from tests.helpers.builders import fast_delivery
@@ -145,6 +146,41 @@ def _grace_commit(aggregate_id: str, after: str, command_type: str) -> dict[str,
             }
         ],
     }
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_apply_refuses_a_bad_commit_in_one_line_and_applies_none_of_the_files(
+    dev_server: EmbeddedTemporal, dev_client: Client, tmp_path: Path
+) -> None:
+    """Schedule events sharing an id (their commands would share a request id), and an id
+    Temporal could hold but no listing find: each refused before anything is applied."""
+    env = {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    good_id, twins_id = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_grace_commit(good_id, "P1D", "eshop.order.CancelOrder")))
+    twins = _grace_commit(twins_id, "P1D", "eshop.order.CancelOrder")
+    twins["body"].append({**twins["body"][0], "body": {**twins["body"][0]["body"], "key": "b"}})
+    control = {**_grace_commit(twins_id, "P1D", "eshop.order.CancelOrder"), "tenantId": "t\x7f"}
+    for bad, says in (
+        (twins, f"commit 'c-{twins_id}': event id 'e-1' is given to 2 schedule events"),
+        (control, "tenantId 't\\x7f' has a control character"),
+    ):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(bad))
+        refused = await asyncio.to_thread(_cli, "apply", str(good), str(path), env=env)
+        assert refused.returncode == 2, refused.stdout
+        assert refused.stdout == ""
+        (line,) = refused.stderr.splitlines()
+        assert line.startswith(f"error: {path}: "), line
+        assert says in line, line
+    for workflow_id in (
+        f"wow-timer:eshop-order.order:t-cli:{good_id}:grace",
+        f"wow-timer:eshop-order.order:t-cli:{twins_id}:grace",
+        f"wow-timer:eshop-order.order:t\x7f:{twins_id}:grace",
+    ):
+        with pytest.raises(RPCError) as caught:
+            await dev_client.get_workflow_handle(workflow_id).describe()
+        assert caught.value.status == RPCStatusCode.NOT_FOUND, workflow_id
 
 
 @pytest.mark.asyncio(loop_scope="session")

@@ -25,13 +25,14 @@ from tests.helpers.wow_host import wow_host
 from wow_temporal.ids import job_workflow_id
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import JOB_WORKFLOW, JobWorkflow
-from wow_temporal.model import Commit
+from wow_temporal.model import Commit, InvalidCommitError
 from wow_temporal.timers import core
 from wow_temporal.timers.changes import changes_of
 from wow_temporal.timers.client import TimerClient, TimerError, TimerNotAnsweredError
 from wow_temporal.timers.core import Status, TimerChange
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Horizon
+from wow_temporal.timers.keylocks import KeyLock
 from wow_temporal.timers.workflow import TimerInput, TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -43,6 +44,41 @@ HOUR_AGO_MS = int((time.time() - 3600) * 1000)
 
 def commits(*raw: dict[str, Any]) -> list[Commit]:
     return [Commit.parse(c) for c in raw]
+
+
+# --- 0. admitted before Temporal is touched (issue #36) -----------------------------------
+
+
+async def _absent(rig: Rig, workflow_id: str) -> None:
+    with pytest.raises(RPCError) as caught:
+        await rig.client.get_workflow_handle(workflow_id).describe()
+    assert caught.value.status == RPCStatusCode.NOT_FOUND, workflow_id
+
+
+async def test_a_commit_whose_schedule_events_share_an_id_is_refused_and_changes_nothing(
+    rig: Rig,
+) -> None:
+    hour = {"after": "PT1H"}
+    twins = rig.commit(1, schedule_set("a", hour), schedule_set("b", hour))
+    for event in twins["body"]:
+        event["id"] = "e-1"  # both commands would go out as request id {commit}:e-1#1
+    with pytest.raises(InvalidCommitError, match=f"commit {twins['id']!r}: event id 'e-1'"):
+        await rig.timers.apply(twins)
+    await _absent(rig, rig.workflow_id("a"))
+    await _absent(rig, rig.workflow_id("b"))
+
+
+async def test_a_batch_with_an_id_temporal_cannot_list_is_refused_whole(rig: Rig) -> None:
+    good = Commit.parse(rig.commit(1, schedule_set("a", {"after": "PT1H"})))
+    bad = Commit.parse(
+        {**rig.commit(1, schedule_set("a", {"after": "PT1H"})), "aggregateId": "x\n"}
+    )  # a model the Python API takes: only admission reads the id as Temporal will
+    with pytest.raises(InvalidCommitError, match="aggregateId 'x\\\\n' has a control character"):
+        await rig.timers.apply_many([good, bad])
+    await _absent(rig, rig.workflow_id("a"))
+    with pytest.raises(InvalidCommitError, match="control character"):
+        await rig.timers.apply(bad)
+    await _absent(rig, "wow-timer:eshop-order.order:t1:x\n:a")
 
 
 # --- 1. folded before Temporal is touched -------------------------------------------------
@@ -209,7 +245,7 @@ class _SlowReader(TimerClient):
         self.entered = asyncio.Event()
         self.blocked = asyncio.Event()
 
-    def _key_lock(self, workflow_id: str) -> asyncio.Lock:
+    def _key_lock(self, workflow_id: str) -> KeyLock:
         lock = super()._key_lock(workflow_id)
         if lock.locked():  # the caller's `async with` waits: no await point comes between
             self.blocked.set()
@@ -248,6 +284,36 @@ async def test_a_stale_set_never_starts_after_a_newer_cancel_started_and_ended(r
         assert slow.blocked.is_set(), "the newer cancel waited for the key's lock"
         assert set_answer[0].outcome == "started"
         assert cancel_answer[0].outcome == "handed-over"
+        state = await rig.result("grace", within=15)
+        await quiescent(rig.handle("grace"))
+    assert state.status is Status.CANCELLED
+    assert state.applied == (6, 0)
+    assert rig.host.requests == []
+
+
+async def test_two_clients_of_one_process_never_start_a_stale_set_after_a_newer_cancel(
+    rig: Rig,
+) -> None:
+    """The interleaving above with the newer cancel handed over by another `TimerClient` of the
+    process, as `wow-temporal dev` runs two (the control API's and the relay's): the key's
+    lock is the process's, not a client's (issue #36)."""
+    async with rig.worker():
+        await rig.timers.apply(rig.commit(2, cancelled("grace")))
+        await rig.result("grace", within=10)
+        slow = _SlowReader(rig.timers)
+        other = _SlowReader(rig.timers)
+        other.entered.set()  # it reads the run before at once...
+        other.blocked = slow.blocked  # ...and its wait on the key's lock is what `slow` awaits
+        stale = rig.commit(3, schedule_set("grace", {"after": "PT30S"}))
+
+        async def newer() -> Any:
+            await slow.entered.wait()
+            return await other.apply(rig.commit(6, cancelled("grace")))
+
+        set_answer, cancel_answer = await asyncio.gather(slow.apply(stale), newer())
+        # Not a run of its own that ended before the stale set started after it: handed over.
+        assert (cancel_answer[0].outcome, set_answer[0].outcome) == ("handed-over", "started")
+        assert slow.blocked.is_set(), "the other client's cancel waited for the key's lock"
         state = await rig.result("grace", within=15)
         await quiescent(rig.handle("grace"))
     assert state.status is Status.CANCELLED

@@ -19,20 +19,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from wow_temporal.api.auth import CallerDep, CallerScope, TenantScope
 from wow_temporal.api.errors import ApiError, responses
 from wow_temporal.api.params import WholeNumber, filter_query, has_control
-from wow_temporal.ids import (
-    InvalidIdError,
-    deletion_record_id,
-    parse_timer_workflow_id,
-    timer_workflow_id,
-)
-from wow_temporal.model import (
-    Commit,
-    InvalidCommitError,
-    ScheduleCancelled,
-    ScheduleSet,
-    explain,
-)
-from wow_temporal.timers.changes import changes_of
+from wow_temporal.ids import InvalidIdError, parse_timer_workflow_id
+from wow_temporal.model import Commit, InvalidCommitError, ScheduleSet, explain
+from wow_temporal.timers.admission import Admission, admit
 from wow_temporal.timers.client import (
     TIMER_ID_PREFIX,
     Applied,
@@ -48,9 +37,6 @@ from wow_temporal.tracing import within_request_trace
 
 COMMITS_SCHEMA = "Commits"
 """The OpenAPI component naming the `POST /commits` body (read by hand, so declared by name)."""
-
-MAX_WORKFLOW_ID_BYTES = 1000
-"""Temporal's default `limit.maxIDLength`: the server refuses a longer workflow id."""
 
 
 async def _timer_client(request: Request) -> TimerClient:
@@ -98,7 +84,7 @@ async def post_commits(request: Request, scope: CallerScope, timers: Timers) -> 
     changes nothing. Every commit is checked before any is applied.
     """
     commits = _commits_of(await request.body())
-    for commit in commits:
+    for commit in commits.commits:
         _check_tenant(scope, commit)
     applied: list[Applied] = []
     # A commit continues its own header's trace, else the request's `traceparent`.
@@ -185,42 +171,17 @@ async def cancel_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> 
     )
 
 
-def _commits_of(raw: bytes) -> list[Commit]:
-    """The commits of a `POST /commits` body: one commit object or a list of them."""
+def _commits_of(raw: bytes) -> Admission:
+    """The commits of a `POST /commits` body (one commit object or a list of them), admitted:
+    a commit the timers cannot hold is refused before any of the request's is applied."""
     try:
         data = json.loads(raw, parse_constant=_not_json)
     except (ValueError, RecursionError) as error:
         raise ApiError(400, "InvalidJson", f"the body is not JSON: {error}") from None
-    items = data if isinstance(data, list) else [data]
-    commits = []
-    for index, item in enumerate(items):
-        where = f"commit [{index}]: " if isinstance(data, list) else ""
-        if not isinstance(item, dict):
-            raise ApiError(
-                400,
-                "InvalidCommit",
-                f"{where}a commit must be a JSON object, got {type(item).__name__}",
-            )
-        try:
-            commit = Commit.parse(item)
-        except (InvalidCommitError, ValueError, RecursionError) as error:
-            raise ApiError(400, "InvalidCommit", f"{where}{error}") from None
-        # What ingest will make of it (due times, workflow ids), checked now: a commit the
-        # timers cannot hold is refused before any of the request's commits is applied.
-        try:
-            changes_of(commit)
-        except (ValueError, OverflowError, OSError) as error:
-            raise ApiError(
-                400,
-                "InvalidCommit",
-                f"{where}commit {commit.id!r}: a time is out of range (createTime "
-                f"{commit.create_time}, or a rule's due time): {error}",
-            ) from None
-        problem = _id_problem(commit)
-        if problem is not None:
-            raise ApiError(400, "InvalidCommit", f"{where}commit {commit.id!r}: {problem}")
-        commits.append(commit)
-    return commits
+    try:
+        return admit(data if isinstance(data, list) else [data])
+    except InvalidCommitError as error:
+        raise ApiError(400, "InvalidCommit", str(error)) from None
 
 
 def _not_json(constant: str) -> Any:
@@ -268,35 +229,6 @@ def _check_timer_id(workflow_id: str) -> None:
         raise ApiError(
             400, "InvalidTimerId", f"not a timer id: {workflow_id!r} (a control character)"
         )
-
-
-def _id_problem(commit: Commit) -> str | None:
-    """Why a workflow id the commit makes could not be held by Temporal or found again by a
-    listing (a control character, or over Temporal's length limit), or None."""
-    owner = commit.aggregate
-    for name, value in (
-        ("contextName", owner.context_name),
-        ("aggregateName", owner.aggregate_name),
-        ("tenantId", owner.tenant_id),
-        ("aggregateId", owner.aggregate_id),
-    ):
-        if has_control(value):
-            return f"{name} {value[:80]!r} has a control character"
-    keys = sorted(
-        {
-            event.key
-            for _, event in commit.schedule_events()
-            if isinstance(event, ScheduleSet | ScheduleCancelled)
-        }
-    )
-    for workflow_id in (deletion_record_id(owner), *(timer_workflow_id(owner, k) for k in keys)):
-        size = len(workflow_id.encode())
-        if size > MAX_WORKFLOW_ID_BYTES:
-            return (
-                f"its workflow id {workflow_id[:60]!r}... is {size} bytes, more than the "
-                f"{MAX_WORKFLOW_ID_BYTES} Temporal holds"
-            )
-    return None
 
 
 async def _operate(

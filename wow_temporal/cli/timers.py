@@ -26,6 +26,7 @@ from wow_temporal.cli._common import (
 from wow_temporal.model import InvalidCommitError, explain
 
 if TYPE_CHECKING:
+    from wow_temporal.timers.admission import Admitted
     from wow_temporal.timers.core import TimerState
 
 timers_app = typer.Typer(no_args_is_help=True, help="List, show, retry and cancel timers.")
@@ -38,22 +39,26 @@ def apply_commits(
     address: _Address = None,
     namespace: _Namespace = None,
 ) -> None:
-    """Hand commits' schedule events to the timers (as a host's relay would)."""
-    from wow_temporal.model import Commit
+    """Hand commits' schedule events to the timers (as a host's relay would); every commit of
+    every file is admitted before Temporal is reached, so a bad one changes nothing."""
+    from wow_temporal.timers.admission import admit
     from wow_temporal.timers.client import TimerClient
 
-    commits: list[Commit] = []
+    batch: list[Admitted] = []
     for path in files:
         try:
             text = sys.stdin.read() if str(path) == "-" else path.read_text()
             data = json.loads(text)
         except (OSError, json.JSONDecodeError) as error:
             raise _fail(f"{path}: {error}") from None
-        for item in data if isinstance(data, list) else [data]:
-            try:
-                commits.append(Commit.parse(item))
-            except InvalidCommitError as error:
-                raise _fail(f"{path}: {error}") from None
+        try:  # each file admitted on its own, so the error names the file
+            batch.extend(admit(data if isinstance(data, list) else [data]))
+        except InvalidCommitError as error:
+            raise _fail(f"{path}: {_one_line(error)}") from None
+    try:
+        commits = admit(batch)  # and what the files get wrong together
+    except InvalidCommitError as error:
+        raise _fail(_one_line(error)) from None
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
@@ -68,6 +73,11 @@ def apply_commits(
                 )
 
     _run(work)
+
+
+def _one_line(error: Exception) -> str:
+    """An error's message on one line (a commit's text may hold a line break)."""
+    return " ".join(str(error).split())
 
 
 @timers_app.command("list")

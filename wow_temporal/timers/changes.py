@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from wow_temporal.model import (
     AggregateDeleted,
@@ -12,7 +13,7 @@ from wow_temporal.model import (
 )
 from wow_temporal.timers.core import TimerChange, TimerSpec
 
-__all__ = ["AggregateChange", "KeyChange", "changes_of", "spec_of"]
+__all__ = ["AggregateChange", "KeyChange", "changes_of", "continuing", "spec_of"]
 
 
 @dataclass(frozen=True)
@@ -76,4 +77,19 @@ def changes_of(
             found.append(
                 AggregateChange(TimerChange(kind="delete", version=commit.version, index=index))
             )
+    return found
+
+
+def continuing(
+    changes: Iterable[KeyChange | AggregateChange], traceparent: str | None
+) -> list[KeyChange | AggregateChange]:
+    """`changes` with the timers they set continuing `traceparent`'s trace instead (what
+    `changes_of(commit, traceparent)` gives, without reading the commit again)."""
+    found: list[KeyChange | AggregateChange] = []
+    for item in changes:
+        spec = item.change.spec
+        if spec is not None and traceparent is not None and spec.traceparent != traceparent:
+            moved = spec.model_copy(update={"traceparent": traceparent})
+            item = replace(item, change=item.change.model_copy(update={"spec": moved}))
+        found.append(item)
     return found

@@ -1,7 +1,8 @@
 """Ingest and operate aggregate timers: apply commits, list, show, retry and cancel timers.
 
-`TimerClient.apply(commit)` is the one code path behind the Python API, the control API's
-`POST /commits` and the CLI. It never waits for a timer to fire.
+`TimerClient.apply_many` is the one code path behind the Python API, the control API's
+`POST /commits`, the CLI and the host's relay; every batch passes admission
+(`timers.admission`) before anything reaches Temporal. It never waits for a timer to fire.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -45,6 +45,7 @@ from wow_temporal.metrics import IngestMetrics, client_meter
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
+from wow_temporal.timers.admission import Admission, Admitted, admit
 from wow_temporal.timers.attributes import (
     SA_AGGREGATE,
     SA_AGGREGATE_ID,
@@ -54,10 +55,11 @@ from wow_temporal.timers.attributes import (
     SA_TENANT,
     initial_search_attributes,
 )
-from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
+from wow_temporal.timers.changes import AggregateChange, KeyChange, continuing
 from wow_temporal.timers.core import TimerChange, TimerState, Verdict, VerdictOutcome
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords
 from wow_temporal.timers.fold import Folded, Horizon, Position, fold
+from wow_temporal.timers.keylocks import KeyLock, key_locks
 from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import DeliverySettings, TimerInput, TimerWorkflow
 from wow_temporal.tracing import (
@@ -257,11 +259,10 @@ class TimerClient:
         self.metrics = IngestMetrics(client_meter(client))
         """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and where the
         relay that hands commits over through this client records its lag."""
-        self._keys: weakref.WeakValueDictionary[str, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-        """A lock per timer being handed a change: two ingests of one key never read the run
-        before and start after it at once (`_apply_key`)."""
+        self._keys = key_locks
+        """A lock per timer being handed a change, shared by every client of the process: two
+        ingests of one key never read the run before and start after it at once
+        (`_apply_key`)."""
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings) -> TimerClient:
@@ -274,20 +275,19 @@ class TimerClient:
     ) -> list[Applied]:
         """Apply a commit's schedule events; idempotent and order-safe.
 
-        Each answer says what the event did and why, in the commit's order. The commit's
-        changes are folded per key first (a set the same commit cancels or deletes is never
-        started). A set older than the aggregate's deletion is ignored; a deletion leaves a
-        record that every timer checks before it delivers, so it holds against reordering and
-        without relying on visibility.
+        The commit passes admission first (`timers.admission`): a bad one raises
+        `InvalidCommitError` and nothing is applied. Each answer says what the event did and
+        why, in the commit's order. The commit's changes are folded per key first (a set the
+        same commit cancels or deletes is never started). A set older than the aggregate's
+        deletion is ignored; a deletion leaves a record that every timer checks before it
+        delivers, so it holds against reordering and without relying on visibility.
         """
-        if not isinstance(commit, Commit):
-            commit = Commit.parse(commit)
-        (applied,) = await self.apply_many([commit], later=later)
+        (applied,) = await self.apply_many(admit([commit]), later=later)
         return applied
 
     async def apply_many(
         self,
-        commits: Sequence[Commit],
+        commits: Sequence[Commit] | Admission,
         *,
         concurrency: int = APPLY_CONCURRENCY,
         later: Horizon | None = None,
@@ -301,15 +301,19 @@ class TimerClient:
         Whatever stops a timer (cancels, deletions) is handed over first, for every aggregate
         of the batch, then the sets. A relay or `POST /commits` batch goes at the pace of
         Temporal's round trips times `concurrency`, not one commit after another.
+
+        The batch passes admission first (`timers.admission`; already, if an `Admission` is
+        given): a bad commit raises `InvalidCommitError` and nothing of the batch is applied.
         """
+        admission = admit(commits)
         streams: dict[AggregateRef, list[int]] = {}
-        for position, commit in enumerate(commits):
-            streams.setdefault(commit.aggregate, []).append(position)
+        for position, item in enumerate(admission):
+            streams.setdefault(item.commit.aggregate, []).append(position)
         prepared = [
-            self._prepare(positions, [commits[p] for p in positions], later)
+            self._prepare(positions, [admission.admitted[p] for p in positions], later)
             for positions in streams.values()
         ]
-        answers: list[list[Applied]] = [[] for _ in commits]
+        answers: list[list[Applied]] = [[] for _ in admission]
         try:
             await _each(prepared, self._stop_phase, concurrency)
             await _each(prepared, self._set_phase, concurrency)
@@ -329,14 +333,15 @@ class TimerClient:
         return answers
 
     def _prepare(
-        self, positions: list[int], commits: list[Commit], later: Horizon | None
+        self, positions: list[int], admitted: list[Admitted], later: Horizon | None
     ) -> _Stream:
         """One aggregate's commits of a batch, folded; each commit with a span of its own (the
         timers it sets continue it)."""
+        commits = [item.commit for item in admitted]
         spans = [_commit_span(commit) for commit in commits]
         items: list[tuple[Position, KeyChange | AggregateChange]] = []
-        for n, (commit, span) in enumerate(zip(commits, spans, strict=True)):
-            changes = changes_of(commit, _traceparent(span, commit))
+        for n, (one, span) in enumerate(zip(admitted, spans, strict=True)):
+            changes = continuing(one.changes, _traceparent(span, one.commit))
             items.extend(((n, e), item) for e, item in enumerate(changes))
         folded = fold(commits[0].aggregate, items, later)
         return _Stream(positions, commits, spans, items, folded, self.metrics)
@@ -434,18 +439,17 @@ class TimerClient:
         """Hand `change` to its timer without waiting for a worker: start it, send it to the
         one running, or, when the last run has ended, start anew unless its state says stale.
 
-        One key's changes go one at a time through this client: the check (the run before
+        One key's changes go one at a time through the process: the check (the run before
         is read) and the act (a run starts after it) are one step, so a stale set can never
         start from a state that a newer change, started and ended meanwhile, has passed.
         """
         async with self._key_lock(_timer_id(owner, key)):
             return await self._apply_key_now(owner, key, change)
 
-    def _key_lock(self, workflow_id: str) -> asyncio.Lock:
-        lock = self._keys.get(workflow_id)
-        if lock is None:
-            lock = self._keys[workflow_id] = asyncio.Lock()
-        return lock
+    def _key_lock(self, workflow_id: str) -> KeyLock:
+        """The process's lock of the key (`timers.keylocks`): any client of this namespace
+        takes the same one, on whatever event loop it runs."""
+        return self._keys.lock(self.client.namespace, workflow_id)
 
     async def _apply_key_now(
         self, owner: AggregateRef, key: str, change: TimerChange
