@@ -147,7 +147,7 @@ class NullTimers:
     """Timers that take every commit at once (part 1: the host's own figures)."""
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None
+        self, commits: Sequence[Commit], *, later: Horizon | None = None, **_: object
     ) -> list[list[Any]]:
         return [[] for _ in commits]
 

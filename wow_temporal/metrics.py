@@ -132,6 +132,9 @@ class IngestMetrics:
             "wow_relay_lag", "From a commit's creation to its hand-over to the timers", "ms"
         )
         self._behind = meter.create_gauge("wow_relay_behind", "Commits the relay has yet to read")
+        self._aside = meter.create_gauge(
+            "wow_relay_set_aside", "Aggregates the relay set aside, retried on their own"
+        )
 
     def ingested(self, changes: Sequence[tuple[str, str]]) -> None:
         """Count one commit applied and its schedule events' (kind, outcome)."""
@@ -147,6 +150,10 @@ class IngestMetrics:
             self._lag.record(max(0, int((now - commit.created_at.timestamp()) * 1000)))
         if behind is not None:
             self._behind.set(behind)
+
+    def set_aside(self, aggregates: int) -> None:
+        """How many aggregates the relay has set aside now."""
+        self._aside.set(aggregates)
 
 
 def record_change_received(meter: MetricMeter, kind: str, outcome: str) -> None:

@@ -252,14 +252,26 @@ class RecordingTimers:
         workers keep theirs."""
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None
+        self,
+        commits: Sequence[Commit],
+        *,
+        later: Horizon | None = None,
+        failures: dict[AggregateRef, Exception] | None = None,
+        within: float | None = None,
     ) -> list[list[Applied]]:
         if self.cut is not None:
             raise self.cut
-        answers = await self.timers.apply_many(commits, later=later)
-        self.handed.extend(zip(commits, answers, strict=True))
+        answers = await self.timers.apply_many(
+            commits, later=later, failures=failures, within=within
+        )
+        taken = [
+            (commit, answer)
+            for commit, answer in zip(commits, answers, strict=True)
+            if not failures or commit.aggregate not in failures
+        ]
+        self.handed.extend(taken)
         if self.on_handed is not None:
-            self.on_handed(commits)
+            self.on_handed([commit for commit, _ in taken])
         return answers
 
     def answers_for(self, commit_id: str) -> list[list[Applied]]:

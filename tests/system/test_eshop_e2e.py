@@ -14,10 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -53,7 +52,6 @@ from wow_temporal.host.store import EventStore
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.client import TIMER_TASK_QUEUE
 from wow_temporal.timers.core import Status, TimerState
-from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.workflow import TimerWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -662,15 +660,7 @@ async def test_a_running_timer_whose_cancel_is_batches_away_stops_before_the_rel
     async with EshopStack(dev_client, tmp_path / "domain.db", grace=timedelta(minutes=5)) as stack:
         tenant = new_tenant()
         a = (await confirmed_order(stack, tenant, "a")).ref
-        apply_many = stack.timers.apply_many
-        away = True
-
-        async def failing(commits: Sequence[Commit], *, later: Horizon | None = None) -> Any:
-            if away:
-                raise ConnectionError("temporal is away")
-            return await apply_many(commits, later=later)
-
-        monkeypatch.setattr(stack.timers, "apply_many", failing)
+        stack.timers.cut = ConnectionError("temporal is away")
         b = await stack.place_order(tenant, "b", {"mug": 1})
         b_set, _ = (await stack.wait_order(b, AWAITING_PAYMENT)).schedule_set()
         for product in ("cap", "hat", "pen"):
@@ -678,7 +668,7 @@ async def test_a_running_timer_whose_cancel_is_batches_away_stops_before_the_rel
         assert (await stack.send(PAY, a)).ok
         paid = (await stack.wait_order(a, PAID)).commits[-1]
         assert [e.name for e in paid.body][-1] == "wow.ScheduleCancelled"
-        away = False
+        stack.timers.cut = None
 
         state = await timer_result(dev_client, stack.timer_id(a), timeout=20)
         assert state.status is Status.CANCELLED and state.applied == (paid.version, 0)

@@ -248,7 +248,9 @@ def test_the_control_api_answers_hostile_input_as_its_openapi_says(
 class _NoTimers:
     """The relay's timers: never reached (the followers are not started)."""
 
-    async def apply_many(self, commits: Sequence[Commit], *, later: Horizon | None = None) -> None:
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None, **_: object
+    ) -> None:
         raise AssertionError("the relay is not started in this test")
 
 

@@ -71,7 +71,7 @@ class FakeTimers:
         """What the relay had read ahead of each successful call, per key."""
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None
+        self, commits: Sequence[Commit], *, later: Horizon | None = None, **_: object
     ) -> None:
         self.attempts += 1
         if self.takes == 0:

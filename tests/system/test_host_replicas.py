@@ -190,7 +190,9 @@ class Recorder:
     def __init__(self) -> None:
         self.handed: list[Commit] = []
 
-    async def apply_many(self, commits: Sequence[Commit], *, later: Horizon | None = None) -> None:
+    async def apply_many(
+        self, commits: Sequence[Commit], *, later: Horizon | None = None, **_: object
+    ) -> None:
         self.handed.extend(commits)
 
 

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio import workflow
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from tests.apps.reminders import KEY, REMINDER, reminders_app
 from tests.helpers.eshop_stack import EshopStack, new_tenant, timer_result
@@ -157,3 +163,54 @@ async def test_a_backlog_posted_one_commit_a_request_delivers_nothing_its_log_st
         stack.timers.cut = None
     assert {state.status for state in states} <= {Status.REJECTED, Status.CANCELLED}
     assert [await rang(stack, ref) for ref in refs] == [0] * len(refs)
+
+
+# --- one key that cannot be handed over is set aside, the rest goes on -------------------------
+
+
+@workflow.defn(name="not-a-timer")
+class NotATimer:
+    """A run under a timer's id whose result no version of the timers can read."""
+
+    @workflow.run
+    async def run(self) -> str:
+        return "not a timer's state"
+
+
+async def test_a_key_the_timers_cannot_take_is_set_aside_and_the_rest_goes_on(
+    stack: EshopStack, dev_client: Client
+) -> None:
+    """On main the relay retried the whole batch forever: no reminder of any aggregate rang."""
+    tenant = new_tenant()
+    poisoned = REMINDER.ref(tenant, "poisoned")
+    poison_id = timer_workflow_id(poisoned, KEY)
+    queue = f"poison-{uuid.uuid4().hex[:8]}"
+    runner = UnsandboxedWorkflowRunner()
+    async with Worker(dev_client, task_queue=queue, workflows=[NotATimer], workflow_runner=runner):
+        await dev_client.execute_workflow(NotATimer.run, id=poison_id, task_queue=queue)
+    others = [REMINDER.ref(tenant, f"o-{n}") for n in range(5)]
+    assert (await stack.send(ARM, poisoned, {"millis": 500})).ok
+    for ref in others:
+        assert (await stack.send(ARM, ref, {"millis": 500})).ok
+
+    async def aside() -> list[dict[str, Any]]:
+        return list((await stack.followers())["relay"]["setAside"])
+
+    shown = await eventually(aside, within=20, what="the poisoned key set aside", holds=bool)
+    assert [(a["aggregateId"], a["commits"]) for a in shown] == [("poisoned", 1)]
+    assert shown[0]["reason"] and shown[0]["attempts"] >= 1
+    for ref in others:  # the rest of the log went on
+        state = await timer_result(dev_client, timer_workflow_id(ref, KEY))
+        assert state.status is Status.DELIVERED
+    assert (await stack.send(DISARM, others[0])).ok  # and goes on after it
+    assert await rang(stack, poisoned) == 0
+    # the operator removes the run in the way; the retry hands the set over: nothing was lost
+    await dev_client.workflow_service.delete_workflow_execution(
+        DeleteWorkflowExecutionRequest(
+            namespace=dev_client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=poison_id),
+        )
+    )
+    await eventually(aside, within=60, what="the set-aside key handed over", holds=lambda a: not a)
+    assert (await timer_result(dev_client, poison_id, timeout=30)).status is Status.DELIVERED
+    assert await rang(stack, poisoned) == 1

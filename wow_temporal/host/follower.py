@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from wow_temporal.host.lease import LeaseKeeper
 from wow_temporal.host.service import DomainHost
-from wow_temporal.model import Commit
+from wow_temporal.model import AggregateRef, Commit
 
-__all__ = ["Follower", "FollowerStatus"]
+__all__ = ["Follower", "FollowerStatus", "SetAside"]
 
 logger = logging.getLogger("wow_temporal.host")
 
@@ -40,6 +40,21 @@ class FollowerStatus:
     """The replica running it (None: none holds its lease now)."""
     here: bool = True
     """Whether this replica runs it."""
+    set_aside: tuple[SetAside, ...] = ()
+    """What it set aside to retry on its own, so the rest of the log goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """An aggregate whose commits a follower could not handle, retried on its own."""
+
+    aggregate: AggregateRef
+    commits: int
+    """How many of its commits wait."""
+    reason: str
+    since: float
+    """Epoch seconds."""
+    attempts: int
 
 
 class Follower(ABC):
@@ -95,10 +110,23 @@ class Follower(ABC):
         """Record the position reached, if it is not yet (the runtime calls it at stop)."""
         if not self.runs_here():
             return
-        if self._position is not None and self._position != self._recorded:
+        if self._position is not None and self.recordable(self._position) != self._recorded:
             await self._record(self._position)
 
-    async def _record(self, position: int) -> None:
+    def recordable(self, position: int) -> int:
+        """How far the log may be recorded as handled once `position` is reached: all of it,
+        unless the follower holds back for commits it set aside (a restart handles them, and
+        what follows them, again)."""
+        return position
+
+    def set_aside(self) -> tuple[SetAside, ...]:
+        """What it set aside (none, unless a follower sets commits aside)."""
+        return ()
+
+    async def _record(self, reached: int) -> None:
+        position = self.recordable(reached)
+        if position == self._recorded:
+            return
         await self.host.run(lambda: self.host.store.advance(self.name, position))
         self._recorded = position
         self._recorded_at = time.monotonic()
@@ -115,7 +143,14 @@ class Follower(ABC):
         behind = await self.host.run(lambda: self.host.store.behind(position))
         holder = self.lease.name if self.lease is not None else None
         return FollowerStatus(
-            self.name, position, behind, self._failing_since, self._last_error, holder, True
+            self.name,
+            position,
+            behind,
+            self._failing_since,
+            self._last_error,
+            holder,
+            True,
+            self.set_aside(),
         )
 
     def runs_here(self) -> bool:

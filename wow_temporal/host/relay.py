@@ -21,11 +21,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, Protocol
 
-from wow_temporal.host.follower import Follower
+from temporalio.service import RPCError, RPCStatusCode
+
+from wow_temporal.host.aside import Aside
+from wow_temporal.host.follower import Follower, SetAside
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
-from wow_temporal.model import Commit
-from wow_temporal.timers.client import fenced
+from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.client import FenceLapsedError, fenced
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.readahead import ReadAhead
 
@@ -41,10 +44,16 @@ logger = logging.getLogger(__name__)
 
 
 class Timers(Protocol):
-    """What the relay needs of `TimerClient`."""
+    """What the relay needs of `TimerClient`: `apply_many` noting each aggregate's failure in
+    `failures` rather than failing the others."""
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None
+        self,
+        commits: Sequence[Commit],
+        *,
+        later: Horizon | None = None,
+        failures: dict[AggregateRef, Exception] | None = None,
+        within: float | None = None,
     ) -> Any: ...
 
 
@@ -54,8 +63,8 @@ class Relay(Follower):
     client it gives reconnects by itself afterwards)."""
 
     timeout_s = 30.0
-    """How long one batch may take to hand over, plus `timeout_per_commit_s` a commit."""
-    timeout_per_commit_s = 0.1
+    """How long one aggregate's commits of a batch may take to hand over (each phase), and
+    connecting to the timers: an aggregate that takes longer is set aside."""
     batch = 1000
     """Commits read at once: a relay catching up folds a whole batch, so the changes that stop
     timers go out first and each key gets one change."""
@@ -82,11 +91,24 @@ class Relay(Follower):
         self._ahead = ReadAhead()
         self._gap = True
         """Whether the relay comes back from a gap: started, took over, or failed last time."""
+        self._aside = Aside()
 
     def reset(self) -> None:
         super().reset()
         self._ahead.clear()
         self._gap = True
+        self._aside.clear()  # what this replica set aside is behind its recorded position
+
+    def recordable(self, position: int) -> int:
+        earliest = self._aside.holds_back()
+        return position if earliest is None else min(position, earliest - 1)
+
+    def set_aside(self) -> tuple[SetAside, ...]:
+        return self._aside.view()
+
+    async def step(self) -> int:
+        await self._retry_set_aside()
+        return await super().step()
 
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
         try:
@@ -100,20 +122,23 @@ class Relay(Follower):
     async def _hand(self, commits: list[tuple[int, Commit]]) -> int:
         """Read ahead, hand over the stops read ahead after a gap, then the batch."""
         reached = commits[-1][0]
-        scheduling = [commit for _, commit in commits if commit.has_schedule_events]
+        scheduling = [(at, commit) for at, commit in commits if commit.has_schedule_events]
         if scheduling or self._gap or len(commits) >= self.batch:
             later = await self._read_ahead(reached)
             if self._gap or self._ahead.scanned - reached >= self.batch:
                 await self._stop_early(later)
+        scheduling = self._behind_set_aside(scheduling)
         if scheduling:
-            await self._apply(scheduling, self._ahead.horizon)
+            failures = await self._apply([commit for _, commit in scheduling], self._ahead.horizon)
+            self._put_aside(scheduling, failures)
             self.acted = True
             self.handed += len(scheduling)
-            metrics = getattr(self._timers, "metrics", None)
-            if isinstance(metrics, IngestMetrics):
-                await self._measure(metrics, scheduling, reached)
+            handed = [c for _, c in scheduling if not self._aside.holds(c.aggregate)]
+            metrics = self._metrics()
+            if metrics is not None:
+                await self._measure(metrics, handed, reached)
             if self.on_handed is not None:
-                self.on_handed(scheduling)
+                self.on_handed(handed)
         self._ahead.passed(reached)
         if self._ahead.scanned - reached < self.batch:
             # Within a batch of the head: the next batch folds what is ahead itself, so what
@@ -136,24 +161,92 @@ class Relay(Follower):
         `ReadAhead.early_stops`), so timers running schedules the log stopped end now."""
         stops = self._ahead.early_stops()
         if stops:
-            await self._apply(stops, later)
+            await self._apply(stops, later)  # a stop that failed goes again in its batch
             self.acted = True
             self.stopped_early += len(stops)
             logger.info("relay: handed over the stops of %d commits read ahead", len(stops))
         self._ahead.mark_handed()
 
-    async def _apply(self, commits: list[Commit], later: Horizon) -> None:
-        """Hand `commits` to the timers, within the batch's time, while the lease holds here."""
+    async def _apply(
+        self, commits: list[Commit], later: Horizon | None
+    ) -> dict[AggregateRef, Exception]:
+        """Hand `commits` to the timers while the lease holds here; the aggregates that failed,
+        each with its error. Raises when every aggregate failed for want of Temporal (an
+        outage: the batch is retried whole, nothing set aside)."""
         timers = await self._connected()
-        within = self.timeout_s + self.timeout_per_commit_s * len(commits)
-        try:
-            async with asyncio.timeout(within):
-                with fenced(self.runs_here):  # nothing sent once the lease lapsed here
-                    await timers.apply_many(commits, later=later)
-        except TimeoutError:
-            raise TimeoutError(
-                f"the timers did not take {len(commits)} commits in {within:.0f} s"
-            ) from None
+        failures: dict[AggregateRef, Exception] = {}
+        with fenced(self.runs_here):  # nothing sent once the lease lapsed here
+            await timers.apply_many(
+                commits, later=later, failures=failures, within=self.timeout_s
+            )
+        every = len(failures) == len({commit.aggregate for commit in commits})
+        if failures and every and all(_unreachable(error) for error in failures.values()):
+            raise next(iter(failures.values()))
+        return failures
+
+    def _behind_set_aside(
+        self, scheduling: list[tuple[int, Commit]]
+    ) -> list[tuple[int, Commit]]:
+        """Queue the commits of aggregates set aside behind theirs; the others, to hand over."""
+        kept: list[tuple[int, Commit]] = []
+        for at, commit in scheduling:
+            if self._aside.holds(commit.aggregate):
+                self._aside.queue(commit.aggregate, [(at, commit)])
+            else:
+                kept.append((at, commit))
+        return kept
+
+    def _put_aside(
+        self, scheduling: list[tuple[int, Commit]], failures: dict[AggregateRef, Exception]
+    ) -> None:
+        """Set aside the aggregates the timers did not take, with their commits and why."""
+        now = time.time()
+        for aggregate, error in failures.items():
+            commits = [(at, commit) for at, commit in scheduling if commit.aggregate == aggregate]
+            reason = _reason(error)
+            self._aside.put(aggregate, commits, reason, now)
+            logger.warning(
+                "relay: set aside %s (%d commits): %s; retried on its own, the rest of the log "
+                "goes on",
+                aggregate,
+                len(commits),
+                reason,
+            )
+        if failures:
+            self._count_set_aside()
+
+    async def _retry_set_aside(self) -> None:
+        """Hand over each aggregate set aside whose retry is due, on its own."""
+        due = self._aside.due(time.time())
+        if not due or not self.runs_here():
+            return
+        for aggregate, commits in due:
+            try:
+                failures = await self._apply(commits, None)
+            except FenceLapsedError:
+                raise
+            except Exception as error:  # unreachable again: tried again later
+                failures = {aggregate: error}
+            if aggregate in failures:
+                self._aside.put(aggregate, [], _reason(failures[aggregate]), time.time())
+                continue
+            attempts, since = self._aside.release(aggregate)
+            logger.warning(
+                "relay: %s handed over after %d attempts, %.1f s set aside",
+                aggregate,
+                attempts + 1,
+                time.time() - since,
+            )
+        self._count_set_aside()
+
+    def _count_set_aside(self) -> None:
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.set_aside(len(self._aside))
+
+    def _metrics(self) -> IngestMetrics | None:
+        metrics = getattr(self._timers, "metrics", None)
+        return metrics if isinstance(metrics, IngestMetrics) else None
 
     async def _read_ahead(self, position: int) -> Horizon:
         """The schedule changes the log holds past `position`, up to its head or
@@ -187,3 +280,19 @@ class Relay(Follower):
             except Exception as error:  # display only: never fail the hand-over for it
                 logger.debug("relay: cannot count the commits behind: %s", error)
         metrics.relayed(handed, behind)
+
+
+def _unreachable(error: Exception) -> bool:
+    """Whether `error` says Temporal could not be reached (an outage), not that this
+    aggregate's changes cannot be taken."""
+    if isinstance(error, RPCError):
+        return error.status in (
+            RPCStatusCode.UNAVAILABLE,
+            RPCStatusCode.DEADLINE_EXCEEDED,
+            RPCStatusCode.CANCELLED,
+        )
+    return isinstance(error, ConnectionError | TimeoutError)
+
+
+def _reason(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}".strip()[:500]

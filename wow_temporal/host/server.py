@@ -113,6 +113,18 @@ class AggregateView(_Camel):
     commits: list[Commit]
 
 
+class SetAsideView(_Camel):
+    """An aggregate a follower set aside: its commits wait, retried on their own."""
+
+    aggregate: str = Field(description="`context.aggregate`")
+    tenant_id: str
+    aggregate_id: str
+    commits: int = Field(description="How many of its commits wait")
+    reason: str = Field(description="Why the last attempt failed")
+    since: float = Field(description="Since when (seconds since the epoch)")
+    attempts: int
+
+
 class FollowerView(_Camel):
     """Where one follower of the log is (the relay to the timers, each saga)."""
 
@@ -127,6 +139,11 @@ class FollowerView(_Camel):
         description="The host replica running it (its lease holder); null while none does"
     )
     here: bool = Field(description="Whether the replica answering runs it")
+    set_aside: list[SetAsideView] = Field(
+        default_factory=list,
+        description="Aggregates it could not hand over, each retried on its own while the rest "
+        "of the log goes on (the relay only)",
+    )
 
 
 def _status_responses(model: type[BaseModel], extra: dict[int, str]) -> dict[int | str, Any]:
@@ -313,6 +330,18 @@ async def followers_status(request: Request) -> list[FollowerView] | JSONRespons
             last_error=status.last_error,
             holder=status.holder,
             here=status.here,
+            set_aside=[
+                SetAsideView(
+                    aggregate=str(aside.aggregate.named),
+                    tenant_id=aside.aggregate.tenant_id,
+                    aggregate_id=aside.aggregate.aggregate_id,
+                    commits=aside.commits,
+                    reason=aside.reason,
+                    since=aside.since,
+                    attempts=aside.attempts,
+                )
+                for aside in status.set_aside
+            ],
         )
         for status in statuses
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -96,6 +97,10 @@ TIMER_WORKFLOW = "wow.Timer"
 """The timer workflow's type, by name: its run takes its input raw (`TimerInput` as JSON), so
 that one it cannot read parks it instead of failing every workflow task."""
 
+VISIBILITY_RETRY_S = 30.0
+"""How long deletions skip listing an aggregate's running timers after a listing failed or
+timed out: with visibility down, each would wait out its timeout, and a batch of deletions would
+take minutes for nothing (the deletion record alone stops every timer)."""
 ANSWER_TIMEOUT = timedelta(seconds=10)
 """How long a query or an operator's update waits for a worker to answer."""
 
@@ -256,6 +261,8 @@ class TimerClient:
         self.start_delay = start_delay
         self.answer_timeout = answer_timeout
         self.deletions = DeletionRecords(client, task_queue=task_queue)
+        self._visibility_down_until = 0.0
+        """Until when (monotonic) deletions list no running timers: visibility just failed."""
         self.metrics = IngestMetrics(client_meter(client))
         """Where ingest is counted (`wow_commits_ingested`, `wow_timer_changes`), and where the
         relay that hands commits over through this client records its lag."""
@@ -291,6 +298,8 @@ class TimerClient:
         *,
         concurrency: int = APPLY_CONCURRENCY,
         later: Horizon | None = None,
+        failures: dict[AggregateRef, Exception] | None = None,
+        within: float | None = None,
     ) -> list[list[Applied]]:
         """Apply many commits: each aggregate's folded together, different aggregates' at once.
 
@@ -304,6 +313,10 @@ class TimerClient:
 
         The batch passes admission first (`timers.admission`; already, if an `Admission` is
         given): a bad commit raises `InvalidCommitError` and nothing of the batch is applied.
+
+        With `failures` given, one aggregate cannot stop the others: an aggregate whose hand-over
+        fails, or takes more than `within` seconds a phase, is noted there with its error, its
+        commits are answered `[]`, and the rest of the batch goes on (the relay sets it aside).
         """
         admission = admit(commits)
         streams: dict[AggregateRef, list[int]] = {}
@@ -314,10 +327,13 @@ class TimerClient:
             for positions in streams.values()
         ]
         answers: list[list[Applied]] = [[] for _ in admission]
+        isolated = None if failures is None else _Isolated(failures, within)
         try:
-            await _each(prepared, self._stop_phase, concurrency)
-            await _each(prepared, self._set_phase, concurrency)
+            await _each(prepared, self._stop_phase, concurrency, isolated)
+            await _each(prepared, self._set_phase, concurrency, isolated)
             for stream in prepared:  # before the spans end: each answer counts on its span
+                if isolated is not None and stream.folded.owner in isolated.failures:
+                    continue
                 for position, applied in zip(stream.positions, stream.answers(), strict=True):
                     answers[position] = applied
         except BaseException as error:
@@ -420,6 +436,8 @@ class TimerClient:
             tenant=owner.tenant_id,
             running=True,
         ).query()
+        if time.monotonic() < self._visibility_down_until:
+            return []  # it failed a moment ago: no deletion waits out its timeout again
         try:
             async with asyncio.timeout(self.answer_timeout.total_seconds()):
                 return [
@@ -427,11 +445,13 @@ class TimerClient:
                     async for execution in self.client.list_workflows(query)
                 ]
         except (RPCError, TimeoutError) as error:
+            self._visibility_down_until = time.monotonic() + VISIBILITY_RETRY_S
             logger.warning(
                 "deletion of %s: cannot list its running timers (%s); the deletion record "
-                "cancels each when it comes due",
+                "cancels each when it comes due (no listing for %g s)",
                 owner,
                 error,
+                VISIBILITY_RETRY_S,
             )
             return []
 
@@ -830,17 +850,47 @@ class _Stream:
         return answers
 
 
+@dataclass(frozen=True)
+class _Isolated:
+    """How `apply_many` keeps one aggregate's failure from the others: noted in `failures`."""
+
+    failures: dict[AggregateRef, Exception]
+    within: float | None
+
+    async def run(self, stream: _Stream, phase: Callable[[_Stream], Awaitable[None]]) -> None:
+        owner = stream.folded.owner
+        if owner in self.failures:
+            return  # failed in an earlier phase: its sets are not handed over
+        try:
+            async with asyncio.timeout(self.within):
+                await phase(stream)
+        except FenceLapsedError:
+            raise  # not the aggregate's: the relay's lease lapsed
+        except TimeoutError:
+            self.failures[owner] = TimeoutError(f"not handed over within {self.within:g} s")
+        except Exception as error:
+            self.failures[owner] = error
+        if owner in self.failures:
+            for span in stream.spans:
+                mark_failed(span, self.failures[owner])
+
+
 async def _each(
     streams: Sequence[_Stream],
     phase: Callable[[_Stream], Awaitable[None]],
     concurrency: int,
+    isolated: _Isolated | None = None,
 ) -> None:
-    """Run `phase` for every stream, `concurrency` at once; the first failure is raised."""
+    """Run `phase` for every stream, `concurrency` at once; the first failure is raised,
+    unless `isolated` notes each stream's own."""
     limit = asyncio.Semaphore(concurrency)
 
     async def one(stream: _Stream) -> None:
         async with limit:
-            await phase(stream)
+            if isolated is None:
+                await phase(stream)
+            else:
+                await isolated.run(stream, phase)
 
     try:
         async with asyncio.TaskGroup() as group:
