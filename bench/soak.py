@@ -27,14 +27,24 @@ every slot waits for the one before to be decided); and the ingest rate inside t
 worker kills against outside them (ingest never waits for a worker).
 
 With `--catch-up` it runs instead a relay's catch-up after a Temporal outage: each aggregate's
-key is set before the dev server is killed for `--outage` seconds; during the outage the log
-sets, cancels, replaces and deletes; once the server is back the backlog is handed over in
-batches with the log read ahead (as the host's relay does), and the ledger is checked:
-every set still in force delivered once, none the log replaced, cancelled or deleted.
+key is set (and handed over) before the dev server is killed for `--outage` seconds; during the
+outage the log sets, cancels, replaces and deletes. For two thirds the first set is due 20-45 s
+after the outage; for a third (seeded) it falls due during the outage and the log changes it
+once during it, half of them before that due time (a cancel, a replacing set or the deletion:
+the victims) and half after it (owed). The fake host is told the log as it is committed, so it
+guards as docs/delivery.md asks a host in another language to. Once the server is back the
+relay holds its backlog until the timers due during the outage have fired (at most 60 s: the
+relay slower than the workers), then hands it over in batches with the log read ahead (as the
+host's relay does), and the ledger is checked: every set still in force delivered once; none
+the log replaced, cancelled or deleted before it was handed over or before it was due, and in
+particular no victim (`delivered_though_stopped_before_due`: only the target's guard stops
+them); every owed slot delivered once. `--unguarded` does not tell
+the fake host the log (a host that does not check): the victims are then delivered and the run
+fails, which shows the scenario rests on the guard.
 
 Run: `python -m bench.soak [--quick] [--aggregates N] [--duration S] [--json]` (or
-`--catch-up [--outage S]`); `--quick` (the smoke test's size): 240 aggregates over 40 s, two
-workers each killed once and both together once, seed 11.
+`--catch-up [--outage S] [--unguarded]`); `--quick` (the smoke test's size): 240 aggregates
+over 40 s, two workers each killed once and both together once, seed 11.
 """
 
 from __future__ import annotations
@@ -892,6 +902,13 @@ def print_report(report: Report) -> None:
 # -- the catch-up after an outage (`--catch-up`) -----------------------------------------------
 
 
+DUE_DURING_SHARE = 1 / 3
+"""Of `--catch-up`'s aggregates, the share whose first set falls due during the outage."""
+FIRED_WITHIN_S = 60.0
+"""How long, once the server is back, the relay holds its backlog while the timers that fell due
+during the outage fire (the relay slower than the workers: the guard's case)."""
+
+
 @dataclass
 class CatchUpReport:
     """What a relay's catch-up after a Temporal outage delivered, against the log."""
@@ -899,134 +916,303 @@ class CatchUpReport:
     aggregates: int
     commits: int
     outage_s: float
+    guarded: bool = True
+    """Whether the fake host was told the log (and so guards as docs/delivery.md asks)."""
     caught_up_s: float = 0.0
+    waited_s: float = 0.0
+    """How long the backlog waited, once the server was back, for the due timers to fire."""
     in_force: int = 0
     """Sets still in force at the end of the log (each must be delivered once)."""
     superseded: int = 0
-    """Sets the log replaced, cancelled or deleted (none may be delivered)."""
+    """Sets the log replaced, cancelled or deleted, but the owed (none may be delivered)."""
     delivered_once: int = 0
     lost: int = 0
     decided_twice: int = 0
     early: int = 0
     delivered_though_changed: int = 0
     """Sets delivered though the log had replaced, cancelled or deleted them: must be 0."""
+    victims: int = 0
+    """Sets handed over before the outage and due during it that the log stopped (a cancel, a
+    replacing set, the deletion) before they were due: their timers fire when the server is
+    back, before the backlog; none may be delivered (counted in `superseded` too)."""
+    delivered_though_stopped_before_due: int = 0
+    """Victims delivered: must be 0 (the target's guard refuses them)."""
+    owed: int = 0
+    """Sets handed over before the outage and due during it that the log changed only at or
+    after their due time: the slot was owed, each must be delivered once."""
+    owed_delivered_once: int = 0
+    owed_lost: int = 0
+    fired_before_handover: int = 0
+    """Victims and owed sets that had reached the host when the backlog was handed over."""
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.decided_twice or self.early or self.delivered_though_changed)
+        return not (
+            self.lost
+            or self.decided_twice
+            or self.early
+            or self.delivered_though_changed
+            or self.delivered_though_stopped_before_due
+            or self.owed_lost
+        )
+
+
+Change = tuple[str, float]
+"""One change of `k1` in a commit: `set` (due that many seconds after the commit), `cancel`,
+`delete`, or `set-cancel` (a set and its cancel in one commit)."""
 
 
 def catch_up_log(
     count: int, rng: random.Random, run: str, before: float, during: tuple[float, float]
 ) -> list[dict[str, Any]]:
-    """Each aggregate's commits: a set of `k1` handed over before the outage (due well after
-    it), then 1-3 commits during it (sets due during the outage or after, cancels, re-sets,
-    deletions), in log order (by createTime), as wire commits."""
-    start, end = during
+    """Each aggregate's commits in log order (by createTime), as wire commits. Most set `k1`
+    before the outage (handed over then, due well after it) and change it 1-3 times during it
+    (`_due_after`); a share (`DUE_DURING_SHARE`, seeded) set `k1` due during the outage and
+    change it once during it, before or after that due time (`_due_during`)."""
     log: list[tuple[float, dict[str, Any]]] = []
     for n in range(count):
-        aggregate_id = f"ok-{run}-c{n}"
-        version = 1
-        moments = [before, *sorted(rng.uniform(start, end) for _ in range(rng.randint(1, 3)))]
-        for at in moments:
-            if version == 1:
-                events = [("set", end - at + rng.uniform(20, 45))]
-            else:
-                events = [
-                    rng.choice(
-                        [
-                            ("set", rng.uniform(5, (end - start) + 40)),
-                            ("cancel", 0.0),
-                            ("cancel", 0.0),
-                            ("delete", 0.0),
-                            ("set-cancel", rng.uniform(1, 10)),
-                        ]
-                    )
-                ]
-            body: list[dict[str, Any]] = []
-            for kind, after in events:
-                if kind in ("set", "set-cancel"):
-                    body.append(
-                        {
-                            "id": f"e{len(body)}",
-                            "name": "wow.ScheduleSet",
-                            "body": {
-                                "key": "k1",
-                                "rule": {"after": f"PT{after:.3f}S"},
-                                "command": {"type": "eshop.order.CancelOrder", "body": {}},
-                            },
-                        }
-                    )
-                if kind in ("cancel", "set-cancel"):
-                    name, cancel = "wow.ScheduleCancelled", {"key": "k1"}
-                    body.append({"id": f"e{len(body)}", "name": name, "body": cancel})
-                if kind == "delete":
-                    body.append({"id": f"e{len(body)}", "name": "wow.AggregateDeleted", "body": {}})
-            commit = {
-                "id": f"{aggregate_id}-v{version}",
-                "contextName": CONTEXT,
-                "aggregateName": AGGREGATE,
-                "tenantId": TENANT,
-                "aggregateId": aggregate_id,
-                "version": version,
-                "createTime": int(at * 1000),
-                "body": body,
-            }
-            log.append((at, commit))
-            version += 1
+        if rng.random() < DUE_DURING_SHARE:
+            aggregate_id, commits = f"ok-{run}-d{n}", _due_during(rng, before, during)
+        else:
+            aggregate_id, commits = f"ok-{run}-c{n}", _due_after(rng, before, during)
+        for version, (at, changes) in enumerate(commits, start=1):
+            log.append((at, _catch_up_commit(aggregate_id, version, at, changes)))
     log.sort(key=lambda pair: pair[0])
     return [commit for _, commit in log]
 
 
-def judge_catch_up(
-    report: CatchUpReport, log: list[dict[str, Any]], ledger: list[dict[str, Any]]
-) -> None:
-    """Compare what the host received with the log: each set is in force (delivered once) or
-    superseded by a later change of its key or its aggregate's deletion (never delivered)."""
-    sets: dict[str, tuple[str, tuple[int, int], int]] = {}
-    latest: dict[str, tuple[int, int]] = {}
-    for commit in log:
-        aggregate_id = commit["aggregateId"]
-        for index, event in enumerate(commit["body"]):
-            order = (commit["version"], index)
-            latest[aggregate_id] = max(latest.get(aggregate_id, (0, -1)), order)
-            if event["name"] == "wow.ScheduleSet":
-                after = float(event["body"]["rule"]["after"][2:-1])
-                due_ms = commit["createTime"] + int(after * 1000)
-                sets[f"{commit['id']}:{event['id']}"] = (aggregate_id, order, due_ms)
-    decided: Counter[str] = Counter()
-    first: dict[str, dict[str, Any]] = {}
-    for entry in ledger:
-        if entry["code"] not in ("Ok", "DuplicateRequestId"):
+def _due_after(
+    rng: random.Random, before: float, during: tuple[float, float]
+) -> list[tuple[float, list[Change]]]:
+    """A set of `k1` before the outage, due 20-45 s after it, then 1-3 commits during it (sets
+    due during the outage or after, cancels, re-sets, deletions): every stop before the due."""
+    start, end = during
+    moments = [before, *sorted(rng.uniform(start, end) for _ in range(rng.randint(1, 3)))]
+    commits: list[tuple[float, list[Change]]] = []
+    for at in moments:
+        if not commits:
+            commits.append((at, [("set", end - at + rng.uniform(20, 45))]))
             continue
-        timer = entry["requestId"].rsplit("#", 1)[0]
-        decided[timer] += entry["code"] == "Ok"
-        first.setdefault(timer, entry)
-    for timer, (aggregate_id, order, due_ms) in sets.items():
-        in_force = latest[aggregate_id] == order
-        report.in_force += in_force
-        report.superseded += not in_force
+        options = [
+            ("set", rng.uniform(5, (end - start) + 40)),
+            ("cancel", 0.0),
+            ("cancel", 0.0),
+            ("delete", 0.0),
+            ("set-cancel", rng.uniform(1, 10)),
+        ]
+        commits.append((at, [rng.choice(options)]))
+    return commits
+
+
+def _due_during(
+    rng: random.Random, before: float, during: tuple[float, float]
+) -> list[tuple[float, list[Change]]]:
+    """A set of `k1` before the outage, due 20-60 % into it, then one change during the outage
+    (a cancel, a replacing set due 20-45 s after the outage, or the deletion): committed
+    before that due time (its slot a victim: the log stopped it) or after it (owed), alike."""
+    start, end = during
+    due = start + rng.uniform(0.2, 0.6) * (end - start)
+    if rng.random() < 0.5:
+        at = rng.uniform(start + 0.05 * (end - start), due - 0.5)
+    else:
+        at = rng.uniform(due + 0.5, end - 0.5)
+    change = rng.choice([("cancel", 0.0), ("set", end - at + rng.uniform(20, 45)), ("delete", 0.0)])
+    return [(before, [("set", due - before)]), (at, [change])]
+
+
+def _catch_up_commit(
+    aggregate_id: str, version: int, at: float, changes: list[Change]
+) -> dict[str, Any]:
+    """The wire commit of `aggregate_id` at `version`, created at `at` (epoch s)."""
+    body: list[dict[str, Any]] = []
+    for kind, after in changes:
+        if kind in ("set", "set-cancel"):
+            body.append(
+                {
+                    "id": f"e{len(body)}",
+                    "name": "wow.ScheduleSet",
+                    "body": {
+                        "key": "k1",
+                        "rule": {"after": f"PT{after:.3f}S"},
+                        "command": {"type": "eshop.order.CancelOrder", "body": {}},
+                    },
+                }
+            )
+        if kind in ("cancel", "set-cancel"):
+            name, cancel = "wow.ScheduleCancelled", {"key": "k1"}
+            body.append({"id": f"e{len(body)}", "name": name, "body": cancel})
+        if kind == "delete":
+            body.append({"id": f"e{len(body)}", "name": "wow.AggregateDeleted", "body": {}})
+    return {
+        "id": f"{aggregate_id}-v{version}",
+        "contextName": CONTEXT,
+        "aggregateName": AGGREGATE,
+        "tenantId": TENANT,
+        "aggregateId": aggregate_id,
+        "version": version,
+        "createTime": int(at * 1000),
+        "body": body,
+    }
+
+
+@dataclass(frozen=True)
+class LoggedSet:
+    """One `wow.ScheduleSet` of the log, and the first change that stopped it (if any)."""
+
+    timer: str
+    created_ms: int
+    due_ms: int
+    stopped_ms: int | None
+    """createTime of the first later cancel or set of its key, or its aggregate's deletion."""
+
+
+def logged_sets(log: list[dict[str, Any]]) -> list[LoggedSet]:
+    """Every set of the log (`after` rules), with when the log first stopped it."""
+    events: dict[str, list[tuple[tuple[int, int], dict[str, Any], dict[str, Any]]]]
+    events = defaultdict(list)
+    for commit in log:
+        for index, event in enumerate(commit["body"]):
+            events[commit["aggregateId"]].append(((commit["version"], index), commit, event))
+    found = []
+    for history in events.values():
+        history.sort(key=lambda entry: entry[0])
+        for at, (_, commit, event) in enumerate(history):
+            if event["name"] != "wow.ScheduleSet":
+                continue
+            key, created = event["body"]["key"], commit["createTime"]
+            after = float(event["body"]["rule"]["after"][2:-1])
+            stops = (
+                later["createTime"]
+                for _, later, change in history[at + 1 :]
+                if change["name"] == "wow.AggregateDeleted" or change["body"].get("key") == key
+            )
+            found.append(
+                LoggedSet(
+                    timer=f"{commit['id']}:{event['id']}",
+                    created_ms=created,
+                    due_ms=created + int(after * 1000),
+                    stopped_ms=next(stops, None),
+                )
+            )
+    return found
+
+
+def judge_catch_up(
+    report: CatchUpReport,
+    log: list[dict[str, Any]],
+    ledger: list[dict[str, Any]],
+    outage_ms: tuple[int, int],
+) -> None:
+    """Compare what the host received with the log. A set no later change of its key (nor its
+    aggregate's deletion) stopped is in force: delivered once. One handed over before the
+    outage (committed before it began) and due during it is owed when the log stopped it only
+    at or after its due time (delivered once), a victim when before (never delivered, though
+    its timer fires before the backlog is handed over). Every other set is superseded: the log
+    stopped it before it was due, or before it was handed over (the backlog folds it away):
+    never delivered."""
+    delivered, first = _catch_up_decisions(ledger)
+    start, end = outage_ms
+    for logged in logged_sets(log):
+        timer = logged.timer
         if timer in first and first[timer]["arrivedMs"] < first[timer]["dueMs"]:
             report.early += 1
-        if decided[timer] > 1:
+        if delivered[timer] > 1:
             report.decided_twice += 1
-        if in_force and decided[timer] == 1:
-            report.delivered_once += 1
-        elif in_force:
-            report.lost += 1
-            report.problems.append(f"lost: {timer} (due {due_ms})")
-        elif timer in first:
-            report.delivered_though_changed += 1
-            report.problems.append(f"delivered though the log changed it: {timer}")
+        during = logged.created_ms < start <= logged.due_ms < end
+        stopped = logged.stopped_ms
+        owed = during and stopped is not None and stopped >= logged.due_ms
+        if stopped is None or owed:
+            _must_deliver_once(report, logged, delivered[timer], owed=owed)
+        else:
+            _must_not_deliver(report, logged, delivered[timer] > 0, victim=during)
+
+
+def _catch_up_decisions(
+    ledger: list[dict[str, Any]],
+) -> tuple[Counter[str], dict[str, dict[str, Any]]]:
+    """Per timer: how many of its request ids were decided Ok (a refusal answered again reads
+    as a duplicate in the ledger, so only Ok counts), and its first Ok or duplicate row."""
+    delivered: Counter[str] = Counter()
+    first: dict[str, dict[str, Any]] = {}
+    for entry in ledger:
+        if entry["code"] not in (OK, DUPLICATE_REQUEST_ID):
+            continue
+        timer = entry["requestId"].rsplit("#", 1)[0]
+        delivered[timer] += entry["code"] == OK
+        first.setdefault(timer, entry)
+    return delivered, first
+
+
+def _must_deliver_once(report: CatchUpReport, logged: LoggedSet, count: int, *, owed: bool) -> None:
+    """A set in force, or owed: delivered exactly once, else lost."""
+    if owed:
+        report.owed += 1
+        report.owed_delivered_once += count == 1
+        report.owed_lost += count != 1
+    else:
+        report.in_force += 1
+        report.delivered_once += count == 1
+        report.lost += count != 1
+    if count != 1:
+        what = "owed" if owed else "lost"
+        report.problems.append(f"{what}: {logged.timer} (due {logged.due_ms}) decided {count}x")
+
+
+def _must_not_deliver(
+    report: CatchUpReport, logged: LoggedSet, delivered: bool, *, victim: bool
+) -> None:
+    """A set the log stopped: never delivered; a victim's delivery is counted apart too."""
+    report.superseded += 1
+    report.victims += victim
+    if not delivered:
+        return
+    report.delivered_though_changed += 1
+    report.delivered_though_stopped_before_due += victim
+    stopped = "stopped before it was due" if victim else "changed"
+    report.problems.append(f"delivered though the log {stopped}: {logged.timer}")
+
+
+async def commit_during(
+    host: HostProcess, commits: list[dict[str, Any]], until: float, *, tell: bool
+) -> None:
+    """The log commits during the outage: each commit is told to the fake host (the domain's
+    host, which commits while Temporal is down) once its createTime has passed; none when
+    `tell` is False (a host that does not check)."""
+    pending = sorted(commits, key=lambda commit: commit["createTime"])
+    while pending and time.time() < until:
+        now_ms = time.time() * 1000
+        ready = next((i for i, c in enumerate(pending) if c["createTime"] > now_ms), len(pending))
+        if tell and ready:
+            await host.log(pending[:ready])
+        pending = pending[ready:]
+        await asyncio.sleep(min(0.5, max(0.0, until - time.time())))
+    if tell and pending:
+        await host.log(pending)
+    await asyncio.sleep(max(0.0, until - time.time()))
+
+
+async def await_fired(host: HostProcess, request_ids: set[str], within: float) -> tuple[int, float]:
+    """Wait until the host has seen a request of each of `request_ids`, or `within` seconds:
+    how many it has seen, and how long it took."""
+    started = time.monotonic()
+    while True:
+        seen = request_ids & {arrival.request_id for arrival in await host.arrivals()}
+        waited = time.monotonic() - started
+        if seen == request_ids or waited >= within:
+            return len(seen), round(waited, 1)
+        await asyncio.sleep(0.25)
 
 
 async def catch_up(args: argparse.Namespace) -> CatchUpReport:
     """Hundreds of aggregates' keys set before a Temporal outage, then set, cancelled,
-    replaced and deleted during it; the relay catches up once the server is back, in pages
-    with the log read ahead (as `Relay` does): nothing the log changed may be delivered."""
+    replaced and deleted during it, a share of them due during it; once the server is back and
+    the timers due during the outage have fired, the relay catches up in pages with the log
+    read ahead (as `Relay` does): nothing the log changed before it was due may be delivered,
+    what it changed only once due is delivered once."""
     rng = random.Random(args.seed)
     run = f"{rng.randrange(16**6):06x}"
+    tell = not args.unguarded
     with scratch(args, "soak-catch-up") as tmp:
         server = EmbeddedTemporal(tmp / "temporal", headless=True)
         await server.start()
@@ -1038,34 +1224,33 @@ async def catch_up(args: argparse.Namespace) -> CatchUpReport:
             timers = TimerClient(client, delivery=DELIVERY)
             began = time.time()
             outage = (began + 5.0, began + 5.0 + args.outage)
+            outage_ms = (int(outage[0] * 1000), int(outage[1] * 1000))
             log = catch_up_log(args.aggregates, rng, run, began, outage)
-            report = CatchUpReport(args.aggregates, len(log), args.outage)
+            report = CatchUpReport(args.aggregates, len(log), args.outage, guarded=tell)
             first = [c for c in log if c["version"] == 1]
+            if tell:
+                await host.log(first)
             for at in range(0, len(first), 100):
                 await timers.apply_many([Commit.parse(c) for c in first[at : at + 100]])
             await asyncio.sleep(max(0.0, outage[0] - time.time()))
             await server.kill()
             print(f"catch-up: the server is down for {args.outage:.0f}s", file=sys.stderr)
-            await asyncio.sleep(max(0.0, outage[1] - time.time()))
+            later = [c for c in log if c["version"] > 1]
+            await commit_during(host, later, outage[1], tell=tell)
             await server.start()
             client = await server.connect()
             timers = TimerClient(client, delivery=DELIVERY)
-            backlog = [Commit.parse(c) for c in log if c["version"] > 1]
-            started = time.monotonic()
-            page = Relay.batch  # as the host's relay hands a backlog over
-            for at in range(0, len(backlog), page):
-                later = Horizon()
-                later.extend(backlog[at + page :])
-                await timers.apply_many(backlog[at : at + page], later=later)
-            report.caught_up_s = round(time.monotonic() - started, 1)
-            last_due = max(
-                c["createTime"] / 1000 + float(e["body"]["rule"]["after"][2:-1])
-                for c in log
-                for e in c["body"]
-                if e["name"] == "wow.ScheduleSet"
-            )
+            due_during = {
+                f"{s.timer}#1"
+                for s in logged_sets(first)
+                if outage_ms[0] <= s.due_ms < outage_ms[1]
+            }
+            fired = await await_fired(host, due_during, FIRED_WITHIN_S)
+            report.fired_before_handover, report.waited_s = fired
+            report.caught_up_s = await hand_over_backlog(timers, [Commit.parse(c) for c in later])
+            last_due = max(s.due_ms for s in logged_sets(log)) / 1000
             await asyncio.sleep(max(0.0, last_due - time.time()) + args.settle)
-            judge_catch_up(report, log, ledger(await host.arrivals()))
+            judge_catch_up(report, log, ledger(await host.arrivals()), outage_ms)
             return report
         finally:
             await asyncio.gather(*(w.kill() for w in workers))
@@ -1073,10 +1258,24 @@ async def catch_up(args: argparse.Namespace) -> CatchUpReport:
             await server.stop()
 
 
+async def hand_over_backlog(timers: TimerClient, backlog: list[Commit]) -> float:
+    """Hand the backlog over as the host's relay does (pages of `Relay.batch`, the log read
+    ahead); how long it took, in seconds."""
+    started = time.monotonic()
+    page = Relay.batch
+    for at in range(0, len(backlog), page):
+        later = Horizon()
+        later.extend(backlog[at + page :])
+        await timers.apply_many(backlog[at : at + page], later=later)
+    return round(time.monotonic() - started, 1)
+
+
 def print_catch_up(report: CatchUpReport) -> None:
     print(
         f"catch-up after a {report.outage_s:.0f}s outage: {report.aggregates} aggregates, "
-        f"{report.commits} commits, handed over in {report.caught_up_s}s"
+        f"{report.commits} commits, handed over in {report.caught_up_s}s, once "
+        f"{report.fired_before_handover} of the {report.victims + report.owed} timers due "
+        f"during the outage had fired ({report.waited_s}s after the server was back)"
     )
     print(
         f"  sets in force {report.in_force}: delivered once {report.delivered_once}, "
@@ -1086,6 +1285,16 @@ def print_catch_up(report: CatchUpReport) -> None:
         f"  sets the log replaced, cancelled or deleted {report.superseded}: "
         f"delivered {report.delivered_though_changed} (must be 0)"
     )
+    print(
+        f"  of them due during the outage, stopped before due {report.victims}: delivered "
+        f"{report.delivered_though_stopped_before_due} (must be 0)"
+    )
+    print(
+        f"  due during the outage, changed once due (owed) {report.owed}: delivered once "
+        f"{report.owed_delivered_once}, lost {report.owed_lost}"
+    )
+    if not report.guarded:
+        print("  --unguarded: the fake host was not told the log, nothing guards the target")
     for problem in report.problems[:20]:
         print(f"  ! {problem}")
     print(verdict(report.ok))
@@ -1127,11 +1336,22 @@ def verdicts(report: Report) -> Verdicts:
 
 
 def catch_up_verdicts(report: CatchUpReport) -> Verdicts:
-    zero = ("lost", "decided_twice", "early", "delivered_though_changed")
+    """Nothing lost, twice, early or delivered though the log changed it (before it was due,
+    for the victims, though their timers fired first); every owed slot delivered once; each
+    path taken: sets delivered, victims and owed slots, timers fired before the backlog."""
+    zero = (
+        "lost",
+        "decided_twice",
+        "early",
+        "delivered_though_changed",
+        "delivered_though_stopped_before_due",
+        "owed_lost",
+    )
+    positive = ("delivered_once", "victims", "owed_delivered_once", "fired_before_handover")
     return Verdicts(
         must_be_zero={name: getattr(report, name) for name in zero},
-        must_be_positive={"delivered_once": report.delivered_once},
-        figures={"caught_up_s": report.caught_up_s},
+        must_be_positive={name: getattr(report, name) for name in positive},
+        figures={"caught_up_s": report.caught_up_s, "waited_s": report.waited_s},
     )
 
 
@@ -1168,8 +1388,15 @@ def main() -> int:
         action="store_true",
         help="instead: a relay's catch-up after a Temporal outage of --outage seconds",
     )
-    p.add_argument("--outage", type=float, default=180.0, help="with --catch-up")
+    p.add_argument("--outage", type=float, default=180.0, help="with --catch-up (at least 10)")
+    p.add_argument(
+        "--unguarded",
+        action="store_true",
+        help="with --catch-up: the fake host is not told the log (a host that does not check)",
+    )
     args = p.parse_args()
+    if args.catch_up and args.outage < 10:
+        p.error("--outage: at least 10 seconds (timers fall due and change within it)")
     sized(args, QUICK, FULL)
     configure_temporal_runtime()  # the core's retry warnings while the server is down: quiet
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)

@@ -4,13 +4,17 @@ own or in a process of its own, driven over HTTP."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from bench.harness import HostProcess
+from wow_temporal.host.guard import origin_headers
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.testing import Arrival, FakeWowHost
 from wow_temporal.wire import (
     DUPLICATE_REQUEST_ID,
@@ -35,10 +39,65 @@ def _command(request_id: str, aggregate_id: str = "order-1", kind: str = "x.Canc
 
 
 def _send(url: str, command: WireCommand) -> tuple[int, str]:
+    return _answer(url, command)[:2]
+
+
+def _answer(url: str, command: WireCommand) -> tuple[int, str, str]:
+    """The status, code and message a command is answered with."""
     headers = command_headers(command)
     answer = httpx.post(f"{url}/wow/command/send", headers=headers, json=command.body)
     result = read_result(answer.content, answer.headers.get(ERROR_CODE_HEADER))
-    return answer.status_code, result.code
+    return answer.status_code, result.code or "", result.message
+
+
+T0 = 1_800_000_000_000
+DUE = T0 + 60_000
+
+
+def _commit(aggregate_id: str, version: int, created: int, event: dict[str, Any]) -> Commit:
+    """One commit of `order` `aggregate_id` with one event `e0`."""
+    return Commit.parse(
+        {
+            "id": f"{aggregate_id}-v{version}",
+            "contextName": "eshop-order",
+            "aggregateName": "order",
+            "tenantId": "t1",
+            "aggregateId": aggregate_id,
+            "version": version,
+            "createTime": created,
+            "body": [{"id": "e0", **event}],
+        }
+    )
+
+
+def _log(aggregate_id: str, stop: dict[str, Any], stopped: int) -> list[Commit]:
+    """`aggregate_id`'s key `grace` set at T0 (due at DUE), then `stop` committed at `stopped`."""
+    command = {"type": "x.Cancel", "body": {}}
+    grace = {"key": "grace", "rule": {"after": "PT60S"}, "command": command}
+    return [
+        _commit(aggregate_id, 1, T0, {"name": "wow.ScheduleSet", "body": grace}),
+        _commit(aggregate_id, 2, stopped, stop),
+    ]
+
+
+def _slot(request_id: str, aggregate_id: str) -> WireCommand:
+    """The command a timer sends for slot 1 of `aggregate_id`'s set (version 1, event e0)."""
+    owner = AggregateRef(
+        context_name="eshop-order",
+        aggregate_name="order",
+        tenant_id="t1",
+        aggregate_id=aggregate_id,
+    )
+    headers = {
+        **origin_headers(owner, 1, "e0"),
+        "upstream_id": f"{aggregate_id}-v1",
+        "schedule_key": "grace",
+        "schedule_due": str(DUE),
+    }
+    return dataclasses.replace(_command(request_id, aggregate_id), headers=headers)
+
+
+CANCEL = {"name": "wow.ScheduleCancelled", "body": {"key": "grace"}}
 
 
 def test_a_decided_request_id_is_a_duplicate_and_the_arrival_is_recorded_whole() -> None:
@@ -150,3 +209,44 @@ def test_a_hang_is_a_decision_and_attempts_count_only_for_a_request_id() -> None
         nameless = [_send(host.url, _command("", kind="x.Nameless"))[0] for _ in range(2)]
     assert [a.request_id for a in host.delivered()] == ["slow"]
     assert nameless == [500, 500]  # each request without an id is a first attempt
+
+
+def test_told_the_log_it_refuses_a_slot_the_log_stopped_before_it_was_due_and_again() -> None:
+    """A host in another language's check (docs/delivery.md): a cancel committed before the
+    slot was due refuses it, the refusal is answered again to its request id; a cancel at the
+    due time (owed), an owner the log does not hold, or no origin headers: decided as usual."""
+    with FakeWowHost() as host:
+        host.log([*_log("stopped", CANCEL, DUE - 1), *_log("owed", CANCEL, DUE)])
+        status, code, message = _answer(host.url, _slot("r1", "stopped"))
+        again = _answer(host.url, _slot("r1", "stopped"))
+        owed = _send(host.url, _slot("r2", "owed"))
+        unknown = _send(host.url, _slot("r3", "not-in-the-log"))
+        plain = _send(host.url, _command("r4", "stopped"))
+        refused = [a.request_id for a in host.requests if a.error_code == "IllegalState"]
+        delivered = [a.request_id for a in host.delivered()]
+    assert (status, code) == (400, "IllegalState")
+    assert message.startswith("the log no longer held this slot when it was due: commit ")
+    assert "stopped-v2 (version 2, event e0) cancelled key grace" in message
+    assert again == (400, "IllegalState", f"{message} (request r1, decided before)")
+    assert owed == unknown == plain == (200, OK)
+    assert (refused, delivered) == (["r1", "r1"], ["r2", "r3", "r4"])
+
+
+async def test_a_host_in_its_own_process_is_told_the_log_over_http(tmp_path: Path) -> None:
+    """`RemoteWowHost.log` sends the commits' JSON; a bad log is refused 400; a reset forgets
+    the log."""
+    host = HostProcess(tmp_path / "host.log")
+    await host.start()
+    try:
+        deleted = {"name": "wow.AggregateDeleted", "body": {}}
+        await host.log([c.model_dump(mode="json") for c in _log("gone", deleted, T0 + 1)])
+        async with httpx.AsyncClient() as http:
+            assert (await http.post(f"{host.url}/_log", json={"commits": 1})).status_code == 400
+        assert _answer(host.url, _slot("g1", "gone"))[2].endswith(
+            "before the slot was due at 2027-01-15T08:01:00.000+00:00; the schedule of "
+            "version 1 is done"
+        )
+        await host.reset()
+        assert _send(host.url, _slot("g2", "gone")) == (200, OK)
+    finally:
+        await host.stop()

@@ -13,8 +13,15 @@ or the first N attempts of each request id (`attempts`):
     host.behave("fail", aggregate_prefix="flaky", attempts=2, status=503)
     host.behave("hang", delay=(0.2, 1.5))                 # answers Ok, 0.2-1.5 s late
 
+Told the domain's log (`log(commits)`), it also guards as docs/delivery.md asks a host in
+another language to: a scheduled command naming the `wow.ScheduleSet` it came from (the origin
+headers, `host.guard.ORIGIN_HEADERS`) is refused `IllegalState` when the owner's log cancelled
+its key, set it anew or deleted the owner after that set and before the slot was due
+(`host.guard.stop_before_due`), and the refusal is answered again to its request id. Without a
+log, or for an owner the log does not hold, it answers as scripted.
+
 `GET /_arrivals?since=N` gives the arrivals from the N-th on as JSON; `POST /_behave`,
-`POST /_unbehave` and `POST /_reset` script a host in another process.
+`POST /_unbehave`, `POST /_log` and `POST /_reset` script a host in another process.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
@@ -36,6 +43,8 @@ from typing import Any, Literal, Self, TypeVar
 import httpx
 import uvicorn
 
+from wow_temporal.host.guard import SLOT_STOPPED, SlotOrigin, stop_before_due
+from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.wire import (
     AGGREGATE_ID_HEADER,
     COMMAND_SEND_PATH,
@@ -66,6 +75,7 @@ _DECIDES = frozenset({"ok", "hang"})
 _REQUEST_ID = REQUEST_ID_HEADER.lower()
 _COMMAND_TYPE = COMMAND_TYPE_HEADER.lower()
 _AGGREGATE_ID = AGGREGATE_ID_HEADER.lower()
+_MESSAGE_HEADER = MESSAGE_HEADER_PREFIX.lower()
 
 T = TypeVar("T")
 
@@ -164,6 +174,10 @@ class _State:
     rules: list[_Rule] = field(default_factory=list)
     decided: set[str] = field(default_factory=set)
     attempts: Counter[str] = field(default_factory=Counter)
+    log: dict[AggregateRef, dict[int, Commit]] = field(default_factory=dict)
+    """The domain's log as told (`log`): each aggregate's commits by version."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """The guard's refusals by request id, answered again to a repeat."""
 
 
 class FakeWowHost:
@@ -244,15 +258,22 @@ class FakeWowHost:
                 if (r.request_id, r.command_type, r.aggregate_prefix) != key
             ]
 
+    def log(self, commits: Iterable[Commit]) -> None:
+        """Record commits of the domain's log (any aggregates, in any order; a version told
+        again replaces the one before), so the guard judges the slots of their aggregates."""
+        with self._lock:
+            for commit in commits:
+                self._state.log.setdefault(commit.aggregate, {})[commit.version] = commit
+
     def reset(self) -> None:
-        """Forget arrivals, rules and decided request ids."""
+        """Forget arrivals, rules, decided request ids and the log."""
         with self._lock:
             self._state = _State()
             self._generation += 1
             self._epoch += 1
 
     def clear(self) -> None:
-        """Forget recorded arrivals only (rules and decided request ids stay)."""
+        """Forget recorded arrivals only (rules, decided request ids and the log stay)."""
         with self._lock:
             self._state.arrivals = []
             self._epoch += 1
@@ -420,9 +441,39 @@ class FakeWowHost:
             # Like a real Wow host, a request id already decided is a duplicate, even while
             # the host is slow.
             return rule, "duplicate", _DEFAULTS["duplicate"]
+        if rule is None or rule.behaviour in _DECIDES:
+            refusal = self._guarded(request_id, headers)
+            if refusal is not None:
+                return rule, "reject", (_DEFAULTS["reject"][0], SLOT_STOPPED, refusal)
         if rule is None:
             return None, "ok", _DEFAULTS["ok"]
         return rule, rule.behaviour, rule.answer()
+
+    def _guarded(self, request_id: str, headers: Mapping[str, str]) -> str | None:
+        """The guard's refusal of a command the host would decide (`host.guard`), or None:
+        no origin headers, an owner the log does not hold, or a log that still held the slot
+        when it was due. A refusal is remembered for the request id and answered again, as a
+        Wow host answers a decided refusal."""
+        earlier = self._state.refused.get(request_id) if request_id else None
+        if earlier is not None:
+            return f"{earlier} (request {request_id}, decided before)"
+        message = {
+            name[len(_MESSAGE_HEADER) :]: value
+            for name, value in headers.items()
+            if name.startswith(_MESSAGE_HEADER)
+        }
+        origin = SlotOrigin.from_headers(message)
+        commits = None if origin is None else self._state.log.get(origin.owner)
+        if origin is None or not commits:
+            return None
+        since = [commits[v] for v in sorted(commits) if v >= origin.version]
+        stop = stop_before_due(origin, since)
+        if stop is None:
+            return None
+        refusal = stop.describe(origin)
+        if request_id and self.remember_request_ids:
+            self._state.refused[request_id] = refusal
+        return refusal
 
     async def _hang(self, rule: _Rule | None, generation: int) -> None:
         """Wait as `hang` says; a stop or a reset ends the wait at once."""
@@ -469,6 +520,14 @@ def _unbehave(host: FakeWowHost, match: dict[str, Any], _: Any) -> Any:
     return {}
 
 
+def _log(host: FakeWowHost, told: Any, _: Any) -> Any:
+    commits = told.get("commits") if isinstance(told, dict) else None
+    if not isinstance(commits, list):
+        raise ValueError('the log: {"commits": [a commit\'s JSON, ...]}')
+    host.log([Commit.parse(commit) for commit in commits])
+    return {}
+
+
 def _reset(host: FakeWowHost, _: Any, __: Any) -> Any:
     host.reset()
     return {}
@@ -478,6 +537,7 @@ _CONTROL: dict[str, Callable[[FakeWowHost, Any, dict[str, list[str]]], Any]] = {
     "/_arrivals": _arrivals,
     "/_behave": _behave,
     "/_unbehave": _unbehave,
+    "/_log": _log,
     "/_reset": _reset,
 }
 
@@ -532,6 +592,11 @@ class RemoteWowHost:
     async def unbehave(self, **match: Any) -> None:
         """`FakeWowHost.unbehave`, over there."""
         (await self._http.post("/_unbehave", json=match)).raise_for_status()
+
+    async def log(self, commits: Iterable[Commit | Mapping[str, Any]]) -> None:
+        """`FakeWowHost.log`, over there: commits as models or as their JSON."""
+        wire = [c.model_dump(mode="json") if isinstance(c, Commit) else dict(c) for c in commits]
+        (await self._http.post("/_log", json={"commits": wire})).raise_for_status()
 
     async def reset(self) -> None:
         """`FakeWowHost.reset`, over there (and forget what was fetched)."""
