@@ -69,9 +69,16 @@ class FakeTimers:
         """How many more calls succeed before it goes down (None: no limit)."""
         self.ahead: list[dict[tuple[AggregateRef, str], tuple[int, int]]] = []
         """What the relay had read ahead of each successful call, per key."""
+        self.refuse: set[str] = set()
+        """Aggregate ids whose commits fail on their own (noted in `failures`)."""
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None, **_: object
+        self,
+        commits: Sequence[Commit],
+        *,
+        later: Horizon | None = None,
+        failures: dict[AggregateRef, Exception] | None = None,
+        within: float | None = None,
     ) -> None:
         self.attempts += 1
         if self.takes == 0:
@@ -80,7 +87,13 @@ class FakeTimers:
             raise self.down
         if self.takes is not None:
             self.takes -= 1
-        self.calls.append(list(commits))
+        taken = []
+        for commit in commits:
+            if commit.aggregate_id in self.refuse and failures is not None:
+                failures[commit.aggregate] = RuntimeError(f"{commit.aggregate_id} is refused")
+            else:
+                taken.append(commit)
+        self.calls.append(taken)
         self.ahead.append({} if later is None else dict(later.keys))
 
     @property
@@ -1082,6 +1095,36 @@ async def test_a_restarted_relay_does_not_hand_over_again_what_it_recorded(db: L
         assert second.timers.handed_ids == [latest.id]
         assert len(second.timers.calls) == 1
         assert (await second.followers())[RELAY]["position"] == (await second.log())[-1][0]
+
+
+async def test_a_relay_sets_aside_what_the_timers_refuse_and_loses_none_of_it(
+    db: Location,
+) -> None:
+    bad, good = thing("bad"), thing("good")
+    timers = FakeTimers()
+    timers.refuse = {"bad"}
+    async with serve([make_app()], db, timers=timers) as first:
+        await first.ok("hosttest.CreateThing", bad, {"name": "bad"})
+        await first.ok("hosttest.ScheduleOnly", bad, {"key": "a"})
+        await first.ok("hosttest.CreateThing", good, {"name": "good"})
+        await first.ok("hosttest.ScheduleOnly", good, {"key": "a"})
+        await eventually(lambda: _handed_count(first, 1), within=10, what="good handed over")
+        await first.ok("hosttest.CancelOnly", bad, {"key": "a"})  # queued behind its set
+        await first.ok("hosttest.ScheduleOnly", good, {"key": "b"})  # the rest goes on
+        await eventually(lambda: _handed_count(first, 2), within=10, what="good again")
+        relay = (await first.followers())[RELAY]
+        (aside,) = relay["setAside"]
+        assert (aside["aggregateId"], aside["commits"]) == ("bad", 2)
+        assert aside["reason"] == "RuntimeError: bad is refused" and aside["attempts"] >= 1
+        assert {c.aggregate_id for c in timers.handed} == {"good"}
+        bad_first = min(at for at, c in await first.log() if c.aggregate == bad and c.version == 2)
+        store = first.runtime.host.store
+        recorded = await first.runtime.host.run(lambda: store.position(RELAY))
+        assert recorded == bad_first - 1  # held back: a restart hands it over again
+    async with serve([make_app()], db) as second:  # the timers take it now: none lost
+        await second.settle()
+        assert [c.version for c in second.timers.handed if c.aggregate == bad] == [2, 3]
+        assert (await second.followers())[RELAY]["setAside"] == []
 
 
 def _advance_failing(
