@@ -7,6 +7,8 @@ time does not refuse it: the slot was owed."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -19,7 +21,7 @@ import pytest_asyncio
 from temporalio import workflow
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from tests.apps.reminders import KEY, REMINDER, reminders_app
@@ -27,6 +29,7 @@ from tests.helpers.eshop_stack import EshopStack, new_tenant, timer_result
 from tests.helpers.eventually import eventually
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(90)]
@@ -214,3 +217,65 @@ async def test_a_key_the_timers_cannot_take_is_set_aside_and_the_rest_goes_on(
     await eventually(aside, within=60, what="the set-aside key handed over", holds=lambda a: not a)
     assert (await timer_result(dev_client, poison_id, timeout=30)).status is Status.DELIVERED
     assert await rang(stack, poisoned) == 1
+
+
+# --- two processes handing one key over: a stale start is refused at the target ---------------
+
+
+class _ReadsThenWaits(TimerClient):
+    """Ingest in this process that, having read a key's closed run, waits until a newer run of
+    the key has started and ended (another process's hand-over) before it starts its own."""
+
+    async def _last_run(self, workflow_id: str) -> Any:
+        read = await super()._last_run(workflow_id)
+        before = (await self.client.get_workflow_handle(workflow_id).describe()).run_id
+
+        async def newer_ended() -> bool:
+            found = await self.client.get_workflow_handle(workflow_id).describe()
+            return found.run_id != before and found.status != WorkflowExecutionStatus.RUNNING
+
+        await eventually(newer_ended, within=30, what="the other process's hand-over")
+        return read
+
+
+async def test_a_stale_set_two_processes_start_after_a_newer_cancel_never_rings(
+    stack: EshopStack, dev_client: Client, tmp_path: Path
+) -> None:
+    """Temporal has no conditional start after a closed run, so two processes can interleave:
+    this one reads the key's closed run, `wow-temporal apply` in another process hands the
+    newer cancel over (a run that starts and ends), then this one starts the stale set. The
+    stale run's slot reaches the host, which refuses it: its log holds the cancel (on main, it
+    rang)."""
+    tenant = new_tenant()
+    ref = REMINDER.ref(tenant, "two")
+    await arm(stack, [ref], after_ms=200)
+    await timer_result(dev_client, timer_workflow_id(ref, KEY))  # rang: the key's run closed
+    stack.timers.cut = ConnectionError("this host hands its log over by hand")
+    try:
+        assert (await stack.send(REARM, ref, {"millis": 3_000})).ok
+        assert (await stack.send(DISARM, ref)).ok
+        stale, newer = (await commits(stack, ref))[-2:]
+        path = tmp_path / "cancel.json"
+        path.write_text(newer.model_dump_json(by_alias=True))
+        slow = _ReadsThenWaits(dev_client, task_queue=stack.task_queue)
+        starting = asyncio.create_task(slow.apply(stale))
+        env = {
+            **os.environ,
+            "TEMPORAL_ADDRESS": dev_client.service_client.config.target_host,
+            "TEMPORAL_NAMESPACE": dev_client.namespace,
+            "WOW_TIMERS_TASK_QUEUE": stack.task_queue,
+        }
+        other = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wow_temporal.cli", "apply", str(path), env=env
+        )
+        assert await asyncio.wait_for(other.wait(), 60) == 0
+        (answer,) = await starting
+        assert answer.outcome == "started", answer  # the stale start happened
+        state = await timer_result(
+            dev_client, timer_workflow_id(ref, KEY), until=lambda s: s.applied[0] == stale.version
+        )
+    finally:
+        stack.timers.cut = None
+    assert state.status is Status.REJECTED, state
+    assert f"commit {newer.id} (version {newer.version}" in state.last_outcome
+    assert await rang(stack, ref) == 1
