@@ -45,6 +45,7 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.server import ErrorInfo
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.model import AggregateRef
+from wow_temporal.timers.admission import Admission
 from wow_temporal.timers.client import Applied, TimerClient
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.fold import Horizon
@@ -253,7 +254,7 @@ class RecordingTimers:
 
     async def apply_many(
         self,
-        commits: Sequence[Commit],
+        commits: Sequence[Commit] | Admission,
         *,
         later: Horizon | None = None,
         failures: dict[AggregateRef, Exception] | None = None,
@@ -264,9 +265,10 @@ class RecordingTimers:
         answers = await self.timers.apply_many(
             commits, later=later, failures=failures, within=within
         )
+        listed = commits.commits if isinstance(commits, Admission) else commits
         taken = [
             (commit, answer)
-            for commit, answer in zip(commits, answers, strict=True)
+            for commit, answer in zip(listed, answers, strict=True)
             if not failures or commit.aggregate not in failures
         ]
         self.handed.extend(taken)

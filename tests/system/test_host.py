@@ -46,6 +46,7 @@ from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.admission import Admission
 from wow_temporal.timers.fold import Horizon
 
 TENANT = "t1"
@@ -74,7 +75,7 @@ class FakeTimers:
 
     async def apply_many(
         self,
-        commits: Sequence[Commit],
+        commits: Sequence[Commit] | Admission,
         *,
         later: Horizon | None = None,
         failures: dict[AggregateRef, Exception] | None = None,
@@ -88,7 +89,7 @@ class FakeTimers:
         if self.takes is not None:
             self.takes -= 1
         taken = []
-        for commit in commits:
+        for commit in commits.commits if isinstance(commits, Admission) else commits:
             if commit.aggregate_id in self.refuse and failures is not None:
                 failures[commit.aggregate] = RuntimeError(f"{commit.aggregate_id} is refused")
             else:

@@ -25,6 +25,7 @@ from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage, DomainHost
 from wow_temporal.host.store import EventStore, RequestRecord, VersionConflictError
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.admission import Admission
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.wire import CommandResult
 
@@ -191,9 +192,9 @@ class Recorder:
         self.handed: list[Commit] = []
 
     async def apply_many(
-        self, commits: Sequence[Commit], *, later: Horizon | None = None, **_: object
+        self, commits: Sequence[Commit] | Admission, *, later: Horizon | None = None, **_: object
     ) -> None:
-        self.handed.extend(commits)
+        self.handed.extend(commits.commits if isinstance(commits, Admission) else commits)
 
 
 class Replica:

@@ -28,6 +28,7 @@ from wow_temporal.host.follower import Follower, SetAside
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.admission import Admission
 from wow_temporal.timers.client import FenceLapsedError, fenced
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.readahead import ReadAhead
@@ -49,7 +50,7 @@ class Timers(Protocol):
 
     async def apply_many(
         self,
-        commits: Sequence[Commit],
+        commits: Sequence[Commit] | Admission,
         *,
         later: Horizon | None = None,
         failures: dict[AggregateRef, Exception] | None = None,
@@ -168,7 +169,7 @@ class Relay(Follower):
         self._ahead.mark_handed()
 
     async def _apply(
-        self, commits: list[Commit], later: Horizon | None
+        self, commits: list[Commit] | Admission, later: Horizon | None
     ) -> dict[AggregateRef, Exception]:
         """Hand `commits` to the timers while the lease holds here; the aggregates that failed,
         each with its error. Raises when every aggregate failed for want of Temporal (an
@@ -179,7 +180,8 @@ class Relay(Follower):
             await timers.apply_many(
                 commits, later=later, failures=failures, within=self.timeout_s
             )
-        every = len(failures) == len({commit.aggregate for commit in commits})
+        listed = commits.commits if isinstance(commits, Admission) else commits
+        every = len(failures) == len({commit.aggregate for commit in listed})
         if failures and every and all(_unreachable(error) for error in failures.values()):
             raise next(iter(failures.values()))
         return failures

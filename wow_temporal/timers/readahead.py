@@ -6,7 +6,8 @@ past the relay's position (`horizon`, so a set the log later changes is never st
 what stops a timer. After a gap (a relay starting, taking over, resuming after a failure, or
 more than a batch behind) timers already running in Temporal may hold schedules the log has
 since cancelled, replaced or deleted, batches away; `early_stops` gives what ends them now,
-as commits `TimerClient.apply_many` takes, instead of when their own batch comes.
+as admitted commits holding just those changes, which `TimerClient.apply_many` takes, instead
+of when their own batch comes.
 
 What is let go: the changes of commits the relay has handed over (`passed`), since a later
 commit of an aggregate always holds newer versions.
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from wow_temporal.model import AggregateRef, Commit
-from wow_temporal.timers.changes import KeyChange, changes_of
+from wow_temporal.timers.admission import Admission, Admitted
+from wow_temporal.timers.changes import AggregateChange, KeyChange, changes_of
 from wow_temporal.timers.fold import Horizon
 
 __all__ = ["ReadAhead"]
@@ -33,16 +35,16 @@ _S = TypeVar("_S", Slot, AggregateRef)
 
 @dataclass(frozen=True)
 class _Read:
-    """One change read ahead: where its commit stands in the log, and its place in it."""
+    """One change read ahead: where its commit stands in the log, and the change."""
 
     position: int
     commit: Commit
     """Its commit, schedule events only (their places are the changes' indexes)."""
-    index: int
+    item: KeyChange | AggregateChange
 
     @property
     def order(self) -> tuple[int, int]:
-        return (self.commit.version, self.index)
+        return self.item.change.order
 
 
 @dataclass
@@ -78,7 +80,7 @@ class ReadAhead:
         )
         owner = commit.aggregate
         for item in changes_of(kept):
-            read = _Read(position, kept, item.change.index)
+            read = _Read(position, kept, item)
             if isinstance(item, KeyChange):
                 self._note_key((owner, item.key), read, item.change.kind)
             else:
@@ -112,10 +114,10 @@ class ReadAhead:
         self.horizon.deletions[owner] = read.order
         self._read.append((read.position, owner))
 
-    def early_stops(self) -> list[Commit]:
+    def early_stops(self) -> Admission:
         """Every deletion and every key's latest stop read ahead and not handed over early yet,
-        as commits holding only them, each at its own place (the changes before it in its
-        commit are copies of it, which the fold takes for the same event), in the log's order.
+        each commit admitted with only those of its changes, in the log's order (each change
+        keeps its own order: handed over again in its batch, it changes nothing).
 
         A key's latest stop is its last change ahead when that is a cancel. When its last
         change is a set, it is the change before that set (a cancel, or a set the last one
@@ -129,12 +131,20 @@ class ReadAhead:
         slot meanwhile. Handed over again in its batch, a stop changes nothing (the timers
         ignore an order they applied), so the end is the same as handing the log in order.
         """
-        chosen: dict[int, tuple[Commit, set[int]]] = {}
+        chosen: dict[int, list[_Read]] = {}
         for ahead in (*self._keys.values(), *self._deletions.values()):
             stop = ahead.stop
             if stop is not None and stop.order != ahead.handed:
-                chosen.setdefault(stop.position, (stop.commit, set()))[1].add(stop.index)
-        return [_only(*chosen[position]) for position in sorted(chosen)]
+                chosen.setdefault(stop.position, []).append(stop)
+        return Admission(
+            tuple(
+                Admitted(
+                    reads[0].commit,
+                    tuple(read.item for read in sorted(reads, key=lambda read: read.order)),
+                )
+                for _, reads in sorted(chosen.items())
+            )
+        )
 
     def mark_handed(self) -> None:
         """The stops `early_stops` gave were handed over: give them no more."""
@@ -176,16 +186,3 @@ class ReadAhead:
         self._read.clear()
         self.scanned = position
 
-
-def _only(commit: Commit, indexes: set[int]) -> Commit:
-    """`commit` (its schedule events only) holding just the events at `indexes`, each at its
-    own place: every place before one is filled with a copy of it, so each keeps its order."""
-    events = list(commit.body)
-    body = []
-    for place in range(max(indexes) + 1):
-        chosen = min(index for index in indexes if index >= place)
-        event = events[chosen]
-        if place != chosen:
-            event = event.model_copy(update={"id": f"{event.id}~{place}"})
-        body.append(event)
-    return commit.model_copy(update={"body": body})
