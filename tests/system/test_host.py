@@ -1128,6 +1128,35 @@ async def test_a_relay_sets_aside_what_the_timers_refuse_and_loses_none_of_it(
         assert (await second.followers())[RELAY]["setAside"] == []
 
 
+async def test_a_commit_admission_refuses_is_set_aside_and_blocks_no_other(
+    sqlite_db: Path,
+) -> None:
+    """The host's own commits pass admission; one written by other means that does not (two
+    schedule events with one id) is set aside with the reason, and the log goes on."""
+    odd, good = thing("odd"), thing("good")
+    async with serve([make_app()], sqlite_db) as host:
+        remind = {"type": REMIND, "body": {}}
+        rule = {"after": "PT5M"}
+        set_key = {"name": "wow.ScheduleSet", "id": "e"}
+        events = [{**set_key, "body": {"key": k, "rule": rule, "command": remind}} for k in "ab"]
+        bad = Commit.parse(
+            {
+                "id": "odd-1", "contextName": CONTEXT, "aggregateName": "thing",
+                "tenantId": TENANT, "aggregateId": "odd", "version": 1,
+                "createTime": 1_800_000_000_000, "body": events,
+            }
+        )
+        store = host.runtime.host.store
+        await host.runtime.host.run(lambda: store.append(bad))
+        await host.ok("hosttest.CreateThing", good, {"name": "good"})
+        await host.ok("hosttest.ScheduleOnly", good, {"key": "a"})
+        await eventually(lambda: _handed_count(host, 1), within=10, what="good handed over")
+        (aside,) = (await host.followers())[RELAY]["setAside"]
+        assert aside["aggregateId"] == odd.aggregate_id
+        assert "InvalidCommitError" in aside["reason"] and "'e'" in aside["reason"]
+        assert {c.aggregate_id for c in host.timers.handed} == {"good"}
+
+
 def _advance_failing(
     monkeypatch: pytest.MonkeyPatch,
     follower: str,

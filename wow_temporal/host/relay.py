@@ -27,8 +27,8 @@ from wow_temporal.host.aside import Aside
 from wow_temporal.host.follower import Follower, SetAside
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
-from wow_temporal.model import AggregateRef, Commit
-from wow_temporal.timers.admission import Admission
+from wow_temporal.model import AggregateRef, Commit, InvalidCommitError
+from wow_temporal.timers.admission import Admission, Admitted, admit
 from wow_temporal.timers.client import FenceLapsedError, fenced
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.readahead import ReadAhead
@@ -130,11 +130,12 @@ class Relay(Follower):
                 await self._stop_early(later)
         scheduling = self._behind_set_aside(scheduling)
         if scheduling:
-            failures = await self._apply([commit for _, commit in scheduling], self._ahead.horizon)
-            self._put_aside(scheduling, failures)
+            admitted, refused = _admitted_each(scheduling)
+            failures = await self._apply(admitted, self._ahead.horizon) if admitted else {}
+            self._put_aside(scheduling, {**refused, **failures})
             self.acted = True
-            self.handed += len(scheduling)
             handed = [c for _, c in scheduling if not self._aside.holds(c.aggregate)]
+            self.handed += len(handed)
             metrics = self._metrics()
             if metrics is not None:
                 await self._measure(metrics, handed, reached)
@@ -262,7 +263,10 @@ class Relay(Follower):
             read = partial(self.host.store.commits_after, start, want)
             page = await self.host.run(read)
             for at, commit in page:
-                self._ahead.add(at, commit)
+                try:
+                    self._ahead.add(at, commit)
+                except ValueError as error:  # not admissible: set aside when its batch comes
+                    logger.debug("relay: cannot read ahead commit %s: %s", commit.id, error)
             if len(page) < want:
                 break
             start = page[-1][0]
@@ -298,3 +302,21 @@ def _unreachable(error: Exception) -> bool:
 
 def _reason(error: Exception) -> str:
     return f"{type(error).__name__}: {error}".strip()[:500]
+
+
+def _admitted_each(
+    scheduling: list[tuple[int, Commit]],
+) -> tuple[Admission, dict[AggregateRef, Exception]]:
+    """The batch's commits admitted one by one: those that pass, and the aggregates of those
+    that do not (set aside with the reason, never handed over half)."""
+    passed: list[Admitted] = []
+    refused: dict[AggregateRef, Exception] = {}
+    for _, commit in scheduling:
+        if commit.aggregate in refused:
+            continue
+        try:
+            passed.extend(admit([commit]))
+        except InvalidCommitError as error:
+            refused[commit.aggregate] = error
+    kept = tuple(item for item in passed if item.commit.aggregate not in refused)
+    return Admission(kept), refused
