@@ -3,9 +3,9 @@ deletion records, operators' cancels) against a simulated Temporal and domain ho
 (`tests.helpers.sim_temporal`), driven by a hypothesis state machine through run boundaries,
 interleaved ingests of one key, a relay that lags and catches up, a second process handing
 over (its per-key locks its own), a worker away and back, commands in flight across steps,
-lost answers, a signal limit, operators' cancels and terminations, and visibility lagging or
-down. Run by `tests/unit/test_ingest_model.py` (bounded) and `bench/ingest_model.py`; the same
-scenarios run on the real dev server in `tests/system/test_ingest_order.py`.
+lost answers, a signal limit, operators' cancels and terminations, and visibility lagging,
+down or slow. Run by `tests/unit/test_ingest_model.py` (bounded) and `bench/ingest_model.py`;
+the same scenarios run on the real dev server in `tests/system/test_ingest_order.py`.
 
 A change is known when it is committed: the log (`commit`) is what the host reads, whatever
 ingest has handed over. The relay hands the log over in batches (`hand_over`), as far behind
@@ -144,8 +144,10 @@ class IngestModel(RuleBasedStateMachine):
         if self.FAULTS:
             self.sim.lose = 0.05
             self.sim.signal_limit = 8
-        self.processes = [
-            TimerClient(self.sim, task_queue="model")  # type: ignore[arg-type]
+        self.processes = [  # the answer timeout bounds a slow visibility's listing (real time)
+            TimerClient(  # type: ignore[arg-type]
+                self.sim, task_queue="model", answer_timeout=timedelta(milliseconds=2)
+            )
             for _ in range(self.PROCESSES)
         ]
         self.log: list[Commit] = []
@@ -391,7 +393,7 @@ class IngestModel(RuleBasedStateMachine):
         self.sim.worker_up = up
         self.sim.run_worker()
 
-    @rule(state=st.sampled_from(["ok", "lagging", "down"]))
+    @rule(state=st.sampled_from(["ok", "lagging", "down", "slow"]))
     def visibility(self, state: str) -> None:
         self.sim.visibility = state
 

@@ -6,7 +6,8 @@ domain host that decides each delivery.
 Modelled: runs of a workflow id (running, completed, terminated, continued as new), id reuse
 and conflict policies, signals and cancel requests buffered until a worker runs the timer, the
 SDK's activation order (signals and updates first, then a cancel request), a run's result and
-history read by run id, the deletion record's memo, and visibility (lagging, or down).
+history read by run id, the deletion record's memo, and visibility (lagging, down, or slow:
+a listing that answers no sooner than the caller gives up).
 What the real client must survive: an RPC the server applied whose response is lost (the
 caller sees `UNAVAILABLE`; `lose`), a signal refused past a run's signal limit (Temporal's
 10,000, scaled down: `signal_limit`; `INVALID_ARGUMENT`), an update that waits a while for a
@@ -133,7 +134,9 @@ class SimTemporal:
         self.rng = random.Random(seed)
         self.runs: dict[str, list[_Run]] = {}
         self.worker_up = True
-        self.visibility = "ok"  # "ok", "lagging" (shows nothing), "down" (raises)
+        self.visibility = "ok"
+        """"ok", "lagging" (shows nothing), "down" (raises), "slow" (never answers: the
+        caller's own timeout ends the call)."""
         self.continue_as_new_after = continue_as_new_after
         self.worker_during_rpc = 0.3
         self.step = 0
@@ -237,6 +240,8 @@ class SimTemporal:
         await self._rpc()
         if self.visibility == "down":
             raise RPCError("visibility is down", RPCStatusCode.UNAVAILABLE, b"")
+        if self.visibility == "slow":
+            await asyncio.Event().wait()
         if self.visibility == "lagging":
             return
         for workflow_id, runs in list(self.runs.items()):
