@@ -59,6 +59,8 @@ from temporalio.service import RPCError
 from tests.helpers.sim_temporal import Delivered, SimTemporal
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.timers.admission import Admission, Admitted
+from wow_temporal.timers.changes import changes_of
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import TimerChange
 from wow_temporal.timers.fold import Horizon
@@ -332,7 +334,7 @@ class IngestModel(RuleBasedStateMachine):
         )
         if self.STOPS_FIRST and stops:
             try:
-                self.run(self.relay.apply_many(stops))
+                self.run(self.relay.apply_many(Admission(tuple(stops))))
             except RPCError:
                 return  # the relay is behind again: its next catch-up or batch retries
 
@@ -562,24 +564,18 @@ def _envelope(n: int, kind: str, key: str, after: int) -> dict[str, Any]:
     return {"id": f"e{n}", "name": "wow.AggregateDeleted", "body": {}}
 
 
-def _stops_of(commit: Commit) -> list[Commit]:
-    """The commit's cancels and deletions, each as a commit of its own holding it at its own
-    place (the events before it are copies of it, which the fold takes for the same event)."""
-    raw = commit.model_dump(mode="json", by_alias=True)
-    events = [envelope for envelope, _ in commit.schedule_events()]
-    found = []
-    for index, envelope in enumerate(events):
-        if envelope.name == "wow.ScheduleSet":
-            continue
-        copy = envelope.model_dump(mode="json", by_alias=True)
-        found.append(Commit.parse({**raw, "body": [copy] * (index + 1)}))
-    return found
+def _stops_of(commit: Commit) -> list[Admitted]:
+    """The commit's cancels and deletions, each admitted on its own: the commit with just that
+    change, at its own order (as the relay's read-ahead hands its stops over)."""
+    return [
+        Admitted(commit, (item,)) for item in changes_of(commit) if item.change.kind != "set"
+    ]
 
 
-def _holds(stop: Commit, change: Change) -> bool:
-    """Whether the stop commit `stop` (from `_stops_of`) holds `change` at its place."""
-    last = len(stop.schedule_events()) - 1
-    return stop.aggregate_id == change.aggregate_id and (stop.version, last) == change.order
+def _holds(stop: Admitted, change: Change) -> bool:
+    """Whether the stop `stop` (from `_stops_of`) is `change`."""
+    (item,) = stop.changes
+    return stop.commit.aggregate_id == change.aggregate_id and item.change.order == change.order
 
 
 def _as_set(found: SetEvent) -> TimerChange:
