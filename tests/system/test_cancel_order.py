@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -118,28 +119,38 @@ async def test_an_operators_cancel_waiting_for_a_worker_spares_a_set_handed_over
 
 
 class _UpdateAfterClose(Interceptor):
-    """Holds each update until its workflow has closed: the worker ends the timer on the
-    cancel signal before the update of the same cancel reaches the server."""
+    """Holds each update until its workflow's run has closed: the worker ends the timer on the
+    cancel signal before the update of the same cancel reaches the server; `then` runs
+    before the update goes on (a newer set handed over meanwhile)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, then: Callable[[], Awaitable[None]] | None = None) -> None:
         self.client = client
+        self.then = then
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
-        return _HeldUpdates(next, self.client)
+        return _HeldUpdates(next, self.client, self.then)
 
 
 class _HeldUpdates(OutboundInterceptor):
-    def __init__(self, next: OutboundInterceptor, client: Client) -> None:
+    def __init__(
+        self,
+        next: OutboundInterceptor,
+        client: Client,
+        then: Callable[[], Awaitable[None]] | None,
+    ) -> None:
         super().__init__(next)
         self.client = client
+        self.then = then
 
     async def start_workflow_update(self, input: StartWorkflowUpdateInput) -> Any:
-        handle = self.client.get_workflow_handle(input.id)
+        handle = self.client.get_workflow_handle(input.id, run_id=input.run_id)
 
         async def closed() -> bool:
             return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
 
         await eventually(closed, within=5, what="the timer closed before the update")
+        if self.then is not None:
+            await self.then()
         return await self.next.start_workflow_update(input)
 
 
@@ -157,3 +168,28 @@ async def test_an_operators_cancel_that_ends_the_timer_before_its_update_comes_a
     assert answered.status is Status.CANCELLED
     assert answered.last_outcome == "cancelled by operator"
     assert rig.host.requests == []
+
+
+async def test_an_operators_cancel_never_reaches_a_run_a_newer_set_started_after_it(
+    rig: Rig,
+) -> None:
+    """The cancel's signal ends the run the operator saw; a newer set then starts a new run of
+    the key before the update of the same cancel comes: the update is for the run the operator
+    saw, so the newer set stands (found by review: it cancelled the newer run)."""
+    plain = TimerClient(rig.client, task_queue=rig.task_queue, start_delay=False)
+    newer = rig.commit(9, schedule_set("grace", {"after": "PT1H"}))
+
+    async def hand_over_newer() -> None:
+        (answer,) = await plain.apply(newer)
+        assert answer.outcome == "started", answer
+
+    config = rig.client.config()
+    config["interceptors"] = [_UpdateAfterClose(rig.client, hand_over_newer)]
+    held = TimerClient(Client(**config), task_queue=rig.task_queue, start_delay=False)
+    await held.apply(rig.commit(1, schedule_set("grace", {"after": "PT1H"})))
+    async with rig.worker():
+        answered = await held.cancel(rig.workflow_id("grace"))
+        assert (answered.status, answered.applied) == (Status.CANCELLED, (1, 0))
+        shown = await plain.show(rig.workflow_id("grace"))
+    assert shown.running and shown.status == "Scheduled", shown
+    assert shown.state is not None and shown.state.applied == (9, 0)

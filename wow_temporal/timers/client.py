@@ -733,18 +733,19 @@ class TimerClient:
                 f"only a parked timer can be retried; {workflow_id!r} is {info.status}"
             )
         try:
-            return await self._operate(workflow_id, "retry")
+            return await self._operate(workflow_id, "retry", info.run_id)
         except WorkflowUpdateFailedError as error:
             raise TimerError(str(error.cause or error)) from None
 
     async def cancel(self, workflow_id: str, *, tenant: str | None = None) -> TimerState:
         """Cancel a pending or parked timer; a command already sent is not recalled."""
-        await self._running(workflow_id, tenant)
-        return await self._operate(workflow_id, "cancel")
+        info = await self._running(workflow_id, tenant)
+        return await self._operate(workflow_id, "cancel", info.run_id)
 
-    async def _operate(self, workflow_id: str, update: str) -> TimerState:
-        """Run an operator's update; a clear error when no worker takes it in time."""
-        handle = self.client.get_workflow_handle(workflow_id)
+    async def _operate(self, workflow_id: str, update: str, run_id: str | None) -> TimerState:
+        """Run an operator's update on the run the operator saw (`run_id`: never on a run a
+        newer set started after it ended); a clear error when no worker takes it in time."""
+        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
         request = str(uuid.uuid4())
         args = [request] if update == "cancel" else []
         waited = f"no worker answered within {self.answer_timeout.total_seconds():g}s (is "
@@ -773,13 +774,14 @@ class TimerClient:
                 f"{self.answer_timeout.total_seconds():g}s (a delivery in flight ends first): "
                 "it applies then; show the timer to see it"
             ) from None
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise TimerError(f"timer {workflow_id!r} has ended meanwhile") from None
         if isinstance(state, SentAsSignal) and state.closed:  # it ended, on the cancel or before
-            ended = await self._last_run(workflow_id)
-            if ended is None:
-                raise TimerError(
-                    f"timer {workflow_id!r} ended and a newer set has started it again since; "
-                    "show it to see its state"
-                )
+            ended: TimerState = await self.client.get_workflow_handle(
+                workflow_id, run_id=run_id, result_type=TimerState
+            ).result(rpc_timeout=self.answer_timeout)
             return ended
         if isinstance(state, SentAsSignal):
             raise TimerNotAnsweredError(
