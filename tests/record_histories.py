@@ -14,6 +14,7 @@ catch. Keep the old file as well (under another name) when a change is patched o
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import uuid
@@ -221,6 +222,37 @@ async def record_timer_cancel_request_in_flight(rig: TimerRig) -> None:
     await rig.undelayed.apply(rig.commit(agg, 9, schedule_set("grace", {"after": "PT1S"})))
     assert (await asyncio.wait_for(handle.result(), 30)).status is Status.DELIVERED
     await save("timer_cancel_request_in_flight", handle)
+
+
+@timer_case
+async def record_timer_cancel_request_in_settle(rig: TimerRig) -> None:
+    """Slot 1 at a slow host (3 s); a newer set replaces it (the attempt is asked to stop and
+    finishes its send); a Temporal cancel request while it settles, then a third set: the third
+    stands and is delivered (patch `wow-cancel-in-settle`; `..._before_patch` is the same case
+    recorded before it, which cancelled the third set)."""
+    agg = rig.aggregate()
+    first = rig.commit(agg, 1, schedule_set("grace", {"after": "PT1S"}))
+    rig.host.behave("hang", request_id=f"{first['id']}:e0#1", delay=3)
+    await rig.undelayed.apply(first)
+    handle = rig.handle(agg, "grace")
+    await rig.host.wait_for(lambda host: host.for_request_id(f"{first['id']}:e0#1"), 30)
+    await rig.undelayed.apply(rig.commit(agg, 5, schedule_set("grace", {"after": "PT1H"})))
+
+    async def has(field: str) -> bool:
+        events = [event async for event in handle.fetch_history_events()]
+        return any(e.HasField(field) for e in events)
+
+    await eventually(
+        lambda: has("activity_task_cancel_requested_event_attributes"), within=30, what="asked"
+    )
+    await handle.cancel()
+    await eventually(
+        lambda: has("workflow_execution_cancel_requested_event_attributes"), within=30, what="req"
+    )
+    await asyncio.sleep(0.5)  # the worker meets the request while the attempt settles
+    await rig.undelayed.apply(rig.commit(agg, 9, schedule_set("grace", {"after": "PT1S"})))
+    await asyncio.wait_for(handle.result(), 30)
+    await save(os.environ.get("WOW_RECORD_AS", "timer_cancel_request_in_settle"), handle)
 
 
 @timer_case

@@ -193,3 +193,53 @@ async def test_an_operators_cancel_never_reaches_a_run_a_newer_set_started_after
         shown = await plain.show(rig.workflow_id("grace"))
     assert shown.running and shown.status == "Scheduled", shown
     assert shown.state is not None and shown.state.applied == (9, 0)
+
+
+async def test_a_temporal_cancel_request_while_a_replaced_attempt_settles_spares_a_later_set(
+    rig: Rig,
+) -> None:
+    """Slot 1 is at a slow host; a newer set replaces it (the attempt is asked to stop and
+    finishes its send); the cancel request comes while it settles, then a third set: the
+    request cancels the second, in force when it came, and the third stands (found by review)."""
+    timers = TimerClient(
+        rig.client,
+        task_queue=rig.task_queue,
+        delivery=fast_delivery(MAX_ATTEMPTS, attempt_timeout=timedelta(seconds=60)),
+    )
+    first = rig.commit(1, schedule_set("grace", {"after": "PT1S"}), created_ms=MINUTE_AGO_MS)
+    rig.host.behave("hang", request_id=request_id(first), delay=60)
+
+    def after(kind: EventType.ValueType) -> Callable[[list[Any]], bool]:
+        return lambda events: any(e.event_type == kind for e in events)
+
+    async with rig.worker():
+        await timers.apply(first)
+        await rig.host.wait_for(lambda host: host.for_request_id(request_id(first)))
+        await timers.apply(rig.commit(5, schedule_set("grace", {"after": "PT1H"})))
+        await eventually(
+            lambda: _events(rig, "grace"),
+            within=10,
+            what="the replaced attempt asked to stop",
+            holds=after(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED),
+        )
+        await rig.handle("grace").cancel()
+
+        def met(events: list[Any]) -> bool:  # a workflow task completed after the request
+            kinds = [e.event_type for e in events]
+            asked = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
+            done = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+            return asked in kinds and done in kinds[kinds.index(asked) :]
+
+        await eventually(lambda: _events(rig, "grace"), within=10, what="met", holds=met)
+        third = rig.commit(9, schedule_set("grace", {"after": "PT1S"}), created_ms=MINUTE_AGO_MS)
+        await timers.apply(third)
+        await eventually(
+            lambda: timers.show(rig.workflow_id("grace")),
+            within=10,
+            what="the third set applied",
+            holds=lambda info: info.state is not None and info.state.applied == (9, 0),
+        )
+        rig.host.reset()  # the slow host answers: the replaced attempt settles
+        state = await rig.result("grace", within=15)
+    assert state.status is Status.DELIVERED, state
+    assert request_id(third) in [r.request_id for r in rig.host.requests]

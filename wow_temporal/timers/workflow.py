@@ -53,6 +53,9 @@ before it replay as they ran)."""
 _CANCEL_IN_FORCE = "wow-cancel-in-force"
 """Patch: a Temporal cancel request that met a delivery in flight spares a set handed over
 after it, before the attempt settled (runs recorded before it cancelled that set too)."""
+_CANCEL_IN_SETTLE = "wow-cancel-in-settle"
+"""Patch: so does one that came while an attempt a newer set replaced was settling (runs
+recorded before it took the request as applying to whatever was in force once it settled)."""
 
 
 class TimerInput(BaseModel):
@@ -348,14 +351,18 @@ class TimerWorkflow:
         except asyncio.CancelledError:
             # A cancel request: note what was in force when it came, since it reaches `run`
             # only once the attempt in flight has settled (a later activation).
-            length = workflow.info().get_current_history_length()
-            came_with = self._applied_before if length == self._activation else None
-            self._cancel_met = _CancelMet(length, came_with, self._state.applied)
+            self._cancel_met = self._met_now()
             raise
         finally:
             if not handle.done():
                 handle.cancel()
             await self._settle()
+
+    def _met_now(self) -> _CancelMet:
+        """What a cancel request meets now: the order in force, and what came with it."""
+        length = workflow.info().get_current_history_length()
+        came_with = self._applied_before if length == self._activation else None
+        return _CancelMet(length, came_with, self._state.applied)
 
     async def _settle(self) -> None:
         """Await the delivery in flight, if any, and hand how it ended to the core."""
@@ -369,6 +376,9 @@ class TimerWorkflow:
                 outcome: DeliveryOutcome = await asyncio.shield(flight.handle)
             except asyncio.CancelledError:
                 interrupted = True  # the run is being cancelled: record this delivery first
+                if self._cancel_met is None and workflow.patched(_CANCEL_IN_SETTLE):
+                    # It came while an attempt no longer wanted settles: as in `_deliver`.
+                    self._cancel_met = self._met_now()
                 continue
             except ActivityError as error:
                 if isinstance(error.cause, CancelledError):
