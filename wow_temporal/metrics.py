@@ -135,6 +135,9 @@ class IngestMetrics:
         self._aside = meter.create_gauge(
             "wow_relay_set_aside", "Aggregates the relay set aside, retried on their own"
         )
+        self._refused = meter.create_counter(
+            "wow_relay_refused", "Commits of the log the relay passed over: admission refuses them"
+        )
 
     def ingested(self, changes: Sequence[tuple[str, str]]) -> None:
         """Count one commit applied and its schedule events' (kind, outcome)."""
@@ -154,6 +157,10 @@ class IngestMetrics:
     def set_aside(self, aggregates: int) -> None:
         """How many aggregates the relay has set aside now."""
         self._aside.set(aggregates)
+
+    def refused(self) -> None:
+        """Count a commit the relay passed over for good (admission refuses it)."""
+        self._refused.add(1)
 
 
 def record_change_received(meter: MetricMeter, kind: str, outcome: str) -> None:

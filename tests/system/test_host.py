@@ -41,12 +41,14 @@ from workers.eshop.order import ORDER, Order, PaymentPolicy
 from workers.eshop.stock import STOCK
 from wow_temporal import App
 from wow_temporal.cli import app as cli
+from wow_temporal.host import aside
 from wow_temporal.host.guard import origin_headers
 from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.admission import Admission
+from wow_temporal.timers.client import SlowHandOverError
 from wow_temporal.timers.fold import Horizon
 
 TENANT = "t1"
@@ -1122,39 +1124,103 @@ async def test_a_relay_sets_aside_what_the_timers_refuse_and_loses_none_of_it(
         store = first.runtime.host.store
         recorded = await first.runtime.host.run(lambda: store.position(RELAY))
         assert recorded == bad_first - 1  # held back: a restart hands it over again
+        assert relay["recorded"] == recorded < relay["position"]
     async with serve([make_app()], db) as second:  # the timers take it now: none lost
         await second.settle()
         assert [c.version for c in second.timers.handed if c.aggregate == bad] == [2, 3]
         assert (await second.followers())[RELAY]["setAside"] == []
 
 
-async def test_a_commit_admission_refuses_is_set_aside_and_blocks_no_other(
+async def test_a_commit_admission_refuses_is_passed_over_shown_and_blocks_nothing(
     sqlite_db: Path,
 ) -> None:
     """The host's own commits pass admission; one written by other means that does not (two
-    schedule events with one id) is set aside with the reason, and the log goes on."""
+    schedule events with one id) can never be handed over: the relay passes over it, shows it,
+    and hands over the rest of the log, the same aggregate's later commits too."""
     odd, good = thing("odd"), thing("good")
     async with serve([make_app()], sqlite_db) as host:
-        remind = {"type": REMIND, "body": {}}
-        rule = {"after": "PT5M"}
         set_key = {"name": "wow.ScheduleSet", "id": "e"}
+        rule, remind = {"after": "PT5M"}, {"type": REMIND, "body": {}}
         events = [{**set_key, "body": {"key": k, "rule": rule, "command": remind}} for k in "ab"]
-        bad = Commit.parse(
-            {
-                "id": "odd-1", "contextName": CONTEXT, "aggregateName": "thing",
-                "tenantId": TENANT, "aggregateId": "odd", "version": 1,
-                "createTime": 1_800_000_000_000, "body": events,
-            }
-        )
+        base = {
+            "contextName": CONTEXT, "aggregateName": "thing", "tenantId": TENANT,
+            "aggregateId": "odd", "createTime": 1_800_000_000_000,
+        }
+        bad = Commit.parse({**base, "id": "odd-1", "version": 1, "body": events})
+        later = Commit.parse({**base, "id": "odd-2", "version": 2, "body": events[:1]})
         store = host.runtime.host.store
         await host.runtime.host.run(lambda: store.append(bad))
+        await host.runtime.host.run(lambda: store.append(later))
         await host.ok("hosttest.CreateThing", good, {"name": "good"})
         await host.ok("hosttest.ScheduleOnly", good, {"key": "a"})
-        await eventually(lambda: _handed_count(host, 1), within=10, what="good handed over")
-        (aside,) = (await host.followers())[RELAY]["setAside"]
-        assert aside["aggregateId"] == odd.aggregate_id
-        assert "InvalidCommitError" in aside["reason"] and "'e'" in aside["reason"]
-        assert {c.aggregate_id for c in host.timers.handed} == {"good"}
+        await eventually(lambda: _handed_count(host, 2), within=10, what="the rest handed over")
+        relay = (await host.followers())[RELAY]
+        (refused,) = relay["refused"]
+        assert (refused["commitId"], refused["aggregateId"]) == ("odd-1", odd.aggregate_id)
+        assert "event id 'e'" in refused["reason"]
+        assert relay["setAside"] == []
+        assert [c.id for c in host.timers.handed][:1] == ["odd-2"]
+        assert {c.aggregate_id for c in host.timers.handed} == {"odd", "good"}
+
+
+class _SlowTimers(FakeTimers):
+    """Fails `slow`'s commits as too slow the first time; its retries then hang on `release`,
+    as a hand-over that keeps timing out would, until the test releases them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.tried = 0
+
+    async def reachable(self) -> bool:
+        return True
+
+    async def apply_many(
+        self,
+        commits: Sequence[Commit] | Admission,
+        *,
+        later: Horizon | None = None,
+        failures: dict[AggregateRef, Exception] | None = None,
+        within: float | None = None,
+    ) -> None:
+        listed = list(commits.commits if isinstance(commits, Admission) else commits)
+        if failures is not None and any(c.aggregate_id == "slow" for c in listed):
+            self.tried += 1
+            if self.tried > 1:
+                await self.release.wait()
+            else:
+                for commit in listed:
+                    if commit.aggregate_id == "slow":
+                        failures[commit.aggregate] = SlowHandOverError("not handed over in 1 s")
+                listed = [c for c in listed if c.aggregate_id != "slow"]
+        await super().apply_many(listed, later=later, failures=failures, within=within)
+
+
+async def test_a_lone_slow_aggregate_is_set_aside_and_its_retries_hold_no_one_back(
+    sqlite_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alone in its batch and too slow while Temporal answers: set aside, not taken for an
+    outage; its retry hangs in a task of its own while the rest of the log is handed over."""
+    monkeypatch.setattr(aside, "BACKOFF_S", (0.05,))
+    timers = _SlowTimers()
+    async with serve([make_app()], sqlite_db, timers=timers) as host:
+        await host.ok("hosttest.CreateThing", thing("slow"), {"name": "slow"})
+        await host.ok("hosttest.ScheduleOnly", thing("slow"), {"key": "a"})
+
+        async def set_aside() -> list[dict[str, Any]]:
+            return list((await host.followers())[RELAY]["setAside"])
+
+        (shown,) = await eventually(set_aside, within=10, what="set aside", holds=bool)
+        assert "SlowHandOverError" in shown["reason"]
+        await eventually(lambda: timers.tried >= 2, within=10, what="its retry hanging")
+        for n in range(3):  # the others go on meanwhile
+            await host.ok("hosttest.CreateThing", thing(f"g{n}"), {"name": "g"})
+            await host.ok("hosttest.ScheduleOnly", thing(f"g{n}"), {"key": "a"})
+        await eventually(lambda: _handed_count(host, 3), within=10, what="the others handed")
+        assert {c.aggregate_id for c in timers.handed} == {"g0", "g1", "g2"}
+        timers.release.set()
+        await eventually(set_aside, within=10, what="handed at last", holds=lambda a: not a)
+        assert "slow" in {c.aggregate_id for c in timers.handed}
 
 
 def _advance_failing(

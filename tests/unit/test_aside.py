@@ -45,7 +45,7 @@ def test_an_aggregate_set_aside_is_retried_with_backoff_and_released() -> None:
     assert aside.due(101.0 + BACKOFF_S[1] - 0.01) == []
     (shown,) = aside.view()
     assert (shown.reason, shown.attempts, shown.since, shown.commits) == ("boom again", 2, 100.0, 1)
-    assert aside.release(ref("a")) == (2, 100.0)
+    assert aside.release(ref("a"), 1) == (2, 100.0)
     assert len(aside) == 0 and aside.holds_back() is None
 
 
@@ -56,8 +56,17 @@ def test_later_commits_wait_behind_and_the_position_is_held_back() -> None:
     aside.queue(ref("a"), [(9, commit("a", 2)), (7, commit("a", 1))])  # read again: kept once
     assert aside.holds_back() == 5
     assert dict(aside.due(1e9))[ref("a")] == [commit("a", 1), commit("a", 2)]
-    aside.release(ref("b"))
+    aside.release(ref("b"), 1)
     assert aside.holds_back() == 7
+
+
+def test_commits_queued_while_a_retry_runs_stay_and_are_tried_at_once() -> None:
+    aside = Aside()
+    aside.put(ref("a"), [(7, commit("a", 1))], "boom", now=0.0)
+    (_, handing), = aside.due(1e9)
+    aside.queue(ref("a"), [(9, commit("a", 2))])  # came while the retry ran
+    assert aside.release(ref("a"), len(handing)) is None
+    assert aside.due(0.0) == [(ref("a"), [commit("a", 2)])] and aside.holds_back() == 9
 
 
 @given(st.integers(1, 30))

@@ -70,9 +70,16 @@ class Aside:
             if entry.next_try <= now
         ]
 
-    def release(self, aggregate: AggregateRef) -> tuple[int, float]:
-        """The aggregate's commits were handed over: forget it; its (attempts, since)."""
-        entry = self._entries.pop(aggregate)
+    def release(self, aggregate: AggregateRef, handed: int) -> tuple[int, float] | None:
+        """The aggregate's first `handed` commits waiting were handed over: forget them, and it
+        with its (attempts, since) when none waits more; None when some came meanwhile (tried
+        at once)."""
+        entry = self._entries[aggregate]
+        del entry.commits[:handed]
+        if entry.commits:
+            entry.next_try = 0.0
+            return None
+        del self._entries[aggregate]
         return entry.attempts, entry.since
 
     def holds_back(self) -> int | None:

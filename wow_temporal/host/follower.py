@@ -20,7 +20,7 @@ from wow_temporal.host.lease import LeaseKeeper
 from wow_temporal.host.service import DomainHost
 from wow_temporal.model import AggregateRef, Commit
 
-__all__ = ["Follower", "FollowerStatus", "SetAside"]
+__all__ = ["Follower", "FollowerStatus", "Refused", "SetAside"]
 
 logger = logging.getLogger("wow_temporal.host")
 
@@ -42,6 +42,21 @@ class FollowerStatus:
     """Whether this replica runs it."""
     set_aside: tuple[SetAside, ...] = ()
     """What it set aside to retry on its own, so the rest of the log goes on."""
+    refused: tuple[Refused, ...] = ()
+    """Commits it could never handle, passed over (the latest, since it started)."""
+    recorded: int | None = None
+    """The position recorded in the store, where a restart resumes: behind `position` while
+    commits wait set aside."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A commit of the log a follower can never handle (the relay: one admission refuses)."""
+
+    position: int
+    commit_id: str
+    aggregate: AggregateRef
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +138,10 @@ class Follower(ABC):
         """What it set aside (none, unless a follower sets commits aside)."""
         return ()
 
+    def refused(self) -> tuple[Refused, ...]:
+        """The commits it passed over for good (none, unless a follower refuses commits)."""
+        return ()
+
     async def _record(self, reached: int) -> None:
         position = self.recordable(reached)
         if position == self._recorded:
@@ -151,6 +170,8 @@ class Follower(ABC):
             holder,
             True,
             self.set_aside(),
+            self.refused(),
+            self._recorded,
         )
 
     def runs_here(self) -> bool:

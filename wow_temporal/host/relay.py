@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, Protocol
@@ -24,12 +25,12 @@ from typing import Any, Protocol
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.host.aside import Aside
-from wow_temporal.host.follower import Follower, SetAside
+from wow_temporal.host.follower import Follower, Refused, SetAside
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
 from wow_temporal.model import AggregateRef, Commit, InvalidCommitError
-from wow_temporal.timers.admission import Admission, Admitted, admit
-from wow_temporal.timers.client import FenceLapsedError, fenced
+from wow_temporal.timers.admission import Admission, admit
+from wow_temporal.timers.client import FenceLapsedError, SlowHandOverError, fenced
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.readahead import ReadAhead
 
@@ -37,6 +38,9 @@ __all__ = ["RELAY", "Relay", "Timers"]
 
 RELAY = "relay"
 """The relay's name in the store's tracking records."""
+
+REFUSED_SHOWN = 100
+"""How many of the commits it passed over for good the relay shows (the latest)."""
 
 BEHIND_INTERVAL = 5.0
 """Seconds between the relay's counts of the commits it has yet to read (`wow_relay_behind`)."""
@@ -63,6 +67,8 @@ class Relay(Follower):
     retried until it succeeds, so the relay can start before Temporal is reachable (the
     client it gives reconnects by itself afterwards)."""
 
+    retry_concurrency = 4
+    """Aggregates set aside that are retried at once (in a task of their own)."""
     timeout_s = 30.0
     """How long one aggregate's commits of a batch may take to hand over (each phase), and
     connecting to the timers: an aggregate that takes longer is set aside."""
@@ -93,12 +99,15 @@ class Relay(Follower):
         self._gap = True
         """Whether the relay comes back from a gap: started, took over, or failed last time."""
         self._aside = Aside()
+        self._retrying: asyncio.Task[None] | None = None
+        self._refused: deque[Refused] = deque(maxlen=REFUSED_SHOWN)
 
     def reset(self) -> None:
         super().reset()
         self._ahead.clear()
         self._gap = True
         self._aside.clear()  # what this replica set aside is behind its recorded position
+        self._stop_retrying()
 
     def recordable(self, position: int) -> int:
         earliest = self._aside.holds_back()
@@ -107,8 +116,17 @@ class Relay(Follower):
     def set_aside(self) -> tuple[SetAside, ...]:
         return self._aside.view()
 
+    def refused(self) -> tuple[Refused, ...]:
+        return tuple(self._refused)
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            self._stop_retrying()
+
     async def step(self) -> int:
-        await self._retry_set_aside()
+        self._retry_set_aside()
         return await super().step()
 
     async def handle(self, commits: list[tuple[int, Commit]]) -> int:
@@ -128,11 +146,10 @@ class Relay(Follower):
             later = await self._read_ahead(reached)
             if self._gap or self._ahead.scanned - reached >= self.batch:
                 await self._stop_early(later)
-        scheduling = self._behind_set_aside(scheduling)
+        scheduling = self._admitted(self._behind_set_aside(scheduling))
         if scheduling:
-            admitted, refused = _admitted_each(scheduling)
-            failures = await self._apply(admitted, self._ahead.horizon) if admitted else {}
-            self._put_aside(scheduling, {**refused, **failures})
+            failures = await self._apply([commit for _, commit in scheduling], self._ahead.horizon)
+            self._put_aside(scheduling, failures)
             self.acted = True
             handed = [c for _, c in scheduling if not self._aside.holds(c.aggregate)]
             self.handed += len(handed)
@@ -183,9 +200,37 @@ class Relay(Follower):
             )
         listed = commits.commits if isinstance(commits, Admission) else commits
         every = len(failures) == len({commit.aggregate for commit in listed})
-        if failures and every and all(_unreachable(error) for error in failures.values()):
+        if failures and every and await self._outage(list(failures.values())):
             raise next(iter(failures.values()))
         return failures
+
+    async def _outage(self, errors: list[Exception]) -> bool:
+        """Whether every aggregate of a hand-over failing says Temporal is away, rather than
+        that these aggregates cannot be taken: transport errors, or several aggregates all too
+        slow, or one too slow while Temporal does not answer a health check either."""
+        if all(_unreachable(error) for error in errors):
+            return True
+        if not all(isinstance(error, SlowHandOverError) for error in errors):
+            return False
+        reachable = getattr(self._timers, "reachable", None)
+        return len(errors) > 1 or (reachable is not None and not await reachable())
+
+    def _admitted(self, scheduling: list[tuple[int, Commit]]) -> list[tuple[int, Commit]]:
+        """The commits admission takes; one it refuses can never be handed over: it is passed
+        over, logged, counted and shown (`refused`), and its aggregate's others go on."""
+        kept: list[tuple[int, Commit]] = []
+        for at, commit in scheduling:
+            try:
+                admit([commit])
+            except InvalidCommitError as error:
+                self._refused.append(Refused(at, commit.id, commit.aggregate, str(error)[:500]))
+                logger.error("relay: passed over commit %s at %d: %s", commit.id, at, error)
+                metrics = self._metrics()
+                if metrics is not None:
+                    metrics.refused()
+                continue
+            kept.append((at, commit))
+        return kept
 
     def _behind_set_aside(
         self, scheduling: list[tuple[int, Commit]]
@@ -218,29 +263,47 @@ class Relay(Follower):
         if failures:
             self._count_set_aside()
 
-    async def _retry_set_aside(self) -> None:
-        """Hand over each aggregate set aside whose retry is due, on its own."""
-        due = self._aside.due(time.time())
-        if not due or not self.runs_here():
+    def _retry_set_aside(self) -> None:
+        """Start retrying the aggregates set aside whose retry is due, in a task of their own
+        (at most `retry_concurrency` at once), so a slow one never holds the log back."""
+        if self._retrying is not None and not self._retrying.done():
             return
-        for aggregate, commits in due:
-            try:
-                failures = await self._apply(commits, None)
-            except FenceLapsedError:
-                raise
-            except Exception as error:  # unreachable again: tried again later
-                failures = {aggregate: error}
+        due = self._aside.due(time.time())
+        if due and self.runs_here():
+            self._retrying = asyncio.create_task(self._retry(due), name="relay: set aside")
+
+    async def _retry(self, due: list[tuple[AggregateRef, list[Commit]]]) -> None:
+        limit = asyncio.Semaphore(self.retry_concurrency)
+
+        async def one(aggregate: AggregateRef, commits: list[Commit]) -> None:
+            async with limit:
+                try:
+                    failures = await self._apply(commits, None)
+                except FenceLapsedError:
+                    return  # the lease lapsed here: the next holder hands it over
+                except Exception as error:  # unreachable again: tried again later
+                    failures = {aggregate: error}
             if aggregate in failures:
                 self._aside.put(aggregate, [], _reason(failures[aggregate]), time.time())
-                continue
-            attempts, since = self._aside.release(aggregate)
-            logger.warning(
-                "relay: %s handed over after %d attempts, %.1f s set aside",
-                aggregate,
-                attempts + 1,
-                time.time() - since,
-            )
+                return
+            released = self._aside.release(aggregate, len(commits))
+            if released is not None:
+                attempts, since = released
+                logger.warning(
+                    "relay: %s handed over after %d attempts, %.1f s set aside",
+                    aggregate,
+                    attempts + 1,
+                    time.time() - since,
+                )
+
+        await asyncio.gather(*(one(aggregate, commits) for aggregate, commits in due))
         self._count_set_aside()
+        self._waker.set()  # what was held back may be recorded now
+
+    def _stop_retrying(self) -> None:
+        if self._retrying is not None:
+            self._retrying.cancel()
+            self._retrying = None
 
     def _count_set_aside(self) -> None:
         metrics = self._metrics()
@@ -302,21 +365,3 @@ def _unreachable(error: Exception) -> bool:
 
 def _reason(error: Exception) -> str:
     return f"{type(error).__name__}: {error}".strip()[:500]
-
-
-def _admitted_each(
-    scheduling: list[tuple[int, Commit]],
-) -> tuple[Admission, dict[AggregateRef, Exception]]:
-    """The batch's commits admitted one by one: those that pass, and the aggregates of those
-    that do not (set aside with the reason, never handed over half)."""
-    passed: list[Admitted] = []
-    refused: dict[AggregateRef, Exception] = {}
-    for _, commit in scheduling:
-        if commit.aggregate in refused:
-            continue
-        try:
-            passed.extend(admit([commit]))
-        except InvalidCommitError as error:
-            refused[commit.aggregate] = error
-    kept = tuple(item for item in passed if item.commit.aggregate not in refused)
-    return Admission(kept), refused

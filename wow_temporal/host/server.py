@@ -125,6 +125,17 @@ class SetAsideView(_Camel):
     attempts: int
 
 
+class RefusedView(_Camel):
+    """A commit of the log a follower passed over for good: it can never be handled."""
+
+    position: int
+    commit_id: str
+    aggregate: str = Field(description="`context.aggregate`")
+    tenant_id: str
+    aggregate_id: str
+    reason: str
+
+
 class FollowerView(_Camel):
     """Where one follower of the log is (the relay to the timers, each saga)."""
 
@@ -143,6 +154,16 @@ class FollowerView(_Camel):
         default_factory=list,
         description="Aggregates it could not hand over, each retried on its own while the rest "
         "of the log goes on (the relay only)",
+    )
+    recorded: int | None = Field(
+        default=None,
+        description="The position recorded in the store, where a restart resumes (behind "
+        "`position` while commits wait set aside); null on a replica not running it",
+    )
+    refused: list[RefusedView] = Field(
+        default_factory=list,
+        description="The latest commits it passed over for good, since it started: admission "
+        "refuses them, so no retry can hand them over (the relay only)",
     )
 
 
@@ -341,6 +362,18 @@ async def followers_status(request: Request) -> list[FollowerView] | JSONRespons
                     attempts=aside.attempts,
                 )
                 for aside in status.set_aside
+            ],
+            recorded=status.recorded,
+            refused=[
+                RefusedView(
+                    position=refused.position,
+                    commit_id=refused.commit_id,
+                    aggregate=str(refused.aggregate.named),
+                    tenant_id=refused.aggregate.tenant_id,
+                    aggregate_id=refused.aggregate.aggregate_id,
+                    reason=refused.reason,
+                )
+                for refused in status.refused
             ],
         )
         for status in statuses

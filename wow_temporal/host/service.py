@@ -8,6 +8,7 @@ It never waits on Temporal: the relay hands the schedules to the timers afterwar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -171,10 +172,9 @@ class DomainHost:
             return result.refused(found)
         app, model = found
         key = stream_id(message.ref)
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        async with lock:
+        async with contextlib.AsyncExitStack() as held:
+            for locked in self._locked_for(message, key):
+                await held.enter_async_context(locked)
             try:
                 answer = await self._decide(app, model, message, result, key)
                 _log(message, answer)
@@ -185,6 +185,23 @@ class DomainHost:
                 return result.refused(
                     Rejection("InternalServerError", f"{type(error).__name__}: {error}")
                 )
+
+    def _locked_for(self, message: CommandMessage, key: str) -> list[asyncio.Lock]:
+        """The locks a command holds while decided: its aggregate's, and for a timer's command
+        to another aggregate, the scheduling aggregate's too, so the guard reads its log with
+        no commit of it half made (taken in one order everywhere: no two commands wait on each
+        other)."""
+        keys = {key}
+        origin = SlotOrigin.from_headers(message.headers)
+        if origin is not None and origin.owner != message.ref:
+            keys.add(stream_id(origin.owner))
+        return [self._lock(one) for one in sorted(keys)]
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
 
     async def _decide(
         self,

@@ -76,6 +76,7 @@ __all__ = [
     "TIMER_TASK_QUEUE",
     "Applied",
     "FenceLapsedError",
+    "SlowHandOverError",
     "TimerClient",
     "TimerError",
     "TimerFilter",
@@ -126,6 +127,10 @@ class TimerNotFoundError(TimerError, LookupError):
 
 class TimerNotAnsweredError(TimerError):
     """No worker answered an operator's request in time; what happens to it is said."""
+
+
+class SlowHandOverError(Exception):
+    """One aggregate's changes took longer than `apply_many`'s `within` to hand over."""
 
 
 class FenceLapsedError(RuntimeError):
@@ -270,6 +275,13 @@ class TimerClient:
         """A lock per timer being handed a change, shared by every client of the process: two
         ingests of one key never read the run before and start after it at once
         (`_apply_key`)."""
+
+    async def reachable(self, within: timedelta = timedelta(seconds=5)) -> bool:
+        """Whether the Temporal frontend answers a health check now."""
+        try:
+            return await self.client.service_client.check_health(timeout=within)
+        except (RPCError, TimeoutError):
+            return False
 
     @classmethod
     def from_settings(cls, client: Client, settings: Settings) -> TimerClient:
@@ -869,7 +881,7 @@ class _Isolated:
         except FenceLapsedError:
             raise  # not the aggregate's: the relay's lease lapsed
         except TimeoutError:
-            self.failures[owner] = TimeoutError(f"not handed over within {self.within:g} s")
+            self.failures[owner] = SlowHandOverError(f"not handed over within {self.within:g} s")
         except Exception as error:
             self.failures[owner] = error
         if owner in self.failures:
