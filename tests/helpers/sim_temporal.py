@@ -53,14 +53,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.delivery import DeliveryRequest, ScheduleDetails, wire_command
+from wow_temporal.delivery import DeliveryRequest, wire_command
 from wow_temporal.host.guard import SlotOrigin, stop_before_due
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers import core
 from wow_temporal.timers.attributes import SA_KEY
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.deletion import DeletionRecord
-from wow_temporal.timers.workflow import TimerInput
+from wow_temporal.timers.workflow import TimerInput, delivery_request
 
 __all__ = ["Delivered", "SimTemporal"]
 
@@ -328,7 +328,7 @@ class SimTemporal:
     ) -> _Flight | core.Outcome:
         """The delivery activity: the deletion record checked (`cancelled`: nothing is sent),
         then the command the workflow's request makes is sent to the host."""
-        request = _request(state, delivery)
+        request = delivery_request(state, delivery)
         record = self.latest(_deletion_id(run.workflow_id))
         if record is not None and "deleted" in record.memo:
             deleted = DeletionRecord.model_validate(record.memo["deleted"])
@@ -375,31 +375,6 @@ class SimTemporal:
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
         self.run_worker()
-
-
-def _request(state: TimerState, delivery: core.Delivery) -> DeliveryRequest:
-    """The request the timer workflow builds for `delivery` (`timers.workflow`'s `_deliver`)."""
-    spec = state.spec
-    assert spec is not None
-    return DeliveryRequest(
-        command=spec.command,
-        target=spec.target,
-        scope=spec.scope,
-        request_id=delivery.request_id,
-        upstream_id=spec.upstream_id,
-        upstream_name=f"{spec.owner.context_name}.{spec.owner.aggregate_name}",
-        trace_id=spec.trace_id,
-        traceparent=spec.traceparent,
-        schedule=ScheduleDetails(
-            timer=delivery.timer,
-            key=spec.key,
-            slot=delivery.slot,
-            due=int(delivery.due.timestamp() * 1000),
-            skipped=delivery.skipped,
-        ),
-        owner=spec.owner,
-        set_order=state.applied,
-    )
 
 
 def _deletion_id(timer_id: str) -> str:

@@ -312,26 +312,11 @@ class TimerWorkflow:
         spec = self._state.spec
         assert spec is not None
         settings = self._input.delivery
-        request = DeliveryRequest(
-            command=spec.command,
-            target=spec.target,
-            scope=spec.scope,
-            request_id=delivery.request_id,
-            upstream_id=spec.upstream_id,
-            upstream_name=f"{spec.owner.context_name}.{spec.owner.aggregate_name}",
-            trace_id=spec.trace_id,
-            traceparent=spec.traceparent,
-            schedule=ScheduleDetails(
-                timer=delivery.timer,
-                key=spec.key,
-                slot=delivery.slot,
-                due=int(delivery.due.timestamp() * 1000),
-                skipped=delivery.skipped,
-            ),
-            owner=spec.owner,
-            set_order=self._state.applied,
-            max_failures=settings.max_attempts,
-            retried=delivery.request_id == self._retried,
+        request = delivery_request(self._state, delivery).model_copy(
+            update={
+                "max_failures": settings.max_attempts,
+                "retried": delivery.request_id == self._retried,
+            }
         )
         handle = workflow.start_activity(
             "wow.deliver",
@@ -424,6 +409,32 @@ class TimerWorkflow:
         if not long or self._flight is not None:
             return False
         return self._state.pending is None or workflow.patched(_CONTINUE_ON_IGNORED)
+
+
+def delivery_request(state: TimerState, delivery: core.Delivery) -> DeliveryRequest:
+    """What the delivery of `delivery` sends: the command of the schedule in force, to its
+    target, with the scheduling commit's scope and causation and the slot's details."""
+    spec = state.spec
+    assert spec is not None
+    return DeliveryRequest(
+        command=spec.command,
+        target=spec.target,
+        scope=spec.scope,
+        request_id=delivery.request_id,
+        upstream_id=spec.upstream_id,
+        upstream_name=f"{spec.owner.context_name}.{spec.owner.aggregate_name}",
+        trace_id=spec.trace_id,
+        traceparent=spec.traceparent,
+        schedule=ScheduleDetails(
+            timer=delivery.timer,
+            key=spec.key,
+            slot=delivery.slot,
+            due=int(delivery.due.timestamp() * 1000),
+            skipped=delivery.skipped,
+        ),
+        owner=spec.owner,
+        set_order=state.applied,
+    )
 
 
 def read_payload(raw: RawValue, kind: type[_T]) -> tuple[_T | None, str]:
