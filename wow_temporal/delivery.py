@@ -1,8 +1,9 @@
 """Delivery: send one due scheduled command to the domain host through Wow's HTTP command API.
 
 `CommandSender.send` posts the command to `/wow/command/send` and classifies the answer as
-delivered (including an already-decided duplicate), rejected (a business refusal, final) or a
-technical failure (`DeliveryFailure`, retried). `DeliveryActivities.deliver` is the Temporal
+delivered (including an already-decided duplicate), rejected (a business refusal, final), a
+command the host cannot read (`UnreadableCommand`: parked) or a technical failure
+(`DeliveryFailure`, retried). `DeliveryActivities.deliver` is the Temporal
 activity the timer workflow calls.
 
 Classification of an answer (status, then `errorCode` from the body or `Wow-Error-Code`):
@@ -12,6 +13,8 @@ Classification of an answer (status, then `errorCode` from the body or `Wow-Erro
 | connection error, timeout, any transport error                  | `DeliveryFailure`            |
 | 408, 429, 401, 407, 421, 425, any 5xx, any 1xx/3xx              | `DeliveryFailure`            |
 | 2xx/4xx with `DuplicateRequestId`                               | delivered, `duplicate=True`  |
+| 2xx/4xx with `CommandValidation` or `BadRequest` (the host      | `UnreadableCommand`: a timer |
+|   cannot read the command: a deploy changed it)                 | parks it at once             |
 | 2xx with `Ok`                                                   | delivered                    |
 | 2xx/4xx with a business code (`NotFound`, `IllegalState`, ...,  | rejected                     |
 |   any code containing `VersionConflict`)                        |                              |
@@ -67,6 +70,7 @@ __all__ = [
     "EARLY_DELIVERY",
     "REJECTED_STATUSES",
     "RETRYABLE_STATUSES",
+    "UNREADABLE_CODES",
     "CommandSender",
     "DeletionCheck",
     "DeliveryActivities",
@@ -74,6 +78,7 @@ __all__ = [
     "DeliveryOutcome",
     "DeliveryRequest",
     "ScheduleDetails",
+    "UnreadableCommand",
     "activity_clock",
     "classify",
     "encode_header_value",
@@ -95,15 +100,17 @@ BUSINESS_ERROR_CODES = frozenset(
     {
         "NotFound",
         "IllegalAccessDeletedAggregate",
-        "CommandValidation",
         "IllegalState",
         "IllegalArgument",
-        "BadRequest",
         "EventVersionConflict",
         "CommandExpectVersionConflict",
     }
 )
 """Wow error codes that refuse the command itself; any code containing `VersionConflict` too."""
+
+UNREADABLE_CODES = frozenset({"CommandValidation", "BadRequest"})
+"""Wow error codes that say the host cannot read the command as sent (its body is invalid,
+its type unknown): a deploy changed it, so the delivery parks instead of ending as a guard."""
 
 REJECTED_STATUSES = frozenset({400, 403, 404, 409, 410, 422})
 """HTTP statuses that refuse the command whatever the body says (except `DuplicateRequestId`)."""
@@ -174,6 +181,13 @@ class DeliveryFailure(Exception):
         self.message = message
         self.http_status = http_status
         self.error_code = error_code
+
+
+class UnreadableCommand(DeliveryFailure):
+    """The host cannot read the command (`CommandValidation`, or `BadRequest`: an unknown
+    type): a deploy changed the command since it was scheduled, not a guard. A timer parks it
+    at once with the host's reason, for an operator to retry once the fix (an upcaster) is
+    deployed; a job's tick retries it as any failure, then parks."""
 
 
 def wire_command(request: DeliveryRequest) -> WireCommand:
@@ -323,6 +337,10 @@ def classify(response: httpx.Response, what: str = "the command") -> DeliveryOut
             return DeliveryOutcome(
                 status="delivered", error_code=code, error_msg=message, http_status=status
             )
+        if code in UNREADABLE_CODES:
+            raise UnreadableCommand(
+                f"the host cannot read {what}: {detail}", http_status=status, error_code=code
+            )
         if code is not None and is_business_error(code):
             return DeliveryOutcome(
                 status="rejected", error_code=code, error_msg=message, http_status=status
@@ -331,6 +349,10 @@ def classify(response: httpx.Response, what: str = "the command") -> DeliveryOut
             f"host answered {what} with an unknown outcome: {detail}",
             http_status=status,
             error_code=code,
+        )
+    if code in UNREADABLE_CODES:
+        raise UnreadableCommand(
+            f"the host cannot read {what}: {detail}", http_status=status, error_code=code
         )
     # 4xx other than the retryable ones: the host refused this request as it stands.
     return DeliveryOutcome(
@@ -414,6 +436,24 @@ def _raise_failure(request: DeliveryRequest, failures: int, error: DeliveryFailu
     activity.heartbeat(failures)
     raise ApplicationError(
         str(error), details, type=DELIVERY_FAILURE, category=ApplicationErrorCategory.BENIGN
+    ) from None
+
+
+def _raise_parked(request: DeliveryRequest, error: UnreadableCommand) -> NoReturn:
+    """The host cannot read the command: park it now with the host's reason (retrying before
+    a fix is deployed cannot help, and ending it as a guard would lose it)."""
+    log.warning(
+        "parking %s %s: %s; deploy the fix (an upcaster) and retry it",
+        request.command.type, request.request_id, error,
+        extra=_fields(request, "parked"),
+    )
+    record_delivery("parked")
+    raise ApplicationError(
+        f"{error} (a deploy changed the command: deploy the fix, then retry)",
+        {"httpStatus": error.http_status, "errorCode": error.error_code},
+        type=DELIVERY_PARKED,
+        non_retryable=True,
+        category=ApplicationErrorCategory.BENIGN,
     ) from None
 
 
@@ -518,6 +558,8 @@ class DeliveryActivities:
             return cancelled
         try:
             outcome = await self._send(request, failures, heartbeat_timeout)
+        except UnreadableCommand as error:
+            _raise_parked(request, error)
         except DeliveryFailure as error:
             _raise_failure(request, failures + 1, error)
         _record_outcome(request, outcome)

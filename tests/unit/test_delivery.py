@@ -27,6 +27,7 @@ from wow_temporal.delivery import (
     DeliveryFailure,
     DeliveryOutcome,
     DeliveryRequest,
+    UnreadableCommand,
     activity_clock,
     encode_header_value,
 )
@@ -108,15 +109,24 @@ async def test_duplicate_on_200_is_delivered_too(
     assert (outcome.status, outcome.duplicate, outcome.http_status) == ("delivered", True, 200)
 
 
+@pytest.mark.parametrize(("code", "status"), [("CommandValidation", 400), ("BadRequest", 400)])
+async def test_a_command_the_host_cannot_read_is_no_guard(
+    host: FakeWowHost, sender: CommandSender, code: str, status: int
+) -> None:
+    """An invalid body or an unknown type says a deploy changed the command: not a refusal
+    that ends the timer, but one it parks on with the host's reason."""
+    host.behave("reject", error_code=code, status=status, error_msg="reason: field required")
+    with pytest.raises(UnreadableCommand, match=r"cannot read .*reason: field required"):
+        await sender.send(make_request())
+
+
 @pytest.mark.parametrize(
     ("code", "status"),
     [
         ("NotFound", 404),
         ("IllegalAccessDeletedAggregate", 410),
-        ("CommandValidation", 400),
         ("IllegalState", 409),
         ("IllegalArgument", 400),
-        ("BadRequest", 400),
         ("EventVersionConflict", 409),
         ("CommandExpectVersionConflict", 409),
         ("AggregateVersionConflict", 409),
