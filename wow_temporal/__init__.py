@@ -21,6 +21,7 @@ from wow_temporal.domain import (
     on_rejected,
     on_schedule,
     on_sourcing,
+    upcaster,
 )
 from wow_temporal.model import (
     AggregateDeleted,
@@ -91,4 +92,5 @@ __all__ = [
     "on_schedule",
     "on_sourcing",
     "run_worker",
+    "upcaster",
 ]

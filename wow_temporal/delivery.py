@@ -55,6 +55,7 @@ from wow_temporal.wire import (
     DUPLICATE_REQUEST_ID,
     ERROR_CODE_HEADER,
     OK,
+    REVISION_HEADER,
     WireCommand,
     command_headers,
     encode_header_value,
@@ -206,6 +207,8 @@ def wire_command(request: DeliveryRequest) -> WireCommand:
     if request.trace_id:
         headers["trace_id"] = request.trace_id
     headers.update(_origin(request))
+    if request.command.revision is not None:
+        headers[REVISION_HEADER] = request.command.revision
     traceparent = request.traceparent
     if traceparent is not None and traceparent_context(traceparent) is None:
         traceparent = None  # not a W3C trace context: the host is not told of it

@@ -37,6 +37,7 @@ __all__ = [
     "PROCESSED",
     "REQUEST_ID_HEADER",
     "REQUIRED_HEADERS",
+    "REVISION_HEADER",
     "SPACE_ID_HEADER",
     "TENANT_ID_HEADER",
     "TRACEPARENT_HEADER",
@@ -73,6 +74,9 @@ TRACEPARENT_HEADER = "traceparent"
 MESSAGE_HEADER_PREFIX = "Command-Header-"
 """A message header `key` travels as `Command-Header-<key>` (keys are lower case: header names
 are not)."""
+REVISION_HEADER = "command_revision"
+"""The message header (`Command-Header-command_revision`) a scheduled command's revision
+travels in: the revision of its body's shape it was written with (absent: the first)."""
 ERROR_CODE_HEADER = "Wow-Error-Code"
 """The answer's error code, as in its `CommandResult` body."""
 

@@ -10,6 +10,7 @@ from wow_temporal.domain.messages import CommandBody, ScheduleInfo, event_name
 from wow_temporal.domain.rejection import CommandRejected, Rejection
 from wow_temporal.domain.saga import Rejected, SagaContext, on_event, on_rejected
 from wow_temporal.domain.system import CancelSchedule, DeleteAggregate, SetSchedule
+from wow_temporal.domain.upcasting import Upcaster, UpcastError, upcaster
 
 __all__ = [
     "AggregateModel",
@@ -29,6 +30,8 @@ __all__ = [
     "ScheduleInfo",
     "SetSchedule",
     "UndeclaredError",
+    "UpcastError",
+    "Upcaster",
     "aggregate",
     "command_type",
     "event_name",
@@ -39,4 +42,5 @@ __all__ = [
     "on_rejected",
     "on_schedule",
     "on_sourcing",
+    "upcaster",
 ]

@@ -18,6 +18,7 @@ from wow_temporal.domain.saga import (
     event_handlers,
     rejected_handlers,
 )
+from wow_temporal.domain.upcasting import FIRST_REVISION, Upcaster, Upcasting, revision_of
 
 __all__ = ["App", "Job", "load_app", "load_apps"]
 
@@ -46,9 +47,11 @@ class App:
     """A bounded context's domain: `App("eshop-order", aggregates=[Order], services=[policy])`.
 
     Aggregates are classes (`@aggregate`), read once; their functions get the `services` they
-    take by type. Sagas are instances of plain classes (their services injected by the user):
-    their `@on_event`, `@on_rejected` and `@on_schedule` methods react to events, refusals and
-    jobs' ticks. A duplicate or bad definition raises `ValueError` naming it.
+    take by type. `upcasters` (`@upcaster`) bring a command scheduled long ago to the revision
+    its class declares now; a chain with a gap refuses the app, naming it. Sagas are instances
+    of plain classes (their services injected by the user): their `@on_event`, `@on_rejected`
+    and `@on_schedule` methods react to events, refusals and jobs' ticks. A duplicate or bad
+    definition raises `ValueError` naming it.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class App:
         sagas: Iterable[object] = (),
         aggregates: Iterable[object] = (),
         services: Iterable[object] = (),
+        upcasters: Iterable[Upcaster] = (),
     ) -> None:
         if not isinstance(context, str) or not _CONTEXT.fullmatch(context):
             raise ValueError(
@@ -95,6 +99,8 @@ class App:
         self.rejected_handlers: tuple[RejectedHandler, ...] = tuple(
             handler for saga in self.sagas for handler in rejected_handlers(saga)
         )
+        self.upcasting = Upcasting(upcasters, _revisions(models.values()))
+        """The upcasters, checked against the revisions the aggregates' commands are at."""
 
     def model(self, aggregate: str) -> AggregateModel:
         """The aggregate of that name; `KeyError` naming the known ones."""
@@ -118,6 +124,16 @@ class App:
         return (
             f"App({self.context!r}, aggregates={sorted(self.models)}, jobs={sorted(self.jobs)})"
         )
+
+
+def _revisions(models: Iterable[AggregateModel]) -> dict[str, str]:
+    """Each command type the aggregates handle, with the revision its body class declares
+    (the first when it declares none)."""
+    return {
+        kind: revision_of(function.command) or FIRST_REVISION
+        for model in models
+        for kind, function in model.functions.items()
+    }
 
 
 def _jobs_of(saga: object) -> list[Job]:

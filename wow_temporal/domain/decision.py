@@ -10,6 +10,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from wow_temporal.domain.messages import type_name
+from wow_temporal.domain.upcasting import revision_of
 from wow_temporal.model import (
     AggregateRef,
     ScheduleCancelled,
@@ -107,7 +108,11 @@ def scheduled_command(
             f"{function} scheduled {kind}, which it does not declare: add it to {declare_in} "
             f"(declared: {shown})"
         )
-    return ScheduledCommand(type=kind, body=command.model_dump(mode="json", by_alias=True))
+    return ScheduledCommand(
+        type=kind,
+        body=command.model_dump(mode="json", by_alias=True),
+        revision=revision_of(type(command)),
+    )
 
 
 def declared_types(types: Iterable[type[BaseModel] | str], what: str) -> tuple[str, ...]:

@@ -17,13 +17,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from wow_temporal.domain.aggregate import AggregateModel, Current, Decided
 from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
 from wow_temporal.domain.rejection import Rejection
+from wow_temporal.domain.upcasting import FIRST_REVISION, REVISION_HEADER, UpcastError
 from wow_temporal.host.guard import SLOT_STOPPED, SlotOrigin, stop_before_due
 from wow_temporal.host.store import (
     DuplicateRequestError,
@@ -171,6 +172,10 @@ class DomainHost:
         if isinstance(found, Rejection):
             return result.refused(found)
         app, model = found
+        read = _read_as_now(app, message)
+        if isinstance(read, Rejection):
+            return result.refused(read)
+        message = read
         key = stream_id(message.ref)
         async with contextlib.AsyncExitStack() as held:
             for locked in self._locked_for(message, key):
@@ -339,6 +344,22 @@ class DomainHost:
         ref = message.ref
         earlier = await self.run(lambda: self.store.request(ref, message.request_id))
         return None if earlier is None else _answer_decided(earlier, message, result)
+
+
+def _read_as_now(app: App, message: CommandMessage) -> CommandMessage | Rejection:
+    """The command as the app reads it now: a body written at an older revision (a timer's
+    without one: the first) upcast to the one its class declares, or `CommandValidation`
+    saying why it cannot be (a deploy changed it: the timer parks, not a guard)."""
+    revision = message.headers.get(REVISION_HEADER)
+    if revision is None and message.schedule is not None:
+        revision = FIRST_REVISION
+    try:
+        read = app.upcasting.upcast(message.type, revision, message.body)
+    except UpcastError as error:
+        return Rejection("CommandValidation", f"{message.type}: {error}")
+    if not read.applied:
+        return message
+    return replace(message, type=read.type, body=read.body)
 
 
 def _answer_decided(

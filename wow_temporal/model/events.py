@@ -56,6 +56,22 @@ class ScheduledCommand(WireModel):
         examples=[{"reason": "PAYMENT_TIMEOUT"}],
     )
 
+    revision: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        exclude_if=lambda value: value is None,
+        description="The revision of the body's shape it was written with, when its class "
+        "declares one (absent: the first); the target upcasts it to the revision it reads",
+        examples=["2"],
+    )
+
+    @field_validator("revision", mode="before")
+    @classmethod
+    def _revision_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
     @field_validator("body", mode="before")
     @classmethod
     def _json_object(cls, value: Any) -> Any:
