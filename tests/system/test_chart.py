@@ -871,3 +871,23 @@ def test_the_dockerfile_builds_a_slim_non_root_image_of_the_wheel_only() -> None
     assert 'ENTRYPOINT ["wow-temporal"]' in text and 'CMD ["worker"]' in text
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
     assert {".venv", ".git", "tests"} <= set(ignored)
+
+
+def test_the_deploy_check_runs_before_an_upgrade_only_when_enabled(chart: Any) -> None:
+    assert "Job" not in kinds(render(chart))
+    objects = render(chart, {"deployCheck": {"enabled": True, "app": "workers.eshop:apps"}})
+    job = only(objects, "Job", "deploy-check")
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "pre-upgrade"
+    assert "before-hook-creation" in annotations["helm.sh/hook-delete-policy"]
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    (check,) = pod["containers"]
+    assert check["args"] == ["timers", "check", "--app", "workers.eshop:apps"]
+    names = {env["name"] for env in check["env"]}
+    assert {"WOW_CONFIG", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} <= names
+    assert pod["restartPolicy"] == "Never"
+    with pytest.raises(helm.HelmError, match=r"deployCheck\.app"):
+        chart.render({"deployCheck": {"enabled": True}}, name=RELEASE)
+    with pytest.raises(helm.HelmValuesError, match="/deployCheck/app"):
+        chart.render({"deployCheck": {"enabled": True, "app": "not a reference"}}, name=RELEASE)
