@@ -181,6 +181,22 @@ def test_a_cancellation_before_the_stock_is_confirmed_has_no_schedule_to_cancel(
     ).expect_schedules()
 
 
+def test_refusals_name_the_cause_and_an_event_stored_with_a_reason_is_still_read() -> None:
+    """A customer's cause says what and why; an `OrderCancelled` committed before causes were
+    structured (`{"reason": ...}`) is sourced as a cause of that code, never lost."""
+    cause = CancelCause(code="CUSTOMER", detail="changed my mind")
+    cancelled = awaiting_payment.when(CancelOrder(cause=cause)).then()
+    cancelled.when(PayOrder()).expect_rejection(
+        "IllegalState", "it was cancelled (CUSTOMER: changed my mind)"
+    )
+    paid = awaiting_payment.given(OrderPaid()).when(CancelOrder(cause=cause))
+    paid.expect_rejection("IllegalState", "cancellation (CUSTOMER: changed my mind) refused")
+    old = {"reason": OUT_OF_STOCK, "items": [item.model_dump() for item in ITEMS]}
+    stored = spec.given(CREATED)._given_commit([("eshop.order.OrderCancelled", old)])
+    assert stored.current().state.cancel_cause == CancelCause(code=OUT_OF_STOCK)
+    stored.when(PayOrder()).expect_rejection("IllegalState", "it was cancelled (OUT_OF_STOCK)")
+
+
 def test_a_whole_order_step_by_step_with_then() -> None:
     created = spec.when(CreateOrder(items=ITEMS)).expect_events(CREATED).then()
     half = created.when(ConfirmOrderStock(product_id="cap")).expect_schedules().then()
