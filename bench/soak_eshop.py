@@ -592,7 +592,7 @@ async def customer(shop: Shop, plan: OrderPlan, clock: Callable[[], float]) -> N
     created = await command("create", "eshop.order.CreateOrder", {"items": lines})
     if created.code not in ("Ok", "DuplicateRequestId"):
         return
-    cancel = {"reason": CUSTOMER_CANCEL}
+    cancel = {"cause": {"code": CUSTOMER_CANCEL, "detail": "soak"}}
     if plan.plan == "cancel-early":
         await command("cancel", "eshop.order.CancelOrder", cancel)
     else:
@@ -811,7 +811,7 @@ def check_orders(
                     )
                 order.cancelled.append((commit, event.body))
                 timer = event.body.get("timer")
-                reason = event.body["reason"]
+                reason = event.body["cause"]["code"]
                 if timer is not None:
                     report.cancelled_by_timer += 1
                     known = dict(order.timers)

@@ -35,8 +35,8 @@ from workers.eshop.inventory import app as inventory_app
 from workers.eshop.order import (
     ORDER,
     PAYMENT_GRACE_PERIOD,
-    Order,
     PaymentPolicy,
+    order_app,
 )
 from workers.eshop.stock import STOCK
 from wow_temporal import App, Commit
@@ -351,7 +351,7 @@ class EshopStack:
         self.grace = grace
         self.task_queue = task_queue or f"e2e-{uuid.uuid4().hex[:10]}"
         self.apps = [
-            App("eshop-order", aggregates=[Order], services=[PaymentPolicy(grace)]),
+            order_app(PaymentPolicy(grace)),
             inventory_app,
             *apps,
         ]

@@ -40,6 +40,7 @@ from workers.eshop.order import (
     OUT_OF_STOCK,
     PAYMENT_GRACE_PERIOD,
     PAYMENT_TIMEOUT,
+    CancelCause,
     CancelOrder,
     OrderCreated,
 )
@@ -117,7 +118,7 @@ async def test_an_unpaid_order_is_cancelled_once_by_its_timer_never_early(
     view = await stack.wait_order(ref, CANCELLED)
     (cancel_commit, cancelled), *others = view.cancellations
     assert others == [], "cancelled more than once"
-    assert cancelled["reason"] == PAYMENT_TIMEOUT
+    assert cancelled["cause"]["code"] == PAYMENT_TIMEOUT
     assert cancelled["timer"] == timer
     assert cancel_commit.request_id == f"{timer}#1"
     assert cancel_commit.header.get("upstream_id") == set_commit.id, "causation: the set"
@@ -232,7 +233,11 @@ async def test_a_cancellation_scheduled_after_payment_is_rejected_once_and_not_r
     schedule = {
         "key": PAYMENT_GRACE_PERIOD,
         "rule": {"after": "PT1S"},
-        "command": {"type": CANCEL_ORDER, "body": {"reason": PAYMENT_TIMEOUT}},
+        "command": {
+            "type": CANCEL_ORDER,
+            "body": {"cause": {"code": PAYMENT_TIMEOUT, "detail": ""}},
+            "revision": "2",
+        },
     }
     asked = await stack.send("wow.schedule.Set", ref, schedule)
     assert asked.ok, asked
@@ -334,7 +339,7 @@ async def test_the_inventory_cancels_an_order_for_a_product_it_never_stocked(
     view = await stack.wait_order(ref, CANCELLED)
     (_, cancelled), *others = view.cancellations
     assert others == []
-    assert (cancelled["reason"], cancelled["timer"]) == (OUT_OF_STOCK, None)
+    assert (cancelled["cause"]["code"], cancelled["timer"]) == (OUT_OF_STOCK, None)
     assert view.events("wow.ScheduleSet") == []
     assert await stack.read(ref.model_copy(update={"aggregate_id": product})) is None
     await assert_no_timer(dev_client, stack.timer_id(ref))
@@ -361,7 +366,7 @@ class ReminderSaga:
             REMINDER,
             ScheduleRule.after(timedelta(seconds=1)),
             missing,
-            CancelOrder(reason="REMINDER"),
+            CancelOrder(cause=CancelCause(code="REMINDER")),
         )
 
     @on_rejected(SetSchedule)
@@ -369,7 +374,8 @@ class ReminderSaga:
         self.heard.append(rejected)
         order_id = rejected.ref.aggregate_id.removeprefix("missing-")
         return context.command(
-            ORDER.ref(rejected.ref.tenant_id, order_id), CancelOrder(reason=REFUSED)
+            ORDER.ref(rejected.ref.tenant_id, order_id),
+            CancelOrder(cause=CancelCause(code=REFUSED)),
         )
 
 
@@ -392,7 +398,7 @@ async def test_a_sagas_schedule_for_a_missing_target_goes_to_its_on_rejected(
         view = await stack.wait_order(ref, CANCELLED)
         (_, cancelled), *others = view.cancellations
         assert others == []
-        assert cancelled["reason"] == REFUSED
+        assert cancelled["cause"]["code"] == REFUSED
         (heard,) = saga.heard
         missing = ORDER.ref(tenant, "missing-o-1")
         assert (heard.command_type, heard.ref, heard.error_code) == (
@@ -507,7 +513,7 @@ def assert_cancelled_once_never_early(views: list[OrderView], grace_ms: int) -> 
         cancellations = view.cancellations
         assert len(cancellations) == 1, f"{view.ref.aggregate_id}: {len(cancellations)} cancels"
         ((commit, cancelled),) = cancellations
-        assert (cancelled["reason"], cancelled["timer"]) == (PAYMENT_TIMEOUT, timer)
+        assert (cancelled["cause"]["code"], cancelled["timer"]) == (PAYMENT_TIMEOUT, timer)
         early = set_commit.create_time + grace_ms - commit.create_time
         assert early <= 0, f"{view.ref.aggregate_id}: cancelled {early} ms early"
 

@@ -37,7 +37,8 @@ from tests.helpers.docs_page import assert_docs_served_offline
 from tests.helpers.eventually import eventually
 from workers.eshop import apps as eshop_apps
 from workers.eshop.inventory import app as inventory_app
-from workers.eshop.order import ORDER, Order, PaymentPolicy
+from workers.eshop.order import CANCEL_ORDER, ORDER, PaymentPolicy
+from workers.eshop.order import order_app as eshop_order_app
 from workers.eshop.stock import STOCK
 from wow_temporal import App
 from wow_temporal.cli import app as cli
@@ -316,7 +317,7 @@ def names(commit: Commit) -> list[str]:
 
 
 def order_app(grace: timedelta = timedelta(seconds=20)) -> App:
-    return App("eshop-order", aggregates=[Order], services=[PaymentPolicy(grace)])
+    return eshop_order_app(PaymentPolicy(grace))
 
 
 @pytest.fixture
@@ -808,7 +809,8 @@ async def test_the_last_confirmation_commits_its_events_and_schedule_together(
                         "rule": {"after": "PT20S"},
                         "command": {
                             "type": "eshop.order.CancelOrder",
-                            "body": {"reason": "PAYMENT_TIMEOUT"},
+                            "body": {"cause": {"code": "PAYMENT_TIMEOUT", "detail": ""}},
+                            "revision": "2",
                         },
                         "target": None,
                     },
@@ -959,7 +961,8 @@ async def test_an_order_for_stocked_products_awaits_payment_with_its_stock_reser
             assert commit.header["upstream_name"] == "eshop.order.OrderCreated"
 
         # the customer cancels: the grace period is cancelled with it, the stock released
-        assert await host.ok("eshop.order.CancelOrder", order, {"reason": "CUSTOMER"}) == 4
+        cause = {"code": "CUSTOMER", "detail": "changed my mind"}
+        assert await host.ok("eshop.order.CancelOrder", order, {"cause": cause}) == 4
         await host.settle()
         mug = await host.state(STOCK.ref(TENANT, "mug"))
         cap = await host.state(STOCK.ref(TENANT, "cap"))
@@ -978,7 +981,7 @@ async def test_an_order_for_a_never_stocked_product_is_cancelled_out_of_stock(
         await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
         await host.settle()
         state = await host.state(order)
-        assert state["cancel_reason"] == "OUT_OF_STOCK"
+        assert state["cancel_cause"] == {"code": "OUT_OF_STOCK", "detail": ""}
         assert await host.read(STOCK.ref(TENANT, "ghost")) is None
         mug = await host.state(STOCK.ref(TENANT, "mug"))
         assert (mug["on_hand"], mug["reserved"]) == (10, {})  # reserved, then released
@@ -995,7 +998,7 @@ async def test_a_shortage_cancels_the_order(sqlite_db: Path) -> None:
         order = await _order(host, "o-3", mug=5)
         await eventually(lambda: _status(host, order, "CANCELLED"), within=30, what="cancelled")
         await host.settle()
-        assert (await host.state(order))["cancel_reason"] == "OUT_OF_STOCK"
+        assert (await host.state(order))["cancel_cause"] == {"code": "OUT_OF_STOCK", "detail": ""}
         mug = await host.state(STOCK.ref(TENANT, "mug"))
         assert (mug["on_hand"], mug["reserved"]) == (1, {})
         shortage = [c for c in await host.commits() if "eshop.inventory.StockShortage" in names(c)]
@@ -1490,6 +1493,72 @@ async def test_a_slot_the_log_stopped_before_it_was_due_is_refused_once(db: Loca
             ("a", "owed#1"),
             ("b", "foreign#1"),
         ]
+
+
+# --- 6c. a timer's command written by an older build: read through the app's upcasters --------
+
+
+async def _awaiting_payment(host: Served, order_id: str) -> tuple[AggregateRef, dict[str, str]]:
+    """An order whose grace period is set; the headers its timer's delivery of slot 1 carries."""
+    order = ORDER.ref(TENANT, order_id)
+    items = [{"product_id": "mug", "quantity": 1}]
+    await host.ok("eshop.order.CreateOrder", order, {"items": items})
+    assert await host.ok("eshop.order.ConfirmOrderStock", order, {"product_id": "mug"}) == 2
+    set_commit = (await host.commits())[-1]
+    return order, slot_headers(set_commit, set_commit.create_time + 20_000)
+
+
+def _cancelled(commit: Commit) -> dict[str, Any]:
+    (event,) = [e for e in commit.body if e.name == "eshop.order.OrderCancelled"]
+    return dict(event.body)
+
+
+async def test_a_grace_period_scheduled_by_an_older_build_is_decided_through_the_upcaster(
+    sqlite_db: Path,
+) -> None:
+    """A timer started before `CancelOrder` revision 2 sends the body it was given then,
+    `{"reason": ...}`, and no revision: the order app's upcaster reads it as a cause and the order
+    is cancelled by its timer, decided once."""
+    async with serve([order_app()], sqlite_db, start=False) as host:
+        order, sent = await _awaiting_payment(host, "o-old")
+        assert "Command-Header-command_revision" not in sent
+        timer = sent["Command-Header-schedule_timer"]
+        old = {"reason": "PAYMENT_TIMEOUT"}
+        assert await host.ok(CANCEL_ORDER, order, old, request_id=f"{timer}#1", headers=sent) == 3
+        assert (await host.state(order))["status"] == "CANCELLED"
+        last = (await host.commits())[-1]
+        assert names(last) == ["eshop.order.OrderCancelled"]  # its own timer: nothing to cancel
+        assert _cancelled(last) == {
+            "cause": {"code": "PAYMENT_TIMEOUT", "detail": ""},
+            "items": [{"product_id": "mug", "quantity": 1}],
+            "timer": timer,
+        }
+        again = await host.send(CANCEL_ORDER, order, old, request_id=f"{timer}#1", headers=sent)
+        expect(again, "DuplicateRequestId", 400)
+
+
+async def test_a_timers_command_is_read_at_the_revision_it_carries(sqlite_db: Path) -> None:
+    """The body of revision 2 is decided as sent (no upcaster touches it); a body that is not
+    the revision its header says is `CommandValidation` (the timer parks), and commits nothing."""
+    new = {"cause": {"code": "PAYMENT_TIMEOUT", "detail": "20 s unpaid"}}
+    async with serve([order_app()], sqlite_db, start=False) as host:
+        order, sent = await _awaiting_payment(host, "o-new")
+        at_2 = {**sent, "Command-Header-command_revision": "2"}
+        assert await host.ok(CANCEL_ORDER, order, new, request_id="o-new#1", headers=at_2) == 3
+        assert (await host.state(order))["cancel_cause"] == new["cause"]
+        assert _cancelled((await host.commits())[-1])["cause"] == new["cause"]
+
+        unread, sent = await _awaiting_payment(host, "o-unread")
+        before = len(await host.commits())
+        old_at_2 = await host.send(
+            CANCEL_ORDER, unread, {"reason": "PAYMENT_TIMEOUT"}, request_id="u#1", headers=at_2
+        )
+        assert "cause" in expect(old_at_2, "CommandValidation", 400)["errorMsg"]
+        new_unmarked = await host.send(CANCEL_ORDER, unread, new, request_id="u#2", headers=sent)
+        refused = expect(new_unmarked, "CommandValidation", 400)["errorMsg"]
+        assert "eshop.order.CancelOrder revision 1 -> 2 failed: KeyError" in refused
+        assert len(await host.commits()) == before
+        assert (await host.state(unread))["status"] == "AWAITING_PAYMENT"
 
 
 # --- 7. one host per store file ---------------------------------------------------------------

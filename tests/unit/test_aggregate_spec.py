@@ -15,6 +15,7 @@ from workers.eshop.order import (
     OUT_OF_STOCK,
     PAYMENT_GRACE_PERIOD,
     PAYMENT_TIMEOUT,
+    CancelCause,
     CancelOrder,
     ConfirmOrderStock,
     CreateOrder,
@@ -50,7 +51,9 @@ GRACE = timedelta(minutes=30)
 ITEMS = [OrderItem(product_id="mug", quantity=1), OrderItem(product_id="cap", quantity=2)]
 CREATED = OrderCreated(items=ITEMS)
 TIMEOUT = Scheduled(
-    PAYMENT_GRACE_PERIOD, ScheduleRule.after(GRACE), CancelOrder(reason=PAYMENT_TIMEOUT)
+    PAYMENT_GRACE_PERIOD,
+    ScheduleRule.after(GRACE),
+    CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)),
 )
 
 spec = aggregate_spec(
@@ -73,7 +76,12 @@ def test_the_last_product_confirmed_schedules_the_payment_timeout() -> None:
     )
     result.expect_events(OrderStockItemConfirmed(product_id="cap"), OrderStockConfirmed())
     result.expect_schedules(
-        (PAYMENT_GRACE_PERIOD, ScheduleRule.after(GRACE), CancelOrder(reason=PAYMENT_TIMEOUT), None)
+        (
+            PAYMENT_GRACE_PERIOD,
+            ScheduleRule.after(GRACE),
+            CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)),
+            None,
+        )
     )
     assert result.state.status == OrderStatus.AWAITING_PAYMENT
     assert result.state.confirmed_products == {"mug", "cap"}
@@ -88,7 +96,11 @@ def test_the_last_product_confirmed_schedules_the_payment_timeout() -> None:
     assert result.decided.events[2][1] == {
         "key": "payment-grace-period",
         "rule": {"after": "PT30M"},
-        "command": {"type": CANCEL_ORDER, "body": {"reason": "PAYMENT_TIMEOUT"}},
+        "command": {
+            "type": CANCEL_ORDER,
+            "body": {"cause": {"code": "PAYMENT_TIMEOUT", "detail": ""}},
+            "revision": "2",
+        },
         "target": None,
     }
 
@@ -103,7 +115,10 @@ def test_a_product_that_is_not_the_last_only_confirms_the_item() -> None:
     "given",
     [
         pytest.param([CREATED, OrderStockItemConfirmed(product_id="cap")], id="read-again"),
-        pytest.param([CREATED, OrderCancelled(reason=OUT_OF_STOCK, items=ITEMS)], id="cancelled"),
+        pytest.param(
+            [CREATED, OrderCancelled(cause=CancelCause(code=OUT_OF_STOCK), items=ITEMS)],
+            id="cancelled",
+        ),
         pytest.param([CREATED], id="not-in-the-order"),
     ],
 )
@@ -125,7 +140,9 @@ def test_paying_before_the_stock_is_confirmed_is_refused() -> None:
 
 
 def test_a_cancellation_after_payment_is_refused() -> None:
-    result = awaiting_payment.given(OrderPaid()).when(CancelOrder(reason=PAYMENT_TIMEOUT))
+    result = awaiting_payment.given(OrderPaid()).when(
+        CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT))
+    )
     result.expect_rejection("IllegalState", "is paid")
     assert result.rejection is not None and result.rejection.status == 400
     assert result.state.status == OrderStatus.PAID  # unchanged
@@ -134,30 +151,50 @@ def test_a_cancellation_after_payment_is_refused() -> None:
 def test_the_timers_cancellation_names_its_timer_and_leaves_the_schedule() -> None:
     sent_by = spec.schedule_info(PAYMENT_GRACE_PERIOD, slot=1, due=1_764_470_000_000)
     assert sent_by.timer == "wow-timer:eshop-order.order:t1:42:payment-grace-period"
-    result = awaiting_payment.when(CancelOrder(reason=PAYMENT_TIMEOUT), schedule=sent_by)
+    result = awaiting_payment.when(
+        CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)), schedule=sent_by
+    )
     result.expect_events(
-        OrderCancelled(reason=PAYMENT_TIMEOUT, items=ITEMS, timer=sent_by.timer)
+        OrderCancelled(cause=CancelCause(code=PAYMENT_TIMEOUT), items=ITEMS, timer=sent_by.timer)
     ).expect_schedules()
     assert result.state.status == OrderStatus.CANCELLED
 
 
 def test_a_body_marked_sent_by_a_timer_counts_as_the_timers() -> None:
     sent_by = spec.schedule_info(PAYMENT_GRACE_PERIOD)
-    awaiting_payment.when(CancelOrder(reason=PAYMENT_TIMEOUT).sent_by(sent_by)).expect_events(
-        OrderCancelled(reason=PAYMENT_TIMEOUT, items=ITEMS, timer=sent_by.timer)
+    awaiting_payment.when(
+        CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)).sent_by(sent_by)
+    ).expect_events(
+        OrderCancelled(cause=CancelCause(code=PAYMENT_TIMEOUT), items=ITEMS, timer=sent_by.timer)
     )
 
 
 def test_a_customers_cancellation_while_awaiting_payment_cancels_the_schedule() -> None:
-    awaiting_payment.when(CancelOrder(reason="CUSTOMER")).expect_events(
-        OrderCancelled(reason="CUSTOMER", items=ITEMS)
+    awaiting_payment.when(CancelOrder(cause=CancelCause(code="CUSTOMER"))).expect_events(
+        OrderCancelled(cause=CancelCause(code="CUSTOMER"), items=ITEMS)
     ).expect_schedules(Cancelled(PAYMENT_GRACE_PERIOD))
 
 
 def test_a_cancellation_before_the_stock_is_confirmed_has_no_schedule_to_cancel() -> None:
-    spec.given(CREATED).when(CancelOrder(reason=OUT_OF_STOCK)).expect_events(
-        OrderCancelled(reason=OUT_OF_STOCK, items=ITEMS)
+    spec.given(CREATED).when(CancelOrder(cause=CancelCause(code=OUT_OF_STOCK))).expect_events(
+        OrderCancelled(cause=CancelCause(code=OUT_OF_STOCK), items=ITEMS)
     ).expect_schedules()
+
+
+def test_refusals_name_the_cause_and_an_event_stored_with_a_reason_is_still_read() -> None:
+    """A customer's cause says what and why; an `OrderCancelled` committed before causes were
+    structured (`{"reason": ...}`) is sourced as a cause of that code, never lost."""
+    cause = CancelCause(code="CUSTOMER", detail="changed my mind")
+    cancelled = awaiting_payment.when(CancelOrder(cause=cause)).then()
+    cancelled.when(PayOrder()).expect_rejection(
+        "IllegalState", "it was cancelled (CUSTOMER: changed my mind)"
+    )
+    paid = awaiting_payment.given(OrderPaid()).when(CancelOrder(cause=cause))
+    paid.expect_rejection("IllegalState", "cancellation (CUSTOMER: changed my mind) refused")
+    old = {"reason": OUT_OF_STOCK, "items": [item.model_dump() for item in ITEMS]}
+    stored = spec.given(CREATED)._given_commit([("eshop.order.OrderCancelled", old)])
+    assert stored.current().state.cancel_cause == CancelCause(code=OUT_OF_STOCK)
+    stored.when(PayOrder()).expect_rejection("IllegalState", "it was cancelled (OUT_OF_STOCK)")
 
 
 def test_a_whole_order_step_by_step_with_then() -> None:
@@ -253,16 +290,20 @@ def test_a_sagas_set_schedule_commits_the_schedule_alone() -> None:
     context = SagaContext(
         "eshop-order", function="Saga.remind", schedules=frozenset({CANCEL_ORDER})
     )
-    command = context.schedule("reminder", reminder, spec.ref, CancelOrder(reason="REMIND"))
+    command = context.schedule(
+        "reminder", reminder, spec.ref, CancelOrder(cause=CancelCause(code="REMIND"))
+    )
     assert command.type == "wow.schedule.Set"
     result = awaiting_payment.when(command.body)
     result.expect_events().expect_schedules(
-        Scheduled("reminder", reminder, CancelOrder(reason="REMIND"))
+        Scheduled("reminder", reminder, CancelOrder(cause=CancelCause(code="REMIND")))
     )
     # the command may be given as the wire carries it, too
     result.expect_schedules(
         Scheduled(
-            "reminder", reminder, ScheduledCommand(type=CANCEL_ORDER, body={"reason": "REMIND"})
+            "reminder",
+            reminder,
+            ScheduledCommand(type=CANCEL_ORDER, body={"cause": {"code": "REMIND", "detail": ""}}),
         )
     )
 
@@ -271,7 +312,9 @@ def test_a_set_schedule_for_a_missing_target_is_not_found() -> None:
     body = SetSchedule(
         key="reminder",
         rule=ScheduleRule.after(GRACE),
-        command=ScheduledCommand(type=CANCEL_ORDER, body={"reason": "REMIND"}),
+        command=ScheduledCommand(
+            type=CANCEL_ORDER, body={"cause": {"code": "REMIND", "detail": ""}}
+        ),
     )
     spec.when(body).expect_rejection("NotFound")
 
@@ -403,11 +446,15 @@ def test_expect_schedules_shows_the_expected_and_the_actual_schedules() -> None:
     assert "schedules differ at #1" in message
     assert (
         "expected schedules:\n  set payment-grace-period after PT20M: eshop.order.CancelOrder "
-        '{"reason": "PAYMENT_TIMEOUT"} -> itself'
+        '{"cause": {"code": "PAYMENT_TIMEOUT", "detail": ""}} -> itself'
     ) in message
     assert "actual schedules:\n  set payment-grace-period after PT30M:" in message
-    wrong_body = Scheduled(PAYMENT_GRACE_PERIOD, TIMEOUT.rule, CancelOrder(reason="OTHER"))
-    assert '{"reason": "OTHER"}' in _failure(lambda: result.expect_schedules(wrong_body))
+    wrong_body = Scheduled(
+        PAYMENT_GRACE_PERIOD, TIMEOUT.rule, CancelOrder(cause=CancelCause(code="OTHER"))
+    )
+    assert '{"cause": {"code": "OTHER", "detail": ""}}' in _failure(
+        lambda: result.expect_schedules(wrong_body)
+    )
     other = NamedAggregate("eshop-order", "order").ref("t1", "43")
     elsewhere = Scheduled(TIMEOUT.key, TIMEOUT.rule, TIMEOUT.command, other)
     assert "-> eshop-order.order 43" in _failure(lambda: result.expect_schedules(elsewhere))
@@ -417,7 +464,8 @@ def test_expect_schedules_shows_the_expected_and_the_actual_schedules() -> None:
     assert "expected schedules:\n  (none)" in _failure(lambda: result.expect_schedules())
     assert "actual schedules:\n  (none)" in _failure(
         lambda: awaiting_payment.when(
-            CancelOrder(reason="X"), schedule=spec.schedule_info(PAYMENT_GRACE_PERIOD)
+            CancelOrder(cause=CancelCause(code="X")),
+            schedule=spec.schedule_info(PAYMENT_GRACE_PERIOD),
         ).expect_schedules(Cancelled(PAYMENT_GRACE_PERIOD))
     )
 

@@ -19,6 +19,7 @@ from workers.eshop.order import (
     ORDER,
     PAYMENT_GRACE_PERIOD,
     PAYMENT_TIMEOUT,
+    CancelCause,
     CancelOrder,
     ConfirmOrderStock,
     CreateOrder,
@@ -27,6 +28,7 @@ from workers.eshop.order import (
     OrderItem,
     PaymentPolicy,
     PayOrder,
+    order_app,
 )
 from workers.eshop.stock import STOCK, ReserveStock
 from wow_temporal import (
@@ -338,7 +340,7 @@ def test_saga_context_schedule_builds_a_set_schedule_command() -> None:
         PAYMENT_GRACE_PERIOD,
         ScheduleRule.after(timedelta(minutes=30)),
         TARGET,
-        CancelOrder(reason=PAYMENT_TIMEOUT),
+        CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)),
     )
     assert command.ref == TARGET
     assert command.type == "wow.schedule.Set"
@@ -346,7 +348,11 @@ def test_saga_context_schedule_builds_a_set_schedule_command() -> None:
     assert command.body.model_dump(mode="json") == {
         "key": "payment-grace-period",
         "rule": {"after": "PT30M"},
-        "command": {"type": "eshop.order.CancelOrder", "body": {"reason": "PAYMENT_TIMEOUT"}},
+        "command": {
+            "type": "eshop.order.CancelOrder",
+            "body": {"cause": {"code": "PAYMENT_TIMEOUT", "detail": ""}},
+            "revision": "2",
+        },
     }
     assert command.scheduled().type == "wow.schedule.Set"
     assert command.scheduled().body["command"]["type"] == CANCEL_ORDER
@@ -356,16 +362,22 @@ def test_saga_context_schedule_refuses_an_undeclared_command_type() -> None:
     undeclared = r"S\.on scheduled eshop\.order\.CancelOrder"
     with pytest.raises(UndeclaredError, match=undeclared) as raised:
         _context().schedule(
-            "k", ScheduleRule.after(timedelta(1)), TARGET, CancelOrder(reason="x")
+            "k", ScheduleRule.after(timedelta(1)), TARGET, CancelOrder(cause=CancelCause(code="x"))
         )
     assert "declared: none" in str(raised.value)
     with pytest.raises(ValueError):
         _context(CANCEL_ORDER).schedule(
-            "not a key", ScheduleRule.after(timedelta(1)), TARGET, CancelOrder(reason="x")
+            "not a key",
+            ScheduleRule.after(timedelta(1)),
+            TARGET,
+            CancelOrder(cause=CancelCause(code="x")),
         )
     with pytest.raises(TypeError, match="the rule is a ScheduleRule"):
         _context(CANCEL_ORDER).schedule(
-            "k", timedelta(1), TARGET, CancelOrder(reason="x")  # type: ignore[arg-type]
+            "k",
+            timedelta(1),
+            TARGET,
+            CancelOrder(cause=CancelCause(code="x")),  # type: ignore[arg-type]
         )
 
 
@@ -385,7 +397,9 @@ def test_saga_context_command_refuses_bad_refs_and_bodies() -> None:
 
 def test_decide_scope_schedules_and_cancels() -> None:
     scope = DecideScope(TARGET, "Order.confirm_stock", frozenset({CANCEL_ORDER}))
-    scope.schedule("k", ScheduleRule.after(timedelta(seconds=5)), CancelOrder(reason="x"))
+    scope.schedule(
+        "k", ScheduleRule.after(timedelta(seconds=5)), CancelOrder(cause=CancelCause(code="x"))
+    )
     scope.cancel_schedule("other")
     assert [type(c) for c in scope.changes] == [ScheduleSet, ScheduleCancelled]
     undeclared = r"Order\.confirm_stock scheduled eshop\.order\.PayOrder"
@@ -397,11 +411,11 @@ def test_decide_scope_schedules_and_cancels() -> None:
 
 
 def test_a_command_body_is_sent_by_no_schedule_by_default() -> None:
-    assert CancelOrder(reason="x").schedule is None
+    assert CancelOrder(cause=CancelCause(code="x")).schedule is None
     info = ScheduleInfo(timer="wow-timer:a", key="k", slot=2, due=1_000)
-    marked = CancelOrder(reason="x").sent_by(info)
+    marked = CancelOrder(cause=CancelCause(code="x")).sent_by(info)
     assert marked.schedule == info
-    assert marked.model_dump() == {"reason": "x"}  # not part of the body
+    assert marked.model_dump() == {"cause": {"code": "x", "detail": ""}}  # not part of the body
 
 
 def test_schedule_info_from_headers() -> None:
@@ -518,7 +532,7 @@ def test_duplicate_aggregates_and_jobs_in_one_context_are_refused() -> None:
 # --- a property of the order, through the pure core ---------------------------------------------
 
 PRODUCTS = ("mug", "cap", "tee")
-_app_order = App("eshop-order", aggregates=[Order], services=[PaymentPolicy(timedelta(minutes=5))])
+_app_order = order_app(PaymentPolicy(timedelta(minutes=5)))
 _model = _app_order.model("order")
 _services = _app_order.bound["order"]
 _REF = ORDER.ref("t1", "o-1")
@@ -532,9 +546,9 @@ _TIMER = ScheduleInfo(
 Step = tuple[BaseModel, ScheduleInfo | None]
 
 _CANCELS: list[Step] = [
-    (CancelOrder(reason="CUSTOMER"), None),
-    (CancelOrder(reason="OUT_OF_STOCK"), None),
-    (CancelOrder(reason=PAYMENT_TIMEOUT), _TIMER),
+    (CancelOrder(cause=CancelCause(code="CUSTOMER")), None),
+    (CancelOrder(cause=CancelCause(code="OUT_OF_STOCK")), None),
+    (CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)), _TIMER),
 ]
 _KINDS = ["create", "confirm", "confirm", "confirm", "confirm", "pay", "pay", "cancel"]
 """The steps' weights: confirmations and payments more often, so runs reach the payment."""
@@ -610,7 +624,11 @@ def test_order_invariants_hold_for_any_command_sequence(steps: list[Step]) -> No
                 {
                     "key": PAYMENT_GRACE_PERIOD,
                     "rule": {"after": "PT5M"},
-                    "command": {"type": CANCEL_ORDER, "body": {"reason": PAYMENT_TIMEOUT}},
+                    "command": {
+                        "type": CANCEL_ORDER,
+                        "revision": "2",
+                        "body": {"cause": {"code": PAYMENT_TIMEOUT, "detail": ""}},
+                    },
                     "target": None,
                 }
             ]
@@ -636,7 +654,7 @@ def test_the_property_sees_a_schedule_cancelled_by_a_customer_while_awaiting_pay
     assert _timeline(
         (CreateOrder(items=[OrderItem(product_id="mug", quantity=1)]), None),
         (ConfirmOrderStock(product_id="mug"), None),
-        (CancelOrder(reason="CUSTOMER"), None),
+        (CancelOrder(cause=CancelCause(code="CUSTOMER")), None),
     ) == [
         ["eshop.order.OrderCreated"],
         [

@@ -9,7 +9,6 @@ from wow_temporal import App
 def apps() -> list[App]:
     """The e-shop's two contexts; the payment grace period from `ESHOP_PAYMENT_GRACE_PERIOD`."""
     from workers.eshop.inventory import app as inventory
-    from workers.eshop.order import Order, PaymentPolicy
+    from workers.eshop.order import order_app
 
-    order = App("eshop-order", aggregates=[Order], services=[PaymentPolicy.from_env()])
-    return [order, inventory]
+    return [order_app(), inventory]

@@ -18,6 +18,7 @@ from typing import Protocol
 from workers.eshop.order import (
     ORDER,
     OUT_OF_STOCK,
+    CancelCause,
     CancelOrder,
     ConfirmOrderStock,
     OrderCancelled,
@@ -111,7 +112,8 @@ class InventorySaga:
     def on_stock_shortage(self, event: StockShortage, context: SagaContext) -> Command[CancelOrder]:
         assert context.source is not None
         return context.command(
-            ORDER.ref(context.source.tenant_id, event.order_id), CancelOrder(reason=OUT_OF_STOCK)
+            ORDER.ref(context.source.tenant_id, event.order_id),
+            CancelOrder(cause=CancelCause(code=OUT_OF_STOCK)),
         )
 
     @on_rejected(ReserveStock)
@@ -119,7 +121,7 @@ class InventorySaga:
         """A product the inventory has never stocked: the order cannot be served."""
         return context.command(
             ORDER.ref(rejected.ref.tenant_id, str(rejected.body["order_id"])),
-            CancelOrder(reason=OUT_OF_STOCK),
+            CancelOrder(cause=CancelCause(code=OUT_OF_STOCK)),
         )
 
     @on_event(OrderCancelled)

@@ -1,6 +1,11 @@
 """The spec's order, `eshop-order.order`: it confirms its products' stock one by one, and when the
 last is confirmed it schedules its own cancellation for when the payment grace period ends.
-Paying in time cancels that schedule; a cancellation that arrives after payment is refused."""
+Paying in time cancels that schedule; a cancellation that arrives after payment is refused.
+
+`CancelOrder` is at revision 2 (a structured `cause` where revision 1 had a `reason` string): a
+grace period scheduled by an older build still carries the first shape, and the order app's
+upcaster (`cancel_order_reason_to_cause`) reads it as now. Build the app with `order_app`, so no
+host serves the order without it."""
 
 from __future__ import annotations
 
@@ -8,10 +13,12 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, Field, TypeAdapter, field_validator, model_validator
 
 from wow_temporal import (
+    App,
     CommandBody,
     CommandRejected,
     DecideScope,
@@ -21,6 +28,7 @@ from wow_temporal import (
     aggregate,
     on_command,
     on_sourcing,
+    upcaster,
 )
 
 ORDER = NamedAggregate("eshop-order", "order")
@@ -92,12 +100,36 @@ class PayOrder(CommandBody):
     __wow_type__ = "eshop.order.PayOrder"
 
 
+class CancelCause(BaseModel):
+    """Why an order is cancelled: a `code` a program can branch on (`PAYMENT_TIMEOUT`,
+    `OUT_OF_STOCK`, `CUSTOMER`, …) and a `detail` for people, empty when the code says it all."""
+
+    model_config = {"frozen": True}
+
+    code: str = Field(min_length=1, max_length=64)
+    detail: str = Field(default="", max_length=256)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}" if self.detail else self.code
+
+
 class CancelOrder(CommandBody):
     """Cancel the order: sent by its own timer (`PAYMENT_TIMEOUT`), by the inventory
-    (`OUT_OF_STOCK`) or by the customer."""
+    (`OUT_OF_STOCK`) or by the customer.
+
+    Revision 2; revision 1 (every timer scheduled before it, still pending in Temporal) was
+    `{"reason": "PAYMENT_TIMEOUT"}`, read through `cancel_order_reason_to_cause`."""
 
     __wow_type__ = CANCEL_ORDER
-    reason: str = Field(min_length=1, max_length=64)
+    __wow_revision__ = 2
+    cause: CancelCause
+
+
+@upcaster(CancelOrder, revision=1)
+def cancel_order_reason_to_cause(body: dict[str, Any]) -> dict[str, Any]:
+    """`CancelOrder` revision 1 to 2: its `reason` string is the cause's code, with no detail
+    (a body without one is not revision 1: the `KeyError` parks the timer for an operator)."""
+    return {"cause": {"code": body["reason"], "detail": ""}}
 
 
 class OrderCreated(BaseModel):
@@ -120,11 +152,22 @@ class OrderPaid(BaseModel):
 
 class OrderCancelled(BaseModel):
     __wow_type__ = "eshop.order.OrderCancelled"
-    reason: str
+    cause: CancelCause
+    """Why, as the `CancelOrder` said (an event stored before causes were: its `reason`)."""
     items: list[OrderItem]
     """What the order held, so the inventory can release its reservations."""
     timer: str | None = None
     """The timer that sent the cancellation (its `command.schedule.timer`), if one did."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reason_was_the_code(cls, data: Any) -> Any:
+        """An event is kept for good: one committed before the cause was structured carries
+        `{"reason": "PAYMENT_TIMEOUT"}`, still read (as the cause's code) when it is sourced."""
+        if isinstance(data, dict) and "cause" not in data and "reason" in data:
+            data = {**data, "cause": {"code": data["reason"]}}
+            del data["reason"]
+        return data
 
 
 class OrderState:
@@ -135,7 +178,7 @@ class OrderState:
         self.items: list[OrderItem] = []
         self.status = OrderStatus.AWAITING_VALIDATION
         self.confirmed_products: set[str] = set()
-        self.cancel_reason: str | None = None
+        self.cancel_cause: CancelCause | None = None
 
     def products(self) -> set[str]:
         return {item.product_id for item in self.items}
@@ -159,7 +202,7 @@ class OrderState:
     @on_sourcing
     def cancelled(self, event: OrderCancelled) -> None:
         self.status = OrderStatus.CANCELLED
-        self.cancel_reason = event.reason
+        self.cancel_cause = event.cause
 
 
 @aggregate("order")
@@ -198,7 +241,7 @@ class Order:
         scope.schedule(
             PAYMENT_GRACE_PERIOD,
             ScheduleRule.after(payment_policy.grace_period),
-            CancelOrder(reason=PAYMENT_TIMEOUT),
+            CancelOrder(cause=CancelCause(code=PAYMENT_TIMEOUT)),
         )
         return Decision.events(confirmed, OrderStockConfirmed())
 
@@ -210,7 +253,7 @@ class Order:
             why = {
                 OrderStatus.AWAITING_VALIDATION: "its stock is not confirmed yet",
                 OrderStatus.PAID: "it is already paid",
-                OrderStatus.CANCELLED: f"it was cancelled ({self.state.cancel_reason})",
+                OrderStatus.CANCELLED: f"it was cancelled ({self.state.cancel_cause})",
             }[status]
             raise CommandRejected(f"order {self.state.id} cannot be paid: {why}")
         scope.cancel_schedule(PAYMENT_GRACE_PERIOD)
@@ -223,11 +266,11 @@ class Order:
         status = self.state.status
         if status == OrderStatus.PAID:
             raise CommandRejected(
-                f"order {self.state.id} is paid: cancellation ({command.reason}) refused"
+                f"order {self.state.id} is paid: cancellation ({command.cause}) refused"
             )
         if status == OrderStatus.CANCELLED:
             raise CommandRejected(
-                f"order {self.state.id} is already cancelled ({self.state.cancel_reason})"
+                f"order {self.state.id} is already cancelled ({self.state.cancel_cause})"
             )
         schedule = command.schedule
         timer = schedule.timer if schedule is not None else None
@@ -235,5 +278,17 @@ class Order:
         if not by_grace_period and status == OrderStatus.AWAITING_PAYMENT:
             scope.cancel_schedule(PAYMENT_GRACE_PERIOD)
         return Decision.events(
-            OrderCancelled(reason=command.reason, items=self.state.items, timer=timer)
+            OrderCancelled(cause=command.cause, items=self.state.items, timer=timer)
         )
+
+
+def order_app(payment_policy: PaymentPolicy | None = None) -> App:
+    """The order's context, `eshop-order`, with its upcasters: the one way to build it, so every
+    host (and test) reads a timer's `CancelOrder` of revision 1. The grace period is
+    `payment_policy`'s, else `ESHOP_PAYMENT_GRACE_PERIOD`'s."""
+    return App(
+        ORDER.context_name,
+        aggregates=[Order],
+        services=[PaymentPolicy.from_env() if payment_policy is None else payment_policy],
+        upcasters=[cancel_order_reason_to_cause],
+    )

@@ -253,7 +253,9 @@ async def _let_order_a_cancel_itself(walk: _Walk, order_a: _OrderA) -> None:
     cancelled = next(
         e for c in order["commits"] for e in c["body"] if e["name"].endswith("OrderCancelled")
     )["body"]
-    walk.say(f"   Order A is CANCELLED ({cancelled['reason']}), sent by its {order_a.key} timer")
+    cause = cancelled["cause"]
+    why = f"{cause['code']}: {cause['detail']}" if cause.get("detail") else cause["code"]
+    walk.say(f"   Order A is CANCELLED ({why}), sent by its {order_a.key} timer")
     walk.say(f"   (request id {cancelled['timer']}#1: the schedule and its slot).")
     done = await walk.until(
         "order A's timer to be Delivered",

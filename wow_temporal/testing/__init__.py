@@ -1,8 +1,10 @@
 """Test helpers for users' own suites: `aggregate_spec`, to test a decision (its events and the
-schedules committed with them), and `schedule_spec`, the spec's way to test a recurring job.
+schedules committed with them), `upcaster_spec`, to test how an app reads a command scheduled at
+an older revision, and `schedule_spec`, the spec's way to test a recurring job.
 
-`aggregate_spec` is pure and imported at once; `schedule_spec` and the time-skipping server's
-helpers load Temporal's test server machinery, so they are imported on first use.
+`aggregate_spec` and `upcaster_spec` are pure and imported at once; `schedule_spec` and the
+time-skipping server's helpers load Temporal's test server machinery, so they are imported on
+first use.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from wow_temporal.testing.aggregate import (
     SpecResult,
     aggregate_spec,
 )
+from wow_temporal.testing.upcasting import UpcasterSpec, UpcastResult, upcaster_spec
 
 if TYPE_CHECKING:
     from wow_temporal.testing.schedule import ScheduleSpec, schedule_spec
@@ -36,10 +39,13 @@ __all__ = [
     "ScheduleSpec",
     "Scheduled",
     "SpecResult",
+    "UpcastResult",
+    "UpcasterSpec",
     "aggregate_spec",
     "schedule_spec",
     "skip_time",
     "start_time_skipping",
+    "upcaster_spec",
 ]
 
 _LAZY = {
