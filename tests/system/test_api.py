@@ -450,7 +450,9 @@ async def test_openapi_each_event_name_has_its_body(api: Api) -> None:
     assert schedule_set["properties"]["rule"] == {"$ref": "#/components/schemas/ScheduleRule"}
     assert "null" in schedule_set["properties"]["target"]["description"]
     command = resolve(doc, schedule_set["properties"]["command"]["$ref"])
-    assert set(command["properties"]) == {"type", "body"}
+    assert set(command["properties"]) == {"type", "body", "revision"}
+    assert command["required"] == ["type"]
+    assert "upcasts" in command["properties"]["revision"]["description"]
     assert "256 KiB" in command["properties"]["body"]["description"]
     cancelled = resolve(doc, bodies["wow.ScheduleCancelled"]["$ref"])
     assert set(cancelled["properties"]) == {"key"}

@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
 class ScheduledCommand(WireModel):
     """A command to send later: its full type name and its JSON object body."""
 
@@ -65,6 +69,8 @@ class ScheduledCommand(WireModel):
         description="The revision of the body's shape it was written with, when its class "
         "declares one (absent: the first); the target upcasts it to the revision it reads",
         examples=["2"],
+        # Absent, not null, on the wire: the schema read and the one written are the same.
+        json_schema_extra=_no_default,
     )
 
     @field_validator("revision", mode="before")
