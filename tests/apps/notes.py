@@ -108,3 +108,8 @@ def notes_v2(*, upcasting: bool = True) -> App:
         aggregates=[NoteV2],
         upcasters=[text_in_a_message] if upcasting else [],
     )
+
+
+def notes_v2_without_upcaster() -> App:
+    """`notes_v2` as a deploy that forgot the upcaster (`--app tests.apps.notes:...`)."""
+    return notes_v2(upcasting=False)

@@ -15,10 +15,12 @@ from pydantic import ValidationError
 
 from wow_temporal.cli._common import (
     _Address,
+    _CommandError,
     _configure_logging,
     _connect,
     _echo_json,
     _fail,
+    _load_apps,
     _Namespace,
     _run,
     _settings,
@@ -26,10 +28,16 @@ from wow_temporal.cli._common import (
 from wow_temporal.model import InvalidCommitError, explain
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from wow_temporal.settings import Settings
     from wow_temporal.timers.admission import Admitted
+    from wow_temporal.timers.check import CheckReport
     from wow_temporal.timers.core import TimerState
 
-timers_app = typer.Typer(no_args_is_help=True, help="List, show, retry and cancel timers.")
+timers_app = typer.Typer(
+    no_args_is_help=True, help="List, show, retry, cancel and check timers."
+)
 
 
 def apply_commits(
@@ -139,6 +147,64 @@ def timers_show(workflow_id: str, address: _Address = None, namespace: _Namespac
         _echo_json(await TimerClient.from_settings(client, settings).show(workflow_id))
 
     _run(work)
+
+
+@timers_app.command("check")
+def timers_check(
+    app_reference: Annotated[
+        str,
+        typer.Option(
+            "--app", help="module:attr of the App(s) about to be deployed, e.g. workers.eshop:apps"
+        ),
+    ],
+    limit: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Running timers to read at most.")
+    ] = 10_000,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the findings as a JSON list.")
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(help="Fail (exit 1) also when a timer's state cannot be read, or the "
+                     "limit leaves timers unread."),
+    ] = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
+) -> None:
+    """Before a deploy: list each running timer whose command the apps would refuse (an
+    unknown type, a revision no upcaster reads, a body invalid after upcasting). Read-only.
+    Exit 1 if any is refused, 0 if none, 2 if the check cannot run."""
+    apps = _load_apps(app_reference)
+    settings = _settings(address=address, namespace=namespace)
+    _configure_logging(settings, logging.WARNING)
+
+    async def work() -> CheckReport:
+        from wow_temporal.timers.client import TimerClient
+
+        timers = TimerClient.from_settings(await _reach(settings), settings)
+        return await timers.check(apps, limit=limit, progress=_progress)
+
+    report = _run(work)
+    if as_json:
+        _echo_json([finding.model_dump(mode="json") for finding in report.findings])
+    else:
+        for finding in report.findings:
+            typer.echo(finding.line())
+    typer.echo(f"# {report.summary()}", err=True)
+    if not report.passed(strict=strict):
+        raise typer.Exit(1)
+
+
+async def _reach(settings: Settings) -> Client:
+    """Connect for a check: Temporal out of reach is exit 2, not 1, which says "refused"."""
+    try:
+        return await _connect(settings)
+    except _CommandError as error:
+        raise _CommandError(str(error), 2) from None
+
+
+def _progress(read: int) -> None:
+    typer.echo(f"# {read} running timers read", err=True)
 
 
 @timers_app.command("retry")

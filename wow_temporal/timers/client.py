@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from opentelemetry.trace import Span
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -71,6 +71,10 @@ from wow_temporal.tracing import (
 )
 from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_or_signal
 
+if TYPE_CHECKING:
+    from wow_temporal.domain.app import App
+    from wow_temporal.timers.check import CheckReport
+
 __all__ = [
     "TIMER_ID_PREFIX",
     "TIMER_TASK_QUEUE",
@@ -102,6 +106,8 @@ VISIBILITY_RETRY_S = 30.0
 """How long deletions skip listing an aggregate's running timers after a listing failed or
 timed out: with visibility down, each would wait out its timeout, and a batch of deletions would
 take minutes for nothing (the deletion record alone stops every timer)."""
+CHECK_LIMIT = 10_000
+"""How many running timers `check` reads by default."""
 ANSWER_TIMEOUT = timedelta(seconds=10)
 """How long a query or an operator's update waits for a worker to answer."""
 
@@ -700,6 +706,20 @@ class TimerClient:
         if tenant is not None and info.tenant != tenant:
             raise TimerNotFoundError(f"no timer {workflow_id!r}")
         return info, description
+
+    async def check(
+        self,
+        apps: Sequence[App],
+        *,
+        limit: int = CHECK_LIMIT,
+        progress: Callable[[int], None] | None = None,
+    ) -> CheckReport:
+        """Before a deploy: the running timers (up to `limit`) whose command `apps` would
+        refuse, read-only and with no worker (`timers.check`); `progress(read)` told after
+        each page."""
+        from wow_temporal.timers.check import check_timers
+
+        return await check_timers(self, apps, limit=limit, progress=progress)
 
     async def _running_state(
         self, handle: WorkflowHandle[Any, TimerState], description: WorkflowExecutionDescription
