@@ -1561,6 +1561,25 @@ async def test_a_timers_command_is_read_at_the_revision_it_carries(sqlite_db: Pa
         assert (await host.state(unread))["status"] == "AWAITING_PAYMENT"
 
 
+async def test_a_system_command_a_timer_sends_is_decided_as_sent(db: Location) -> None:
+    """`wow.DeleteAggregate` scheduled for later carries no revision and has no upcaster: the
+    host decides it, it does not take it for a body it cannot read."""
+    ref = REMINDER.ref(TENANT, "deleted-later")
+    async with serve([reminders_app], db, start=False) as host:
+        await host.ok("reminders.Arm", ref, {"millis": 60_000})
+        sent = {
+            f"Command-Header-{name}": value
+            for name, value in {
+                "schedule_timer": "c-1:e-1",
+                "schedule_key": "delete-later",
+                "schedule_slot": "1",
+                "schedule_due": "1800000000000",
+            }.items()
+        }
+        await host.ok("wow.DeleteAggregate", ref, request_id="c-1:e-1#1", headers=sent)
+        assert (await host.read(ref) or {}).get("deleted") is True
+
+
 # --- 7. one host per store file ---------------------------------------------------------------
 
 

@@ -113,7 +113,12 @@ def test_a_revision_the_app_never_had_is_refused() -> None:
 
 def test_an_unknown_type_is_refused() -> None:
     reason = judge(command("notes.Forget"), TARGET, [notes_v2()])
-    assert reason == "notes.Forget revision 1: the app has no command notes.Forget"
+    assert reason == "notes.note has no command notes.Forget (commands: notes.Remind, notes.Write)"
+
+
+def test_a_system_command_scheduled_for_later_is_accepted() -> None:
+    """`wow.DeleteAggregate` 30 days later: every aggregate's, no upcaster needed."""
+    assert judge(command("wow.DeleteAggregate", {}), TARGET, [notes_v2()]) is None
 
 
 def test_a_renamed_type_is_read_through_its_upcasters_chain() -> None:

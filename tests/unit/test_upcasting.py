@@ -87,8 +87,14 @@ def test_what_cannot_be_read_says_why() -> None:
         upcasting.upcast("shop.Cancel", "7", {})
     with pytest.raises(UpcastError, match=r"shop.Cancel revision 2 -> 3 failed: KeyError"):
         upcasting.upcast("shop.Cancel", "2", {})
-    with pytest.raises(UpcastError, match=r"the app has no command shop.Nope"):
-        upcasting.upcast("shop.Nope", "1", {})
+
+
+def test_a_type_no_aggregate_lists_is_left_as_sent() -> None:
+    """A system command (`wow.DeleteAggregate` scheduled for later), or a type the aggregate
+    will refuse as unknown: nothing to upcast."""
+    upcasting = app(renamed, structured).upcasting
+    read = upcasting.upcast("wow.DeleteAggregate", "1", {})
+    assert (read.type, read.body, read.applied) == ("wow.DeleteAggregate", {}, ())
 
 
 def test_a_scheduled_command_carries_the_revision_its_class_declares() -> None:

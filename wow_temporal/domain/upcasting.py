@@ -163,7 +163,9 @@ class Upcasting:
 
     def upcast(self, kind: str, revision: str | None, body: Mapping[str, Any]) -> Upcast:
         """`body`, a `kind` body at `revision` (None: as the app reads it now), chained up to
-        the revision the app reads; `UpcastError` saying why it cannot be."""
+        the revision the app reads; `UpcastError` saying why it cannot be. A type no aggregate
+        of the app lists and no upcaster reads (a system command such as `wow.DeleteAggregate`,
+        or one the aggregate will refuse as unknown) is left as sent."""
         if revision is None:
             return Upcast(kind, dict(body))
         applied: list[Upcaster] = []
@@ -181,6 +183,8 @@ class Upcasting:
             applied.append(step)
             kind, revision = step.to_type, step.to_revision
         reads = self.current.get(kind)
+        if reads is None and not applied:
+            return Upcast(kind, current)  # none of its aggregates' (a system command): as sent
         if reads is None:
             raise UpcastError(f"{kind} revision {revision}: the app has no command {kind}")
         raise UpcastError(

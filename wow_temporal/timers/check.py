@@ -30,6 +30,7 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from wow_temporal.domain.app import App
+from wow_temporal.domain.system import SYSTEM_COMMANDS
 from wow_temporal.domain.upcasting import FIRST_REVISION, UpcastError
 from wow_temporal.model import AggregateRef, ScheduledCommand, explain
 from wow_temporal.timers import core
@@ -82,17 +83,18 @@ def judge(command: ScheduledCommand, target: AggregateRef, apps: Sequence[App]) 
             f"(aggregates: {known})"
         )
     try:
-        # A timer's command without a revision is at the first, as the host reads it; a
-        # system command (`wow.DeleteAggregate`) is read the same way there, so it is here too.
+        # A timer's command without a revision is at the first, as the host reads it.
         read = app.upcasting.upcast(command.type, command.revision or FIRST_REVISION, command.body)
     except UpcastError as error:
         return str(error)
     function = model.functions.get(read.type)
-    if function is None:
+    # A system command (`wow.DeleteAggregate` later) is every aggregate's.
+    kind = SYSTEM_COMMANDS.get(read.type) or (None if function is None else function.command)
+    if kind is None:
         known = ", ".join(sorted(model.functions)) or "none"
         return f"{model.named} has no command {read.type} (commands: {known})"
     try:
-        function.command.model_validate(read.body)
+        kind.model_validate(read.body)
     except ValidationError as error:
         return f"{read.type}: {explain(error)}"
     except Exception as error:  # a validator's own failure: the host refuses it too
