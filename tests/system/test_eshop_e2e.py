@@ -665,7 +665,11 @@ async def test_a_running_timer_whose_cancel_is_batches_away_stops_before_the_rel
     monkeypatch.setattr(follower, "_BACKOFF_S", (0.1,))
     async with EshopStack(dev_client, tmp_path / "domain.db", grace=timedelta(minutes=5)) as stack:
         tenant = new_tenant()
-        a = (await confirmed_order(stack, tenant, "a")).ref
+        confirmed = await confirmed_order(stack, tenant, "a")
+        a, (a_set, _) = confirmed.ref, confirmed.schedule_set()
+        await eventually(  # its timer runs in Temporal before the timers go away
+            lambda: a_set.id in [c.id for c, _ in stack.timers.handed], within=20, what="A set"
+        )
         stack.timers.cut = ConnectionError("temporal is away")
         b = await stack.place_order(tenant, "b", {"mug": 1})
         b_set, _ = (await stack.wait_order(b, AWAITING_PAYMENT)).schedule_set()
