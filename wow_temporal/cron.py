@@ -36,6 +36,10 @@ _MAX_ATTEMPTS: Final = 366
 _SEARCH_YEARS: Final = 400
 """The Gregorian calendar repeats every 400 years: nothing found in that span never matches."""
 
+_CYCLE_START: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""Where `ever_matches` looks from: the 400 years after it hold every year the calendar has
+(by leap year and weekday), far from both ends of what ``datetime`` holds."""
+
 _MAX_RESTARTS: Final = 4000
 """How often the search carries on after Spring landed back before its start."""
 
@@ -355,6 +359,15 @@ _MARGIN: Final = timedelta(days=2)
 """Spring's search revisits the start and result days (``with`` moves back within a day and
 resolves with the offset it carries), so transitions this close to the window also count."""
 _transition_cache: dict[tuple[tzinfo, int], tuple[_Transition, ...]] = {}
+
+
+def _clamped(utc: datetime, delta: timedelta) -> datetime:
+    """``utc + delta``, held at the calendar's ends: a window around an answer near year 1 or
+    9999 is cut there rather than raising OverflowError (no transition lies beyond)."""
+    try:
+        return utc + delta
+    except OverflowError:
+        return datetime.max if delta > _ZERO else datetime.min
 
 
 def _to_local(tz: tzinfo, utc: datetime) -> datetime:
@@ -875,7 +888,7 @@ class CronExpression:
             result = found.replace(tzinfo=tz)
             roff = result.utcoffset()
             assert roff is not None
-            if _no_transition(tz, utc - _MARGIN, found - roff + _MARGIN):
+            if _no_transition(tz, _clamped(utc, -_MARGIN), _clamped(found - roff, _MARGIN)):
                 return result
             return self._spring_next(tz, start)
         found = self._search(local + _ONE_SECOND)
@@ -886,10 +899,21 @@ class CronExpression:
         assert roff is not None
         utc_found = found - roff
         if utc_found > utc and _window_is_plain(
-            tz, utc - _MARGIN, utc_found + _MARGIN, start.date(), found.date()
+            tz, _clamped(utc, -_MARGIN), _clamped(utc_found, _MARGIN), start.date(), found.date()
         ):
             return result
         return self._spring_next(tz, start)
+
+    def ever_matches(self) -> bool:
+        """Whether any time matches at all (``0 0 0 30 2 *`` never does: no February has a
+        30th), as Spring's ``next`` returning null from every start would say.
+
+        Only the day fields can make an expression empty (each time field matches some value),
+        and which days they match repeats with the Gregorian calendar every 400 years: a
+        search of one cycle, in UTC (a zone's offsets move a match, they never take every
+        match away), answers for every start and zone. The cost is bounded by that cycle:
+        at most 4,800 months of the fast engine, or Spring's bounded emulation, a few ms."""
+        return self.next(_CYCLE_START) is not None
 
     def next_n(self, after: datetime, n: int) -> list[datetime]:
         """Up to ``n`` consecutive matching times after ``after``."""

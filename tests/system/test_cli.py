@@ -78,10 +78,47 @@ def test_cron_refuses_bad_input_with_exit_2(args: list[str], message: str) -> No
     assert message in result.output
 
 
-def test_cron_that_never_fires_says_so() -> None:
-    result = runner.invoke(app, ["cron", "0 0 0 31 6 *"])
-    assert result.exit_code == 1
-    assert "never fires" in result.output
+@pytest.mark.parametrize("expression", ["0 0 0 31 6 *", "0 0 0 30 2 *"])
+def test_cron_that_never_fires_is_bad_input_exit_2_with_one_error_line(expression: str) -> None:
+    """Issue #38: it exited 1 with no `error:` line; a rule of it is refused, so it is too."""
+    result = runner.invoke(app, ["cron", expression])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: cron {expression!r} never fires: no time ever matches it (no date of the "
+        "calendar has its day-of-month, month and day-of-week), so it would never be due"
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--from", "0001-01-01T00:00Z", "--zone", "America/New_York"],
+        ["--from", "9999-12-31T00:00Z"],
+        ["--from", "1969-12-31T23:59:59Z"],
+    ],
+)
+def test_cron_from_outside_the_range_of_instants_is_one_error_line_exit_2(
+    args: list[str],
+) -> None:
+    """Issue #38: `--from 0001-01-01T00:00Z --zone America/New_York` crashed with a traceback."""
+    result = runner.invoke(app, ["cron", "0 0 6 * * *", *args])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: --from is between 1970-01-01T00:00Z and 9999-12-30T00:00Z, got {args[1]!r}"
+    ]
+
+
+def test_cron_near_the_end_of_the_calendar_prints_the_times_left_and_says_so() -> None:
+    """Issue #38: `--from 9999-12-30T00:00Z` crashed with an OverflowError's traceback; the
+    times that exist are printed, and stderr says the calendar ends (exit 0: nothing wrong)."""
+    result = runner.invoke(app, ["cron", "0 0 6 * * *", "--from", "9999-12-30T00:00Z"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split() == ["9999-12-30T06:00:00+00:00", "9999-12-31T06:00:00+00:00"]
+    assert result.stderr.splitlines() == [
+        "no more fire times before the end of the calendar (9999) (2 of 5 shown)"
+    ]
 
 
 def test_apply_refuses_an_invalid_commit_before_connecting(tmp_path: Path) -> None:

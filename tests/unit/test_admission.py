@@ -196,3 +196,19 @@ def test_a_batch_is_admitted_exactly_when_ids_and_versions_name_one_commit_each(
         assert isinstance(admit(batch), Admission)
     else:
         refused(batch)
+
+
+@pytest.mark.parametrize("expression", ["0 0 0 30 2 *", "0 0 0 31 4,6,9,11 *", "0 0 0 ? * MON#6"])
+def test_a_cron_rule_no_time_ever_matches_is_refused_naming_the_event_and_the_expression(
+    expression: str,
+) -> None:
+    """Issue #38: such a rule was started, never due, ended at once and showed as Delivered
+    with no delivery; it is refused where a commit comes in (`POST /commits` answers 400,
+    `wow-temporal apply` exits 2), while the model still reads it (stored inputs replay)."""
+    rule = {"cron": expression, "zone": "Europe/Amsterdam"}
+    event = {**set_event("e1", "k"), "body": {**set_event("e1", "k")["body"], "rule": rule}}
+    given_commit = commit(1, event)
+    Commit.parse(given_commit)  # the model reads it: a stored commit or timer input still loads
+    said = refused([given_commit])
+    assert f"commit 'c1': event 0 ('e1', wow.ScheduleSet): cron {expression!r} never fires" in said
+    assert "no time ever matches it" in said

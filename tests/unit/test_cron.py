@@ -232,6 +232,33 @@ def test_never_matches(text: str) -> None:
     assert CronExpression.parse(text).next(u(2020, 3, 10)) is None
 
 
+@pytest.mark.parametrize(
+    "text", ["0 0 0 31 6 *", "0 0 0 30 2 *", "0 0 0 * * 1#6", "0 0 0 31W 2 *", "0 0 0 L-30 2 *"]
+)
+def test_ever_matches_is_false_for_an_expression_no_time_matches(text: str) -> None:
+    assert not CronExpression.parse(text).ever_matches()
+
+
+@pytest.mark.parametrize(
+    "text", ["0 0 6 * * *", "0 0 0 29 2 MON", "0 0 0 ? 2 MON#5", "0 0 0 L-28 2 *", "0 0 0 1W * *"]
+)
+def test_ever_matches_is_true_for_an_expression_some_time_matches(text: str) -> None:
+    """`0 0 0 29 2 MON` matches once in years (1988, 2016, 2044), `MON#5` in February only in
+    a leap year whose February starts on a Monday."""
+    assert CronExpression.parse(text).ever_matches()
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Pacific/Kiritimati", "Etc/GMT+12"])
+def test_next_runs_to_the_end_of_the_calendar_without_overflowing(zone: str) -> None:
+    """Issue #38: near year 9999 the check of the window around an answer overflowed (an
+    OverflowError out of `next`); the times that exist are given, then None."""
+    start = datetime(9999, 12, 29, tzinfo=UTC).astimezone(ZoneInfo(zone))
+    got = CronExpression.parse("0 0 6 * * *").next_n(start, 5)
+    assert 1 <= len(got) < 5
+    assert [(t.year, t.hour, t.minute) for t in got] == [(9999, 6, 0)] * len(got)
+    assert got[-1].day == 31
+
+
 def test_iter_and_next_n() -> None:
     e = CronExpression.parse("0 0 0 29 2 *")
     got = e.next_n(u(2007, 2, 10), 3)

@@ -625,6 +625,19 @@ def test_rule_is_exactly_one_kind(rule: dict[str, Any]) -> None:
         ScheduleRule.model_validate(rule)
 
 
+@pytest.mark.parametrize(
+    "expression", ["0 0 0 30 2 *", "0 0 0 31 6 *", "0 0 0 31W 2 *", "0 0 0 L-30 2 *"]
+)
+def test_cron_that_no_time_ever_matches_is_refused_by_the_constructor(expression: str) -> None:
+    """Issue #38: `ScheduleRule.cron` refuses, naming the expression and why; the model still
+    validates it, since the inputs of timers started before this check are read with it."""
+    with pytest.raises(InvalidScheduleError) as caught:
+        ScheduleRule.cron(expression, zone="America/New_York")
+    assert str(caught.value).startswith(f"cron {expression!r} never fires: no time ever matches")
+    stored = ScheduleRule.model_validate({"cron": expression})
+    assert stored.first_due(datetime(2026, 12, 1, tzinfo=UTC)) is None
+
+
 @pytest.mark.parametrize("expression", ["0 0 6 * *", "0 0 25 * * *", "", "every day"])
 def test_cron_that_does_not_parse(expression: str) -> None:
     with pytest.raises(ValueError) as caught:

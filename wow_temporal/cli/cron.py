@@ -10,6 +10,7 @@ import typer
 from wow_temporal.cli._common import _fail
 from wow_temporal.cron import CronExpression, CronSyntaxError
 from wow_temporal.model import InvalidScheduleError, zone_info
+from wow_temporal.model.rules import EARLIEST_INSTANT, LATEST_INSTANT, never_fires
 
 
 def cron(
@@ -17,16 +18,27 @@ def cron(
     zone: Annotated[str, typer.Option(help="The zone the expression is read in.")] = "UTC",
     from_: Annotated[
         str | None,
-        typer.Option("--from", help="Start after this ISO instant (default: now)."),
+        typer.Option(
+            "--from",
+            help="Start after this ISO instant, from 1970-01-01T00:00Z to 9999-12-30T00:00Z "
+            "(default: now).",
+        ),
     ] = None,
     count: Annotated[int, typer.Option(min=1, max=10_000, help="How many fire times.")] = 5,
 ) -> None:
-    """Print the next fire times of a Spring six-field cron expression."""
+    """Print the next fire times of a Spring six-field cron expression.
+
+    An expression no time ever matches is refused (exit 2), as a schedule rule of it is. The
+    times stop at the end of the calendar (year 9999), said on stderr, when fewer than
+    `--count` are left before it.
+    """
     try:
         parsed = CronExpression.parse(expression)
         tz = zone_info(zone)
     except (CronSyntaxError, InvalidScheduleError) as error:
         raise _fail(str(error)) from None
+    if not parsed.ever_matches():
+        raise _fail(never_fires(expression))
     if from_ is None:
         start = datetime.now(tz)
     else:
@@ -34,11 +46,32 @@ def cron(
             start = datetime.fromisoformat(from_.replace("Z", "+00:00"))
         except ValueError:
             raise _fail(f"--from: not an ISO-8601 instant: {from_!r}") from None
-        start = start.replace(tzinfo=tz) if start.tzinfo is None else start.astimezone(tz)
-    times = parsed.next_n(start, count)
-    if not times:
-        typer.echo(f"{expression!r} never fires after {start.isoformat()}", err=True)
-        raise typer.Exit(1)
-    for moment in times:
-        typer.echo(moment.isoformat())
+        start = _within_range(start.replace(tzinfo=tz) if start.tzinfo is None else start, from_)
+        start = start.astimezone(tz)
+    printed = 0
+    current: datetime | None = start
+    while printed < count and current is not None:
+        try:
+            current = parsed.next(current)
+        except (OverflowError, ValueError):  # the search ran past what a date holds
+            current = None
+        if current is not None:
+            typer.echo(current.isoformat())
+            printed += 1
+    if printed < count:
+        after = "" if printed == 0 else f" ({printed} of {count} shown)"
+        typer.echo(f"no more fire times before the end of the calendar (9999){after}", err=True)
 
+
+def _within_range(start: datetime, given: str) -> datetime:
+    """`start` if it lies in the range of instants a rule takes, the same as `at`'s (where the
+    cron search has every zone's dates on both sides); else the exit-2 `error:` saying so."""
+    try:
+        inside = EARLIEST_INSTANT <= start <= LATEST_INSTANT
+    except OverflowError:
+        inside = False
+    if not inside:
+        raise _fail(
+            f"--from is between 1970-01-01T00:00Z and 9999-12-30T00:00Z, got {given!r}"
+        )
+    return start

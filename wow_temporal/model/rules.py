@@ -174,8 +174,14 @@ class ScheduleRule(WireModel):
     def cron(
         cls, expression: str, zone: str = "UTC", misfire: Misfire = Misfire.COALESCE
     ) -> ScheduleRule:
-        """Due each time the six-field Spring cron `expression` matches, read in `zone`."""
-        return cls._build(dict(cron=expression, zone=zone, misfire=misfire))
+        """Due each time the six-field Spring cron `expression` matches, read in `zone`.
+
+        An expression no time ever matches (`0 0 0 30 2 *`: no February has a 30th) is refused
+        with `InvalidScheduleError` saying so: a timer of it would never be due, finish at once
+        and look delivered without a delivery."""
+        rule = cls._build(dict(cron=expression, zone=zone, misfire=misfire))
+        rule.check_fires()
+        return rule
 
     @classmethod
     def _build(cls, fields: dict[str, Any]) -> ScheduleRule:
@@ -183,6 +189,20 @@ class ScheduleRule(WireModel):
             return cls(**fields)
         except ValidationError as error:
             raise InvalidScheduleError(explain(error)) from None
+
+    def check_fires(self) -> None:
+        """Raise `InvalidScheduleError` if this is a cron rule that no time ever matches,
+        naming the expression; return quietly otherwise (an `at` or `after` rule is due once).
+
+        This is asked at the edges where a new rule comes in (`ScheduleRule.cron` and the
+        admission of a commit, so `POST /commits` answers 400 and `wow-temporal apply` exits
+        2), not in the model's validator: the same model reads the inputs of timers already
+        started and the commits a host has stored, and a timer started with such a rule
+        before this check must still read its input and replay (its first due is None, and
+        it ends at once, as it always did)."""
+        expression = self.cron_expression
+        if expression is not None and not parsed_cron(expression).ever_matches():
+            raise InvalidScheduleError(never_fires(expression))
 
     @property
     def kind(self) -> RuleKind:
@@ -321,6 +341,14 @@ class ScheduleRule(WireModel):
         if self.after_delay is not None:
             return f"after {iso_duration(self.after_delay)}"
         return f"cron {self.cron_expression} ({self.zone}, {self.misfire.value})"
+
+
+def never_fires(expression: str) -> str:
+    """Why a cron `expression` that matches no time is refused, for the error it raises."""
+    return (
+        f"cron {expression!r} never fires: no time ever matches it (no date of the calendar "
+        "has its day-of-month, month and day-of-week), so it would never be due"
+    )
 
 
 def iso_duration(delay: timedelta) -> str:

@@ -21,6 +21,7 @@ from wow_temporal.model import (
     AggregateRef,
     Commit,
     InvalidCommitError,
+    InvalidScheduleError,
     ScheduleCancelled,
     ScheduleSet,
     has_control,
@@ -93,7 +94,7 @@ def _admit_one(item: Entering) -> Admitted:
         return item
     commit = _parsed(item)
     changes = _changes(commit)
-    problem = _id_problem(commit) or _duplicate_event_id(commit)
+    problem = _id_problem(commit) or _duplicate_event_id(commit) or _never_fires(commit)
     if problem is not None:
         raise InvalidCommitError(f"commit {commit.id!r}: {problem}")
     return Admitted(commit, tuple(changes))
@@ -125,6 +126,21 @@ def _changes(commit: Commit) -> list[Change]:
             f"commit {commit.id!r}: a time is out of range (createTime {commit.create_time}, "
             f"or a rule's due time): {error}"
         ) from None
+
+
+def _never_fires(commit: Commit) -> str | None:
+    """Why a `wow.ScheduleSet` of the commit is refused for a cron rule no time ever matches
+    (`0 0 0 30 2 *`), naming the event, or None. Refused here, where every new commit comes in,
+    and not when a `Commit` is read: a host reads back the commits it stored, and a timer the
+    input it was started with, before this check existed."""
+    for index, event in enumerate(commit.body):
+        parsed = event.schedule_event()
+        if isinstance(parsed, ScheduleSet):
+            try:
+                parsed.rule.check_fires()
+            except InvalidScheduleError as error:
+                return f"event {index} ({event.id!r}, {event.name}): {error}"
+    return None
 
 
 def _id_problem(commit: Commit) -> str | None:
