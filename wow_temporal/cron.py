@@ -472,7 +472,13 @@ class _Zoned:
         self.fixed = tz.utcoffset(None) if isinstance(tz, timezone) else None
 
     def resolve(self, local: datetime, preferred: timedelta) -> tuple[datetime, timedelta]:
-        """``ZonedDateTime.ofLocal``: gap shifts forward, overlap keeps the preferred offset."""
+        """``ZonedDateTime.ofLocal``: gap shifts forward, overlap keeps the preferred offset.
+
+        ``local``'s own ``fold`` is dropped first: the offset says which pass of an overlap
+        is meant, and a ``fold=1`` kept from a start in an overlap (``replace`` carries it
+        into every local derived from it) made both probes below read the same offset, so
+        a wall time in a later gap was taken as existing (issue #38)."""
+        local = local.replace(fold=0)
         if self.fixed is not None:
             return local, self.fixed
         tz = self.tz
@@ -879,7 +885,7 @@ class CronExpression:
                 return None
             return found.replace(tzinfo=tz)
         start = _to_local(tz, utc)  # normalise times in a gap, and fold
-        local = start.replace(tzinfo=None, microsecond=0)
+        local = start.replace(tzinfo=None, microsecond=0, fold=0)
         if self._emulate:
             naive = self._emulated(UTC, local, _ZERO, start.microsecond)
             if naive is None:
@@ -1007,7 +1013,7 @@ class CronExpression:
         """Spring's ``next`` step for step on java.time semantics (for transition windows)."""
         off = start.utcoffset()
         assert off is not None
-        local = start.replace(tzinfo=None, microsecond=0)
+        local = start.replace(tzinfo=None, microsecond=0, fold=0)
         if self._dom_parts or self._dow_parts:
             return self._emulated(tz, local, off, start.microsecond)
         z = _Zoned(tz)
@@ -1106,7 +1112,7 @@ class CronExpression:
 
 def _aware(tz: tzinfo, t: _Zdt) -> datetime:
     """The aware datetime of an emulated ZonedDateTime (fold picks the offset)."""
-    aware = t[0].replace(tzinfo=tz)
+    aware = t[0].replace(tzinfo=tz, fold=0)
     if aware.utcoffset() != t[1]:
         aware = aware.replace(fold=1)
     return aware

@@ -53,6 +53,13 @@ SPRING: list[tuple[str, str, str, str | None]] = [
     # (e) Cairo 2027-04-30T00:00 does not exist (DST starts at midnight): 2029, like Spring
     ("0 0 0 30W 2,4 *", "Africa/Cairo", "2027-01-01T00:00+02:00", "2029-04-30T00:00:00+03:00"),
     ("0 0 0 30W 2,4 *", "Africa/Cairo", "2027-04-29T12:00+02:00", "2029-04-30T00:00:00+03:00"),
+    # (e') a start in the second pass of an overlap (fold=1): the search still skips a wall
+    # time in a gap later on, as Spring does (issue #38: the gap time 02:19:56 was answered;
+    # Cairo 2014-08-01T00:00 does not exist, so that month's 1W is gone)
+    ("56 19-48/31 2-21/11 * Apr ?", "America/Los_Angeles", "2000-10-29T01:00-08:00",
+     "2001-04-01T13:19:56-07:00"),
+    ("0 0 0 1W 8-8 *", "Africa/Cairo", "2014-06-26T23:15:46+02:00",
+     "2015-08-03T00:00:00+02:00"),
     # a day-of-week no day-of-month allows, but Samoa skipped 2011-12-30: Spring finds one
     ("19,51/40 * */5 LW * 6/5", "Pacific/Apia", "2009-06-19T02:33:52-11:00",
      "2011-12-31T00:00:19+14:00"),
