@@ -309,3 +309,37 @@ def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
         if first.poll() is None:
             first.kill()
             first.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_a_closed_terminal_or_ctrl_c_stops_dev_and_its_server_without_a_traceback(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGHUP (the terminal closed) stops `dev` as Ctrl+C does: the Temporal server, in a
+    session of its own, goes too, and the clean stop prints no traceback."""
+    proc = _dev(tmp_path / "dev", free_port(), "--headless")
+    lines: list[str] = []
+    children: set[int] = set()
+    try:
+        _read_until(proc, READY_LINE, lines, timeout=90)
+        address = "".join(lines).split("Temporal gRPC:", 1)[1].split()[0]
+        children = descendants(proc.pid)
+        assert children, "the dev server runs as a child process"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out + err
+        assert out.splitlines()[-1] == "wow-temporal dev: stopped", out
+        for word in ("Traceback", "CancelledError", "KeyboardInterrupt"):
+            assert word not in out + err, out + err
+        _reaped(children)
+        host, port = address.rsplit(":", 1)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for child in children:  # a server left behind by a failed stop
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)
