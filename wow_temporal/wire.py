@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
@@ -50,6 +50,7 @@ __all__ = [
     "WireCommand",
     "WireError",
     "command_headers",
+    "decode_header_value",
     "encode_header_value",
     "error_status",
     "parse_command",
@@ -131,15 +132,41 @@ def error_status(code: str) -> int:
 
 
 def encode_header_value(value: str) -> str:
-    """`value` as a header value: verbatim if visible ASCII, else UTF-8 percent-encoded.
+    """`value` as a header value: verbatim if visible ASCII without `%`, else UTF-8
+    percent-encoded.
 
     HTTP header values are ASCII; ids with other characters (or control characters, or
-    surrounding spaces that parsers strip) are sent percent-encoded (RFC 3986), so a host that
-    accepts such ids decodes them.
+    surrounding spaces that parsers strip) are sent percent-encoded (RFC 3986), and a host
+    decodes them (`parse_command`). A `%` is encoded too (`%25`), or an id such as `a%41`
+    would arrive as `aA`.
     """
-    if value.isascii() and value.isprintable() and value == value.strip():
+    if value.isascii() and value.isprintable() and value == value.strip() and "%" not in value:
         return value
     return quote(value, safe=_HEADER_SAFE)
+
+
+def decode_header_value(name: str, value: str) -> str:
+    """The value `encode_header_value` sent: percent-decoded as UTF-8.
+
+    ASGI servers hand header bytes over decoded as Latin-1, so raw UTF-8 (`✓` sent unencoded)
+    would read as `â\x9c\x93`: an id the sender never meant, whose own URL answers 404. Such a
+    value is refused (`WireError` naming the header), as is an escape that is not UTF-8; a `%`
+    not followed by two hex digits stays as it is.
+    """
+    if not value.isascii():
+        raise WireError(
+            "BadRequest",
+            f"{name}: raw non-ASCII bytes in a header; send the value percent-encoded "
+            "(UTF-8, RFC 3986: ✓ as %E2%9C%93)",
+        )
+    if "%" not in value:
+        return value
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise WireError(
+            "BadRequest", f"{name}: a percent-encoded value that is not UTF-8"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +262,9 @@ def require_headers(headers: Mapping[str, str]) -> None:
 def parse_command(headers: Mapping[str, str], body: bytes) -> WireCommand:
     """The command a request to `COMMAND_SEND_PATH` carries, as a Wow host reads it; raises
     `WireError` for what Wow refuses: a missing or malformed header, a body that is not a JSON
-    object. Header names are case-insensitive; values are taken as sent (not decoded)."""
+    object. Header names are case-insensitive; the ids, the tenant and the message headers are
+    percent-decoded (`decode_header_value`), so an id arrives as the aggregate's URL path names
+    it."""
     found = _first_of_each(headers)
     require_headers(found)
     ids = {name: _checked_id(found, name) for name in _IDS}
@@ -244,14 +273,18 @@ def parse_command(headers: Mapping[str, str], body: bytes) -> WireCommand:
         context_name=ids[AGGREGATE_CONTEXT_HEADER],
         aggregate_name=ids[AGGREGATE_NAME_HEADER],
         aggregate_id=ids[AGGREGATE_ID_HEADER],
-        tenant_id=found.get(TENANT_ID_HEADER.lower(), DEFAULT_TENANT),
+        tenant_id=decode_header_value(
+            TENANT_ID_HEADER, found.get(TENANT_ID_HEADER.lower(), DEFAULT_TENANT)
+        ),
         request_id=ids[REQUEST_ID_HEADER],
         owner_id=ids[OWNER_ID_HEADER],
         space_id=ids[SPACE_ID_HEADER],
         expected_version=_version(found.get(AGGREGATE_VERSION_HEADER.lower())),
         wait_stage=_wait_stage(found.get(WAIT_STAGE_HEADER.lower())),
         headers={
-            name[len(_PREFIX) :]: value for name, value in found.items() if name.startswith(_PREFIX)
+            name[len(_PREFIX) :]: decode_header_value(name, value)
+            for name, value in found.items()
+            if name.startswith(_PREFIX)
         },
         traceparent=found.get(TRACEPARENT_HEADER),
         body=_body(body),
@@ -267,11 +300,13 @@ def _first_of_each(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def _checked_id(found: Mapping[str, str], name: str) -> str:
-    """The header's value ("" if absent): 1 (required) or 0 to 256 printable characters."""
-    value = found.get(name.lower())
+    """The header's decoded value ("" if absent): 1 (required) or 0 to 256 printable
+    characters."""
+    sent = found.get(name.lower())
     required = _IDS[name]
-    if value is None:
+    if sent is None:
         return ""
+    value = decode_header_value(name, sent)
     if not (_ID if required else _OPTIONAL_ID).fullmatch(value):
         raise WireError("BadRequest", f"{name}: {int(required)} to 256 printable characters")
     return value

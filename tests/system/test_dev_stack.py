@@ -309,3 +309,107 @@ def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
         if first.poll() is None:
             first.kill()
             first.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_a_closed_terminal_or_ctrl_c_stops_dev_and_its_server_without_a_traceback(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGHUP (the terminal closed) stops `dev` as Ctrl+C does: the Temporal server, in a
+    session of its own, goes too, and the clean stop prints no traceback."""
+    proc = _dev(tmp_path / "dev", free_port(), "--headless")
+    lines: list[str] = []
+    children: set[int] = set()
+    try:
+        _read_until(proc, READY_LINE, lines, timeout=90)
+        address = "".join(lines).split("Temporal gRPC:", 1)[1].split()[0]
+        children = descendants(proc.pid)
+        assert children, "the dev server runs as a child process"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out + err
+        assert out.splitlines()[-1] == "wow-temporal dev: stopped", out
+        for word in ("Traceback", "CancelledError", "KeyboardInterrupt"):
+            assert word not in out + err, out + err
+        _reaped(children)
+        host, port = address.rsplit(":", 1)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for child in children:  # a server left behind by a failed stop
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    """Ctrl+C (or SIGTERM) while the job ticks every 5 s: the demo gives it its rule back,
+    says so, and exits 128 + the signal."""
+    api_port = free_port()
+    dev = _dev(tmp_path / "dev", api_port, "--headless")
+    lines: list[str] = []
+    children: set[int] = set()
+    try:
+        _read_until(dev, READY_LINE, lines, timeout=90)
+        printed = "".join(lines)
+        children = descendants(dev.pid)
+        host_url = printed.split("domain host:", 1)[1].split()[0]
+        env = {**os.environ, "WOW_CONFIG": "", "ESHOP_PAYMENT_GRACE_PERIOD": "PT2S"}
+        demo = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "wow-temporal"),
+                "demo",
+                "--host-url",
+                host_url,
+                "--api-url",
+                f"http://127.0.0.1:{api_port}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            shown: list[str] = []
+            _read_until(demo, "Watch its ticks", shown, timeout=120)
+            demo.send_signal(sig)
+            out, err = demo.communicate(timeout=60)
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+        assert demo.returncode == code, "".join(shown) + out + err
+        assert "receive-deliveries put back to 0 0 6 * * * (Enabled)" in out, out
+        assert "Traceback" not in err, err
+        address = printed.split("Temporal gRPC:", 1)[1].split()[0]
+        rule = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "wow-temporal"),
+                "schedule", "show", "eshop-inventory", "receive-deliveries",
+            ],
+            capture_output=True,
+            text=True,
+            env={**env, "TEMPORAL_ADDRESS": address, "WOW_API_PORT": str(api_port)},
+            timeout=60,
+        )
+        assert rule.returncode == 0, rule.stdout + rule.stderr
+        assert "rule      0 0 6 * * *" in rule.stdout, rule.stdout
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(timeout=30) == 0
+        _reaped(children)
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait()
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)

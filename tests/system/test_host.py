@@ -539,6 +539,42 @@ async def test_the_answers_say_what_is_wrong(db: Location) -> None:
         )
 
 
+async def test_a_non_ascii_id_is_read_percent_encoded_and_refused_raw(sqlite_db: Path) -> None:
+    """A percent-encoded `✓` is the aggregate `/wow/aggregate/.../%E2%9C%93` names; raw UTF-8
+    (read by the ASGI server as Latin-1: `â\x9c\x93`) is refused and creates nothing."""
+    ref = thing("✓")
+    async with serve([make_app()], sqlite_db) as host:
+        sent = {
+            "Command-Type": "hosttest.CreateThing",
+            "Command-Aggregate-Context": ref.context_name,
+            "Command-Aggregate-Name": ref.aggregate_name,
+            "Command-Tenant-Id": ref.tenant_id,
+            "Command-Wait-Stage": "PROCESSED",
+            "Content-Type": "application/json",
+        }
+        body = json.dumps({"name": "one"}).encode()
+        raw = await host.client.post(
+            "/wow/command/send",
+            content=body,
+            headers=[(k.encode(), v.encode()) for k, v in sent.items()]
+            + [(b"Command-Aggregate-Id", "✓".encode())],
+        )
+        refused = expect(raw, "BadRequest", 400)
+        assert "Command-Aggregate-Id" in refused["errorMsg"]
+        assert "percent-encoded" in refused["errorMsg"]
+        assert await host.read(ref) is None
+        assert await host.read(thing("\u00e2\x9c\x93")) is None
+        encoded = await host.client.post(
+            "/wow/command/send",
+            content=body,
+            headers={**sent, "Command-Aggregate-Id": "%E2%9C%93"},
+        )
+        assert expect(encoded, "Ok", 200)["aggregateId"] == "✓"
+        found = await host.read(ref)  # GET /wow/aggregate/.../%E2%9C%93
+        assert found is not None
+        assert found["state"]["name"] == "one"
+
+
 async def test_the_right_expected_version_is_decided(db: Location) -> None:
     ref = thing("t")
     async with serve([make_app()], db) as host:

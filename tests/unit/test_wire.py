@@ -139,8 +139,8 @@ def test_values_that_are_not_visible_ascii_are_sent_percent_encoded() -> None:
     for value in ("café", "a\tb", " padded ", "新しい", "50%"):
         sent = encode_header_value(value)
         assert sent.isascii() and sent.isprintable() and sent == sent.strip()
-        if value != "50%":  # visible ASCII is sent verbatim, a percent sign too
-            assert unquote(sent) == value
+        assert unquote(sent) == value  # a percent sign too: `%25`, read back as `%`
+    assert encode_header_value("plain-ascii_1.2:3") == "plain-ascii_1.2:3"
     headers = command_headers(cancel(aggregate_id="café", headers={"note": "ü"}))
     assert (headers["Command-Aggregate-Id"], headers["Command-Header-note"]) == (
         "caf%C3%A9",
@@ -335,3 +335,33 @@ def test_any_answer_is_read_for_its_code_and_message(
     read = read_result(content, header)
     assert (read.code, read.message) == expected
     assert (read.body is None) == (not content.startswith(b"{"))
+
+
+@pytest.mark.parametrize("value", ["✓", "café 1", "a%41", "50%", "订单-1 ü", "%E2%9C%93"])
+def test_a_percent_encoded_value_is_read_as_the_id_it_encodes(value: str) -> None:
+    """What a sender percent-encodes (non-ASCII, spaces, `%`) is read back as the id itself,
+    the one the aggregate's URL path names, also from a Starlette request's raw headers."""
+    command = cancel(aggregate_id=value, tenant_id=value, headers={"note": value})
+    sent = command_headers(command)
+    raw = [(name.lower().encode(), text.encode()) for name, text in sent.items()]
+    assert parse_command(Headers(raw=raw), b"{}") == command
+
+
+@pytest.mark.parametrize(
+    "header", ["Command-Aggregate-Id", "Command-Tenant-Id", "Command-Header-note"]
+)
+def test_raw_utf8_in_a_header_is_refused_naming_it(header: str) -> None:
+    """An ASGI server decodes header bytes as Latin-1: raw UTF-8 `✓` would be read as
+    `â\x9c\x93`, another id; it is refused, saying to percent-encode."""
+    sent = command_headers(cancel())
+    raw = [(name.lower().encode(), text.encode()) for name, text in sent.items()]
+    raw = [(n, v) for n, v in raw if n != header.lower().encode()]
+    raw.append((header.lower().encode(), "✓".encode()))
+    with pytest.raises(WireError, match="percent-encoded") as refused:
+        parse_command(Headers(raw=raw), b"{}")
+    assert header.lower() in str(refused.value).lower()
+    bad = [(n, v) for n, v in raw if n != header.lower().encode()] + [
+        (header.lower().encode(), b"%E2%9C")  # not UTF-8 once decoded
+    ]
+    with pytest.raises(WireError, match="not UTF-8"):
+        parse_command(Headers(raw=bad), b"{}")

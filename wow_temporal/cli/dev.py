@@ -4,8 +4,10 @@ spec's e-shop on it."""
 from __future__ import annotations
 
 import asyncio
+import signal
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -132,15 +134,52 @@ def demo(
     ui_url: Annotated[str, typer.Option(help="The Temporal Web UI.")] = "http://127.0.0.1:8233",
 ) -> None:
     """Walk through the spec's e-shop on a running `./run dev` in about a minute: an order that
-    cancels itself when not paid in time, one paid in time, and the morning job."""
+    cancels itself when not paid in time, one paid in time, and the morning job.
+
+    Ctrl+C, SIGTERM or SIGHUP stop it at any step: what it changed (the morning job's rule)
+    is put back first, it says so, and it exits 130 (128 + the signal's number)."""
     from wow_temporal.dev.demo import DemoError, run_demo
 
     settings = _settings()
     api = api_url or f"http://127.0.0.1:{settings.api_port}"
+    caught: list[signal.Signals] = []
+    walk = run_demo(host_url, api, ui_url, token=settings.api_token, say=_say)
     try:
-        asyncio.run(run_demo(host_url, api, ui_url, token=settings.api_token))
+        asyncio.run(_until_signalled(walk, caught))
     except DemoError as error:
         raise _fail(str(error), 1) from None
     except KeyboardInterrupt:
+        typer.echo("demo: interrupted", err=True)
         raise typer.Exit(130) from None
+    except asyncio.CancelledError:
+        if not caught:
+            raise
+        typer.echo(f"demo: stopped by {caught[0].name}", err=True)
+        raise typer.Exit(128 + caught[0]) from None
+
+
+def _say(line: str) -> None:
+    """Print a line of the demo at once: someone (or a test) waits for each step."""
+    print(line, flush=True)
+
+
+async def _until_signalled(walk: Coroutine[Any, Any, None], caught: list[signal.Signals]) -> None:
+    """Run `walk`; SIGTERM or SIGHUP cancel it as Ctrl+C does (asyncio.run's own handling),
+    so its `finally` blocks put back what it changed, and are recorded in `caught`."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def cancel(sig: signal.Signals) -> None:
+        caught.append(sig)
+        task.cancel()
+
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    for sig in handled:
+        loop.add_signal_handler(sig, cancel, sig)
+    try:
+        await walk
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
 

@@ -276,28 +276,48 @@ async def _let_order_a_cancel_itself(walk: _Walk, order_a: _OrderA) -> None:
 
 
 async def _run_the_morning_job(walk: _Walk) -> None:
-    """Enable the job, tick it every 5 seconds until it ticks once, then put its rule back."""
+    """Enable the job, tick it every 5 seconds until it ticks once, then put it back.
+
+    The rule (and a disabled status) is read before anything changes and put back in a
+    `finally`: however the step ends (Ctrl+C, SIGTERM, an error), the job must not be left
+    ticking every 5 seconds, sending ReceiveStock each time, long after the demo is gone.
+    """
     walk.heading(f"The morning job {JOB}: enable it and reschedule it to run every 5 seconds.")
-    await walk.job("/wow.schedule.enable")
-    info = await walk.job("/wow.schedule.reschedule", {"expression": "*/5 * * * * *"})
-    walk.say(f"   {JOB} is {info['status']}, next {', '.join(info['next_due'][:2])}")
-    walk.say(f"   Watch its ticks in the Web UI: {walk.ui(job_workflow_id(JOB_CONTEXT, JOB))}")
-    recent = info.get("recent") or []
-    before = recent[-1]["slot"] if recent else 0
-    ticked = await walk.until("a tick of the job", lambda: _ticked(walk, before), 30)
-    tick = ticked["recent"][-1]
-    walk.say(
-        f"   tick: slot {tick['slot']}, {tick['outcome']}: {tick['commands']} ReceiveStock "
-        f"commands, {tick['delivered']} delivered"
-    )
-    stock = await walk.read(STOCK, "mug", SYSTEM_TENANT)
-    if stock is not None:
+    found = await walk.job()
+    try:
+        await walk.job("/wow.schedule.enable")
+        info = await walk.job("/wow.schedule.reschedule", {"expression": "*/5 * * * * *"})
+        walk.say(f"   {JOB} is {info['status']}, next {', '.join(info['next_due'][:2])}")
+        walk.say(f"   Watch its ticks in the Web UI: {walk.ui(job_workflow_id(JOB_CONTEXT, JOB))}")
+        recent = info.get("recent") or []
+        before = recent[-1]["slot"] if recent else 0
+        ticked = await walk.until("a tick of the job", lambda: _ticked(walk, before), 30)
+        tick = ticked["recent"][-1]
         walk.say(
-            f"   the suppliers' deliveries reached tenant {SYSTEM_TENANT}'s stock: mug "
-            f"{stock['state']['on_hand']} on hand"
+            f"   tick: slot {tick['slot']}, {tick['outcome']}: {tick['commands']} ReceiveStock "
+            f"commands, {tick['delivered']} delivered"
         )
-    restored = await walk.job("/wow.schedule.reschedule", {"expression": "0 0 6 * * *"})
-    walk.say(f"   rescheduled back to 0 0 6 * * *: next {', '.join(restored['next_due'][:1])}")
+        stock = await walk.read(STOCK, "mug", SYSTEM_TENANT)
+        if stock is not None:
+            walk.say(
+                f"   the suppliers' deliveries reached tenant {SYSTEM_TENANT}'s stock: mug "
+                f"{stock['state']['on_hand']} on hand"
+            )
+    finally:
+        await _put_back(walk, found)
+
+
+async def _put_back(walk: _Walk, found: dict[str, Any]) -> None:
+    """Give the job the rule it had in `found` again (disabling it if it was) and say so in
+    one line; awaited even while the walk is being cancelled."""
+    expression = str(found.get("expression") or "0 0 6 * * *")
+    restored = await walk.job("/wow.schedule.reschedule", {"expression": expression})
+    if found.get("status") == "Disabled":
+        restored = await walk.job("/wow.schedule.disable")
+    walk.say(
+        f"   {JOB} put back to {expression} ({restored['status']}): next "
+        f"{', '.join(restored['next_due'][:1]) or 'none'}"
+    )
 
 
 async def _is(walk: _Walk, order_id: str, status: str) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import uvicorn
 from temporalio.worker import Worker
 
+from wow_temporal.api.server import LoopServer
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.errors import PortInUseError
 from wow_temporal.dev.ports import free_port, port_is_free
@@ -51,7 +52,7 @@ class _Uvicorn:
 
     async def serve(self, app: object, port: int) -> None:
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
-        self._server = uvicorn.Server(config)
+        self._server = LoopServer(config)  # dev's loop owns the signals
         self._task = asyncio.create_task(self._server.serve())
         while not self._server.started:
             if self._task.done():
@@ -249,7 +250,9 @@ class ApiService:
         rules = host_rules(self.settings, self.app) if self.app is not None else {}
         jobs = JobClient(ctx.client, apps, host_rules=rules, delivery=delivery)
         self._task = asyncio.create_task(
-            serve(self.settings, timers, port=self.port, stop=self._stop, jobs=jobs)
+            serve(
+                self.settings, timers, port=self.port, stop=self._stop, jobs=jobs, signals=False
+            )
         )
         await asyncio.sleep(0.3)
         if self._task.done():

@@ -1,7 +1,7 @@
 """Engine of `wow-temporal dev`: the embedded Temporal server plus the project's services.
 
 Claims the data directory, starts the server (Web UI on), then each `DevService` in order,
-prints where everything is, waits for SIGINT/SIGTERM (or the server's death) and stops the
+prints where everything is, waits for SIGINT/SIGTERM/SIGHUP (or the server's death) and stops the
 services in reverse order and then the server.
 """
 
@@ -22,10 +22,13 @@ from temporalio.runtime import Runtime
 from wow_temporal.dev.errors import TemporalServerExitedError
 from wow_temporal.dev.server import DEFAULT_DATA_DIR, EmbeddedTemporal
 
-__all__ = ["READY_LINE", "DevContext", "DevService", "dev_main", "run_dev"]
+__all__ = ["READY_LINE", "STOP_SIGNALS", "DevContext", "DevService", "dev_main", "run_dev"]
 
 READY_LINE = "wow-temporal dev is ready (Ctrl+C to stop)"
 """Printed once everything is up; scripts and tests wait for it."""
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop `wow-temporal dev` cleanly: Ctrl+C, a supervisor, a closed terminal."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ async def run_dev(
     metrics_url: str | None = None,
     traces: str | None = None,
 ) -> None:
-    """Run the server and `services` until SIGINT/SIGTERM (or `stop_event`), then stop all.
+    """Run the server and `services` until SIGINT/SIGTERM/SIGHUP (or `stop_event`), then stop
+    all.
 
     Services stop in reverse order, then the server; a failure while starting stops what was
     already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
@@ -123,10 +127,14 @@ async def run_dev(
 
 @contextlib.contextmanager
 def _signals_set(stop: asyncio.Event) -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM set `stop` instead of interrupting."""
+    """While inside, SIGINT, SIGTERM and SIGHUP set `stop` instead of interrupting.
+
+    SIGHUP (the terminal closed) must stop the stack like Ctrl+C: by default it would end this
+    process at once, skipping `_stop_all`, and the server, in a session of its own, would run
+    on with no worker."""
     loop = asyncio.get_running_loop()
     handled: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         # Not possible outside the main thread or on Windows; stop_event still works there.
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
