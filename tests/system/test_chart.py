@@ -883,7 +883,7 @@ def test_the_deploy_check_runs_before_an_upgrade_only_when_enabled(chart: Any) -
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
     (check,) = pod["containers"]
-    assert check["args"] == ["timers", "check", "--app", "workers.eshop:apps"]
+    assert check["args"] == ["timers", "check", "--app", "workers.eshop:apps", "--strict"]
     names = {env["name"] for env in check["env"]}
     assert {"WOW_CONFIG", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} <= names
     assert pod["restartPolicy"] == "Never"

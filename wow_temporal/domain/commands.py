@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from wow_temporal.domain.messages import type_name
+from wow_temporal.domain.upcasting import revision_of
 from wow_temporal.model import AggregateRef, ScheduledCommand
 
 __all__ = ["Command", "command_type"]
@@ -34,6 +35,9 @@ class Command(Generic[B]):
         return command_type(self.body)
 
     def scheduled(self) -> ScheduledCommand:
-        """The command as the wire carries it: its type name and JSON body (validated)."""
+        """The command as the wire carries it: its type name, JSON body (validated) and the
+        revision its class declares, so the target reads it as written."""
         payload: Any = self.body.model_dump(mode="json", by_alias=True)
-        return ScheduledCommand(type=self.type, body=payload)
+        return ScheduledCommand(
+            type=self.type, body=payload, revision=revision_of(type(self.body))
+        )

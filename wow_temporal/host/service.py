@@ -172,10 +172,6 @@ class DomainHost:
         if isinstance(found, Rejection):
             return result.refused(found)
         app, model = found
-        read = _read_as_now(app, message)
-        if isinstance(read, Rejection):
-            return result.refused(read)
-        message = read
         key = stream_id(message.ref)
         async with contextlib.AsyncExitStack() as held:
             for locked in self._locked_for(message, key):
@@ -218,7 +214,11 @@ class DomainHost:
     ) -> CommandResult:
         earlier = await self._decided_before(message, result)
         if earlier is not None:
-            return earlier
+            return earlier  # decided before: answered alike, whatever this build reads
+        read = _read_as_now(app, message)
+        if isinstance(read, Rejection):
+            return result.refused(read)
+        message = read
         for attempt in range(_DECIDE_AGAIN_LIMIT):
             answer = await self._decide_once(app, model, message, result, key)
             if answer is not None:

@@ -24,6 +24,7 @@ from wow_temporal.delivery import (
     DeliveryOutcome,
     DeliveryRequest,
     ScheduleDetails,
+    UnreadableCommand,
     refuse_early,
 )
 from wow_temporal.domain.app import App, Job
@@ -216,6 +217,17 @@ class TickActivities:
             try:
                 outcome = await _heartbeating(
                     self.sink.send(delivery), progress, finish_when_cancelled=True
+                )
+            except UnreadableCommand as error:
+                # A job's command is built at tick time by the code deployed now: one the host
+                # cannot read is the handler's data, not a deploy; refused, the tick goes on.
+                log.warning("%s slot %d, command %d: %s", request.workflow_id, request.slot,
+                            index, error)
+                outcome = DeliveryOutcome(
+                    status="rejected",
+                    error_code=error.error_code or "CommandValidation",
+                    error_msg=error.message,
+                    http_status=error.http_status or 400,
                 )
             except DeliveryFailure as error:
                 self._failed(request, progress, f"command {index} of {len(commands)}: {error}")
