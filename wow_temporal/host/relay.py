@@ -29,7 +29,7 @@ from wow_temporal.host.follower import Follower, Refused, SetAside
 from wow_temporal.host.service import DomainHost
 from wow_temporal.metrics import IngestMetrics
 from wow_temporal.model import AggregateRef, Commit, InvalidCommitError
-from wow_temporal.timers.admission import Admission, admit
+from wow_temporal.timers.admission import Admission, Admitted, admit
 from wow_temporal.timers.client import FenceLapsedError, SlowHandOverError, fenced
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.timers.readahead import ReadAhead
@@ -146,9 +146,9 @@ class Relay(Follower):
             later = await self._read_ahead(reached)
             if self._gap or self._ahead.scanned - reached >= self.batch:
                 await self._stop_early(later)
-        scheduling = self._admitted(self._behind_set_aside(scheduling))
+        scheduling, admitted = self._admitted(self._behind_set_aside(scheduling))
         if scheduling:
-            failures = await self._apply([commit for _, commit in scheduling], self._ahead.horizon)
+            failures = await self._apply(admitted, self._ahead.horizon)
             self._put_aside(scheduling, failures)
             self.acted = True
             handed = [c for _, c in scheduling if not self._aside.holds(c.aggregate)]
@@ -215,13 +215,17 @@ class Relay(Follower):
         reachable = getattr(self._timers, "reachable", None)
         return len(errors) > 1 or (reachable is not None and not await reachable())
 
-    def _admitted(self, scheduling: list[tuple[int, Commit]]) -> list[tuple[int, Commit]]:
-        """The commits admission takes; one it refuses can never be handed over: it is passed
-        over, logged, counted and shown (`refused`), and its aggregate's others go on."""
+    def _admitted(
+        self, scheduling: list[tuple[int, Commit]]
+    ) -> tuple[list[tuple[int, Commit]], Admission]:
+        """The commits admission takes, and them admitted (handed over without checking
+        again); one it refuses can never be handed over: it is passed over, logged, counted
+        and shown (`refused`), and its aggregate's others go on."""
         kept: list[tuple[int, Commit]] = []
+        admitted: list[Admitted] = []
         for at, commit in scheduling:
             try:
-                admit([commit])
+                admitted.extend(admit([commit]))
             except InvalidCommitError as error:
                 self._refused.append(Refused(at, commit.id, commit.aggregate, str(error)[:500]))
                 logger.error("relay: passed over commit %s at %d: %s", commit.id, at, error)
@@ -230,7 +234,7 @@ class Relay(Follower):
                     metrics.refused()
                 continue
             kept.append((at, commit))
-        return kept
+        return kept, Admission(tuple(admitted))
 
     def _behind_set_aside(
         self, scheduling: list[tuple[int, Commit]]
