@@ -34,7 +34,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.engine import short_instant
+from wow_temporal.engine import Instant, short_instant
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -76,6 +76,8 @@ if TYPE_CHECKING:
     from wow_temporal.timers.check import CheckReport
 
 __all__ = [
+    "LIST_DEFAULT",
+    "LIST_LIMIT",
     "TIMER_ID_PREFIX",
     "TIMER_TASK_QUEUE",
     "Applied",
@@ -87,6 +89,7 @@ __all__ = [
     "TimerInfo",
     "TimerNotAnsweredError",
     "TimerNotFoundError",
+    "TimerPage",
     "fenced",
 ]
 
@@ -106,6 +109,10 @@ VISIBILITY_RETRY_S = 30.0
 """How long deletions skip listing an aggregate's running timers after a listing failed or
 timed out: with visibility down, each would wait out its timeout, and a batch of deletions would
 take minutes for nothing (the deletion record alone stops every timer)."""
+LIST_LIMIT = 1_000
+"""The most timers one listing answers, the CLI's `--limit` and `GET /timers?limit=` alike."""
+LIST_DEFAULT = 100
+"""How many timers a listing answers unless told."""
 CHECK_LIMIT = 10_000
 """How many running timers `check` reads by default."""
 ANSWER_TIMEOUT = timedelta(seconds=10)
@@ -165,10 +172,21 @@ def _check_fence() -> None:
         raise FenceLapsedError("the lease this hand-over ran under lapsed: stopped before sending")
 
 
+_CAMEL = ConfigDict(
+    frozen=True,
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    serialize_by_alias=True,
+)
+"""The answers' models: snake_case in Python, camelCase in JSON (the control API's and the
+CLI's `--json` alike, as Wow's commits and the query parameters are)."""
+
+
 class Applied(BaseModel):
     """What applying one schedule event did to one timer, and why."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _CAMEL
 
     workflow_id: str
     kind: Literal["set", "cancel", "delete"]
@@ -182,7 +200,7 @@ class Applied(BaseModel):
 class TimerInfo(BaseModel):
     """A timer as the CLI and the control API show it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _CAMEL
 
     workflow_id: str
     run_id: str | None = None
@@ -193,12 +211,27 @@ class TimerInfo(BaseModel):
     aggregate_id: str = ""
     tenant: str = ""
     key: str = ""
-    due: datetime | None = None
+    due: Instant | None = None
+    """When its pending slot is due (`WowDue`); None when none is (ended, or never due)."""
+    ended: Instant | None = None
+    """When the timer's run ended (delivered, rejected, cancelled, …); None while it runs."""
     state: TimerState | None = None
     waiting: list[str] = []
     """What was handed to the running timer and waits for a worker to run it (with no worker,
     or in its start delay, its state does not show it yet): `cancel requested by an
     operator`, `1 change(s) handed over`."""
+
+
+class TimerPage(BaseModel):
+    """One listing's answer: the timers found, newest first, and whether more matched than
+    the limit let through (`truncated`: the same word in the CLI's `--json` and the API)."""
+
+    model_config = _CAMEL
+
+    items: list[TimerInfo]
+    truncated: bool = False
+    """More timers match than `limit`: narrow the filters, or raise the limit."""
+    limit: int
 
 
 class TimerFilter(BaseModel):
@@ -664,11 +697,20 @@ class TimerClient:
             f"version {applied[0]}",
         )
 
-    async def list(self, where: TimerFilter | None = None, *, limit: int = 100) -> list[TimerInfo]:
+    async def list(
+        self, where: TimerFilter | None = None, *, limit: int = LIST_DEFAULT
+    ) -> list[TimerInfo]:
         """Timers matching `where`, newest first (the same query the Web UI takes)."""
         query = (where or TimerFilter()).query()
         found = self.client.list_workflows(query, limit=limit)
         return [_info(execution) async for execution in found]
+
+    async def page(
+        self, where: TimerFilter | None = None, *, limit: int = LIST_DEFAULT
+    ) -> TimerPage:
+        """`list`, saying whether more timers matched than `limit` (one more is asked for)."""
+        found = await self.list(where, limit=limit + 1)
+        return TimerPage(items=found[:limit], truncated=len(found) > limit, limit=limit)
 
     async def show(self, workflow_id: str, *, tenant: str | None = None) -> TimerInfo:
         """One timer with its full state (queried if running, its result if closed)."""
@@ -1004,4 +1046,5 @@ def _info(execution: WorkflowExecution) -> TimerInfo:
         tenant=attributes.get(SA_TENANT) or "",
         key=attributes.get(SA_KEY) or "",
         due=due,
+        ended=execution.close_time,
     )
