@@ -271,7 +271,7 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
         f"  aggregate   eshop-order.order {aggregate_id}, tenant t-cli",
         "  key         grace",
         f"  command     eshop.order.CancelOrder → eshop-order.order {aggregate_id}",
-        "  rule        after P1D",
+        "  rule        after PT24H",
         f"  set by      commit c-{aggregate_id}",
         f"  due         {info['due']}",
         "  delivered   0 command(s) the host decided Ok",
@@ -330,6 +330,24 @@ def _assert_one_error_line(result: subprocess.CompletedProcess[str], line: str) 
     assert result.stderr == line + "\n", result.stderr
     assert result.stdout == ""
     assert result.returncode == 1
+
+
+@pytest.mark.parametrize("verb", ["show", "retry", "cancel"])
+@pytest.mark.parametrize(
+    ("workflow_id", "said"),
+    [
+        ("not-a-timer", "error: not a timer id: 'not-a-timer' (timer ids start with 'wow-timer:')"),
+        ("wow-timer:a.b:t:1:k\x01", "error: not a timer id: 'wow-timer:a.b:t:1:k\\x01' (a "
+         "control character)"),
+    ],
+)
+def test_a_malformed_timer_id_is_bad_input_before_temporal_is_reached(
+    verb: str, workflow_id: str, said: str
+) -> None:
+    """Issue #38: it was `cannot reach Temporal` (exit 1) with Temporal away, though the id
+    alone is wrong (exit 2), as the API answers it 400 before asking Temporal."""
+    result = _console("timers", verb, workflow_id, env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", said + "\n")
 
 
 _COMMIT = {
@@ -562,6 +580,16 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
             ["timers", "list", "--running=yes"],
             "error: Option '--running' does not take a value. "
             "(see `wow-temporal timers list --help`)",
+        ),
+        (  # the API's limit, the same (it was 10,000 here, 1,000 there)
+            ["timers", "list", "--limit", "1001"],
+            "error: Invalid value for '--limit': Input should be less than or equal to 1000 "
+            "(see `wow-temporal timers list --help`)",
+        ),
+        (
+            ["timers", "list", "--status", "bogus"],
+            "error: --status: unknown timer status 'bogus'; one of Scheduled, Delivering, "
+            "Parked, Delivered, Rejected, Cancelled, Terminated, Failed, TimedOut",
         ),
         (
             ["timers", "list", "--limit", "many"],

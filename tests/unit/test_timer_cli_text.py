@@ -129,3 +129,18 @@ def test_show_without_a_state_says_why() -> None:
         "  state       not known: no worker answered",
         "  waiting     1 change(s) handed over",
     ]
+
+
+def test_the_states_own_times_are_written_as_every_time_is() -> None:
+    """In the answer only: the state the workflow keeps is not changed (its payload keeps
+    the microseconds)."""
+    due = T0 + timedelta(minutes=30, microseconds=1500)
+    state = TimerState(
+        spec=SPEC,
+        next_due=due,
+        pending=Delivery(timer="c3:e0", slot=1, due=due),
+    )
+    shown = _info(state=state).model_dump(mode="json")["state"]
+    assert shown["next_due"] == shown["pending"]["due"] == "2026-12-01T10:30:00.001Z"
+    assert shown["spec"]["first_due"] == "2026-12-01T10:30:00.000Z"
+    assert TimerState.model_validate_json(state.model_dump_json()) == state

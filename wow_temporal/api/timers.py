@@ -18,15 +18,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.api.auth import CallerDep, CallerScope, TenantScope
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.api.params import WholeNumber, filter_query, has_control
-from wow_temporal.ids import InvalidIdError, parse_timer_workflow_id
+from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.model import Commit, InvalidCommitError, ScheduleSet, explain
 from wow_temporal.timers.admission import Admission, admit
 from wow_temporal.timers.client import (
     LIST_DEFAULT,
     LIST_LIMIT,
-    TIMER_ID_PREFIX,
     Applied,
+    ShownState,
     TimerClient,
     TimerError,
     TimerFilter,
@@ -34,6 +33,7 @@ from wow_temporal.timers.client import (
     TimerNotAnsweredError,
     TimerNotFoundError,
     TimerPage,
+    check_timer_id,
 )
 from wow_temporal.timers.core import TimerState
 from wow_temporal.tracing import within_request_trace
@@ -168,7 +168,7 @@ async def show_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers
 
 
 @timer_router.post("/timers/{workflowId:path}/retry", responses=responses(404, 409))
-async def retry_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> TimerState:
+async def retry_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> ShownState:
     """Retry a parked timer's delivery now, with the same request id; the state after."""
     return await _operate(
         workflow_id, lambda: timers.retry(workflow_id, tenant=scope.tenant), "retry"
@@ -176,7 +176,7 @@ async def retry_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timer
 
 
 @timer_router.post("/timers/{workflowId:path}/cancel", responses=responses(404, 409))
-async def cancel_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> TimerState:
+async def cancel_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> ShownState:
     """Cancel a pending or parked timer (a command already sent is not recalled)."""
     return await _operate(
         workflow_id, lambda: timers.cancel(workflow_id, tenant=scope.tenant), "cancel"
@@ -227,20 +227,10 @@ def _check_tenant(scope: TenantScope, commit: Commit) -> None:
 def _check_timer_id(workflow_id: str) -> None:
     """400 unless `workflow_id` is one the timers could have made (retry and cancel would
     otherwise answer a malformed id with 409, as if the timer were in the wrong state)."""
-    if not workflow_id.startswith(TIMER_ID_PREFIX):
-        raise ApiError(
-            400,
-            "InvalidTimerId",
-            f"not a timer id: {workflow_id!r} (timer ids start with {TIMER_ID_PREFIX!r})",
-        )
     try:
-        parse_timer_workflow_id(workflow_id)
-    except InvalidIdError as error:
+        check_timer_id(workflow_id)
+    except TimerError as error:
         raise ApiError(400, "InvalidTimerId", str(error)) from None
-    if has_control(workflow_id):
-        raise ApiError(
-            400, "InvalidTimerId", f"not a timer id: {workflow_id!r} (a control character)"
-        )
 
 
 async def _operate(

@@ -186,6 +186,7 @@ def timers_show(
     and the last outcome (`--json`: in full, as the control API answers)."""
     from wow_temporal.timers.client import TimerClient
 
+    _timer_id(workflow_id)
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
@@ -341,6 +342,7 @@ def _operate(
 ) -> None:
     from wow_temporal.timers.client import TimerClient
 
+    _timer_id(workflow_id)
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
@@ -350,6 +352,16 @@ def _operate(
         typer.echo(f"{workflow_id}: {_outcome(state)}")
 
     _run(work)
+
+
+def _timer_id(workflow_id: str) -> None:
+    """A malformed timer id is bad input (exit 2), said before Temporal is reached."""
+    from wow_temporal.timers.client import TimerError, check_timer_id
+
+    try:
+        check_timer_id(workflow_id)
+    except TimerError as error:
+        raise _fail(str(error)) from None
 
 
 def _outcome(state: TimerState) -> str:

@@ -16,10 +16,16 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from opentelemetry.trace import Span
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    WrapSerializer,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 from temporalio.client import (
     Client,
@@ -34,7 +40,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.engine import Instant, short_instant
+from wow_temporal.engine import Instant, instant_text, short_instant
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -43,7 +49,7 @@ from wow_temporal.ids import (
 )
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
-from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit, has_control
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
 from wow_temporal.timers.admission import Admission, Admitted, admit
@@ -82,6 +88,7 @@ __all__ = [
     "TIMER_TASK_QUEUE",
     "Applied",
     "FenceLapsedError",
+    "ShownState",
     "SlowHandOverError",
     "TimerClient",
     "TimerError",
@@ -90,6 +97,7 @@ __all__ = [
     "TimerNotAnsweredError",
     "TimerNotFoundError",
     "TimerPage",
+    "check_timer_id",
     "fenced",
 ]
 
@@ -183,6 +191,32 @@ _CAMEL = ConfigDict(
 CLI's `--json` alike, as Wow's commits and the query parameters are)."""
 
 
+_STATE_TIMES = (("next_due",), ("pending", "due"), ("spec", "first_due"))
+"""Where a timer's state holds an instant of its own (a rule's `at` is written as given)."""
+
+
+def _shown_times(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+    """A timer's state in JSON with its instants as `instant_text` writes them; the model
+    stays as the workflow keeps it (its payload keeps the microseconds)."""
+    data = handler(value)
+    for *outer, last in _STATE_TIMES:
+        node = data
+        for name in outer:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(last), str):
+            node[last] = instant_text(datetime.fromisoformat(node[last]))
+    return data
+
+
+ShownState = Annotated[
+    TimerState,
+    # A lambda, which has no return annotation: pydantic then documents TimerState itself
+    # (`_shown_times`'s `Any` would make the answer's schema say nothing).
+    WrapSerializer(lambda value, handler: _shown_times(value, handler), when_used="json"),
+]
+"""A timer's state as the CLI and the control API answer it (the schema: `TimerState`)."""
+
+
 class Applied(BaseModel):
     """What applying one schedule event did to one timer, and why."""
 
@@ -215,7 +249,7 @@ class TimerInfo(BaseModel):
     """When its pending slot is due (`WowDue`); None when none is (ended, or never due)."""
     ended: Instant | None = None
     """When the timer's run ended (delivered, rejected, cancelled, …); None while it runs."""
-    state: TimerState | None = None
+    state: ShownState | None = None
     waiting: list[str] = []
     """What was handed to the running timer and waits for a worker to run it (with no worker,
     or in its start delay, its state does not show it yet): `cancel requested by an
@@ -1024,11 +1058,19 @@ def _ended_as(status: WorkflowExecutionStatus) -> Status:
     return {"Failed": Status.FAILED, "TimedOut": Status.TIMED_OUT}.get(found, Status.TERMINATED)
 
 
-def _check_id(workflow_id: str) -> None:
+def check_timer_id(workflow_id: str) -> None:
+    """`TimerError` unless `workflow_id` is one the timers could have made: checked before
+    Temporal is asked, so a malformed id is bad input (the CLI's exit 2, the API's 400) and
+    never an answer about some other state."""
     try:
         parse_timer_workflow_id(workflow_id)
     except InvalidIdError as error:
         raise TimerError(str(error)) from None
+    if has_control(workflow_id):
+        raise TimerError(f"not a timer id: {workflow_id!r} (a control character)")
+
+
+_check_id = check_timer_id
 
 
 def _info(execution: WorkflowExecution) -> TimerInfo:
