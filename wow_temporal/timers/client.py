@@ -40,7 +40,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.engine import Instant, instant_text, short_instant
+from wow_temporal.engine import Instant, instant_text
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -626,7 +626,7 @@ class TimerClient:
             return core.verdict(before, change)
         assert state.spec is not None
         ended = "" if after is None else f" (the timer had ended {after.status.value})"
-        when = "never due" if due is None else f"due {short_instant(due)}"
+        when = "never due" if due is None else f"due {instant_text(due)}"
         return Verdict(outcome="started", reason=f"{when}{ended}")
 
     async def _hand_over(
