@@ -418,6 +418,7 @@ class _Handle:
             run_id=run.run_id,
             memo=run.memo,
             typed_search_attributes={},
+            close_time=None,  # not kept by the sim; shown as "ended" only
         )
 
     async def result(self, *, follow_runs: bool = True, rpc_timeout: Any = None) -> Any:

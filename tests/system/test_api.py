@@ -116,7 +116,9 @@ class Api:
         async def fetch() -> list[dict[str, Any]]:
             response = await self.http.get("/timers", params=params, headers=auth(token))
             assert response.status_code == 200, response.text
-            found: list[dict[str, Any]] = response.json()
+            page = response.json()
+            assert page["truncated"] is False, page
+            found: list[dict[str, Any]] = page["items"]
             return found
 
         return await polled(fetch, lambda found: len(found) == expect)
@@ -178,9 +180,9 @@ async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
     for path, method in [
         ("/commits", "post"),
         ("/timers", "get"),
-        ("/timers/{workflow_id}", "get"),
-        ("/timers/{workflow_id}/retry", "post"),
-        ("/timers/{workflow_id}/cancel", "post"),
+        ("/timers/{workflowId}", "get"),
+        ("/timers/{workflowId}/retry", "post"),
+        ("/timers/{workflowId}/cancel", "post"),
         ("/{context}/schedule/{id}/wow.schedule.enable", "post"),
         ("/{context}/schedule/{id}/wow.schedule.reschedule", "post"),
         ("/{context}/schedule/{id}/wow.schedule.disable", "post"),
@@ -226,7 +228,7 @@ async def test_no_token_means_auth_off_with_a_warning(
     async with client_for(app) as http:
         response = await http.get("/timers", params={"aggregateId": uuid.uuid4().hex})
     assert response.status_code == 200
-    assert response.json() == []
+    assert response.json() == {"items": [], "truncated": False, "limit": 100}
     with pytest.raises(ValueError, match="empty"):
         create_app(TimerClient(dev_client), token="")
 
@@ -567,7 +569,7 @@ async def test_commit_delivers_its_command_and_the_timer_is_listed_and_shown(api
     workflow_id = timer_id(api.aggregate_id, "payment-grace-period")
     (applied,) = response.json()
     assert applied == {
-        "workflow_id": workflow_id,
+        "workflowId": workflow_id,
         "kind": "set",
         "outcome": "started",
         "reason": applied["reason"],
@@ -582,7 +584,7 @@ async def test_commit_delivers_its_command_and_the_timer_is_listed_and_shown(api
     assert delivered.body == {"reason": "PAYMENT_TIMEOUT"}
 
     listed = await api.listing(aggregateId=api.aggregate_id, status="delivered")
-    assert [timer["workflow_id"] for timer in listed] == [workflow_id]
+    assert [timer["workflowId"] for timer in listed] == [workflow_id]
     assert listed[0]["aggregate"] == "eshop-order.order"
     assert listed[0]["tenant"] == "t1"
     assert listed[0]["running"] is False
@@ -622,7 +624,7 @@ async def test_parked_timer_is_retried_with_the_same_request_id(api: Api) -> Non
     assert len(failed) == 2  # max_attempts
     assert {r.behaviour for r in failed} == {"fail"}
     parked = await api.listing(aggregateId=api.aggregate_id, status="Parked")
-    assert [timer["workflow_id"] for timer in parked] == [workflow_id]
+    assert [timer["workflowId"] for timer in parked] == [workflow_id]
     assert "500" in (await api.show(workflow_id)).json()["state"]["parked_error"]
 
     api.host.behave("ok")
@@ -649,7 +651,7 @@ async def test_cancel_a_pending_timer(api: Api) -> None:
     assert response.status_code == 200, response.text
     workflow_id = timer_id(api.aggregate_id, "reminder")
     pending = await api.listing(aggregateId=api.aggregate_id, status="Scheduled", running="true")
-    assert [timer["workflow_id"] for timer in pending] == [workflow_id]
+    assert [timer["workflowId"] for timer in pending] == [workflow_id]
     assert pending[0]["due"] is not None
 
     not_parked = await api.http.post(f"/timers/{workflow_id}/retry", headers=auth(OPERATOR))
@@ -666,6 +668,44 @@ async def test_cancel_a_pending_timer(api: Api) -> None:
     assert again.status_code == 409
     assert "ended" in again.json()["message"]
     assert api.host.requests == []
+
+
+async def test_a_listing_cut_at_its_limit_says_so(api: Api) -> None:
+    """Issue #38: `GET /timers` cut at `limit` silently; its page says `truncated`, and its
+    times are written to the millisecond in UTC."""
+    for key in ("first", "second"):
+        commit = make_commit(
+            api.aggregate_id,
+            ("wow.ScheduleSet", schedule_set(key, {"after": "PT1H"})),
+            version=1 if key == "first" else 2,
+        )
+        response = await api.http.post("/commits", json=commit, headers=auth(OPERATOR))
+        assert response.status_code == 200, response.text
+    await api.listing(expect=2, aggregateId=api.aggregate_id)
+
+    async def page(limit: str) -> dict[str, Any]:
+        params = {"aggregateId": api.aggregate_id, "limit": limit}
+        response = await api.http.get("/timers", params=params, headers=auth(OPERATOR))
+        assert response.status_code == 200, response.text
+        found: dict[str, Any] = response.json()
+        return found
+
+    cut = await page("1")
+    assert (len(cut["items"]), cut["truncated"], cut["limit"]) == (1, True, 1)
+    whole = await page("2")
+    assert (len(whole["items"]), whole["truncated"], whole["limit"]) == (2, False, 2)
+    due = whole["items"][0]["due"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", due), due
+    shown = (await api.show(whole["items"][0]["workflowId"])).json()
+    assert shown["due"] == shown["state"]["next_due"] == due  # the state's times alike
+
+
+async def test_an_unknown_status_is_invalid_request_as_any_bad_parameter(api: Api) -> None:
+    """Issue #38: the same fault answered `InvalidStatus` here, `BadRequest` or
+    `InvalidRequest` elsewhere."""
+    for params in ({"status": "Sleeping"}, {"running": "maybe"}):
+        response = await api.http.get("/timers", params=params, headers=auth(OPERATOR))
+        assert (response.status_code, response.json()["error"]) == (400, "InvalidRequest")
 
 
 async def test_unknown_and_malformed_timer_ids(api: Api) -> None:
@@ -696,10 +736,10 @@ async def test_a_tenant_token_reaches_only_its_tenant(api: Api) -> None:
         timer_id(api.aggregate_id, "grace", "t2"),
     )
     both = await api.listing(expect=2, aggregateId=api.aggregate_id)
-    assert {timer["workflow_id"] for timer in both} == {own_id, other_id}
+    assert {timer["workflowId"] for timer in both} == {own_id, other_id}
 
     seen = await api.listing("t1-secret", aggregateId=api.aggregate_id)
-    assert [timer["workflow_id"] for timer in seen] == [own_id]
+    assert [timer["workflowId"] for timer in seen] == [own_id]
     foreign_listing = await api.http.get(
         "/timers",
         params={"aggregateId": api.aggregate_id, "tenant": "t2"},

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from tests.helpers.builders import fast_delivery
 from tests.helpers.eventually import eventually
 from wow_temporal.cli import CLOSED_STDOUT_EXIT, app
+from wow_temporal.cli.timers import LIST_HEADER
 from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
@@ -57,9 +58,9 @@ def test_cron_prints_the_next_fire_times_in_the_zone() -> None:
     )
     assert result.exit_code == 0, result.output
     assert result.output.split() == [
-        "2026-03-28T06:00:00+01:00",
-        "2026-03-29T06:00:00+02:00",
-        "2026-03-30T06:00:00+02:00",
+        "2026-03-28T06:00:00.000+01:00",
+        "2026-03-29T06:00:00.000+02:00",
+        "2026-03-30T06:00:00.000+02:00",
     ]
 
 
@@ -106,7 +107,8 @@ def test_cron_from_outside_the_range_of_instants_is_one_error_line_exit_2(
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"error: --from is between 1970-01-01T00:00Z and 9999-12-30T00:00Z, got {args[1]!r}"
+        "error: --from is between 1970-01-01T00:00:00.000Z and 9999-12-30T00:00:00.000Z, "
+        f"got {args[1]!r}"
     ]
 
 
@@ -115,7 +117,7 @@ def test_cron_near_the_end_of_the_calendar_prints_the_times_left_and_says_so() -
     times that exist are printed, and stderr says the calendar ends (exit 0: nothing wrong)."""
     result = runner.invoke(app, ["cron", "0 0 6 * * *", "--from", "9999-12-30T00:00Z"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.split() == ["9999-12-30T06:00:00+00:00", "9999-12-31T06:00:00+00:00"]
+    assert result.stdout.split() == ["9999-12-30T06:00:00.000Z", "9999-12-31T06:00:00.000Z"]
     assert result.stderr.splitlines() == [
         "no more fire times before the end of the calendar (9999) (2 of 5 shown)"
     ]
@@ -241,17 +243,40 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     def listed() -> list[dict[str, Any]]:  # visibility is eventually consistent
         done = _cli("timers", "list", "--aggregate-id", aggregate_id, "--json", env=env)
         assert done.returncode == 0, done.stderr
-        found: list[dict[str, Any]] = json.loads(done.stdout)
+        page: dict[str, Any] = json.loads(done.stdout)  # the answer of GET /timers
+        assert page["truncated"] is False
+        found: list[dict[str, Any]] = page["items"]
         return found
 
     (info,) = await eventually(listed, within=60, what="the timer listed")
-    assert info["workflow_id"] == workflow_id
+    assert info["workflowId"] == workflow_id
+    assert info["aggregateId"] == aggregate_id
     assert info["status"] == "Scheduled"
     assert info["tenant"] == "t-cli"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", info["due"])
 
-    shown = _cli("timers", "show", workflow_id, env=env)
+    text = _cli("timers", "list", "--aggregate-id", aggregate_id, env=env)
+    assert text.stdout.splitlines() == [
+        LIST_HEADER,
+        f"{'Scheduled':<10} {'due ' + info['due']:<30} {workflow_id}",
+    ]
+
+    shown = _cli("timers", "show", workflow_id, "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["state"]["spec"]["key"] == "grace"
+    said = _cli("timers", "show", workflow_id, env=env)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.splitlines()[:8] == [
+        f"{workflow_id}: Scheduled",
+        f"  aggregate   eshop-order.order {aggregate_id}, tenant t-cli",
+        "  key         grace",
+        f"  command     eshop.order.CancelOrder → eshop-order.order {aggregate_id}",
+        "  rule        after PT24H",
+        f"  set by      commit c-{aggregate_id}",
+        f"  due         {info['due']}",
+        "  delivered   0 command(s) the host decided Ok",
+    ]
+    assert "  applied     commit version 1, schedule event 0" in said.stdout
 
     retried = _cli("timers", "retry", workflow_id, env=env)
     assert retried.returncode == 2
@@ -263,6 +288,19 @@ async def test_setup_apply_list_show_cancel_on_a_real_server(
     assert cancelled.returncode == 0, cancelled.stderr
     assert cancelled.stdout.strip() == f"{workflow_id}: Cancelled"
     assert wow_host.requests == []
+
+    def ended() -> list[str]:  # an ended timer shows when it ended, not its past due time
+        done = _cli("timers", "list", "--aggregate-id", aggregate_id, env=env)
+        return done.stdout.splitlines()[1:]
+
+    (line,) = await eventually(
+        ended,
+        within=60,
+        what="the cancelled timer listed as ended",
+        holds=lambda lines: lines[:1] != [] and "Cancelled" in lines[0],
+    )
+    assert line.split()[:2] == ["Cancelled", "ended"]
+    assert info["due"] not in line
 
     missing = _cli("timers", "show", "wow-timer:nope.x:t:1:k", env=env)
     assert missing.returncode == 2
@@ -292,6 +330,24 @@ def _assert_one_error_line(result: subprocess.CompletedProcess[str], line: str) 
     assert result.stderr == line + "\n", result.stderr
     assert result.stdout == ""
     assert result.returncode == 1
+
+
+@pytest.mark.parametrize("verb", ["show", "retry", "cancel"])
+@pytest.mark.parametrize(
+    ("workflow_id", "said"),
+    [
+        ("not-a-timer", "error: not a timer id: 'not-a-timer' (timer ids start with 'wow-timer:')"),
+        ("wow-timer:a.b:t:1:k\x01", "error: not a timer id: 'wow-timer:a.b:t:1:k\\x01' (a "
+         "control character)"),
+    ],
+)
+def test_a_malformed_timer_id_is_bad_input_before_temporal_is_reached(
+    verb: str, workflow_id: str, said: str
+) -> None:
+    """Issue #38: it was `cannot reach Temporal` (exit 1) with Temporal away, though the id
+    alone is wrong (exit 2), as the API answers it 400 before asking Temporal."""
+    result = _console("timers", verb, workflow_id, env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", said + "\n")
 
 
 _COMMIT = {
@@ -524,6 +580,16 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
             ["timers", "list", "--running=yes"],
             "error: Option '--running' does not take a value. "
             "(see `wow-temporal timers list --help`)",
+        ),
+        (  # the API's limit, the same (it was 10,000 here, 1,000 there)
+            ["timers", "list", "--limit", "1001"],
+            "error: Invalid value for '--limit': Input should be less than or equal to 1000 "
+            "(see `wow-temporal timers list --help`)",
+        ),
+        (
+            ["timers", "list", "--status", "bogus"],
+            "error: --status: unknown timer status 'bogus'; one of Scheduled, Delivering, "
+            "Parked, Delivered, Rejected, Cancelled, Terminated, Failed, TimedOut",
         ),
         (
             ["timers", "list", "--limit", "many"],

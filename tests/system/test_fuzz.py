@@ -373,7 +373,7 @@ def probes(document: dict[str, Any], owner: Names, caller: Names) -> list[tuple[
     or in a commit's body (of `owner`'s aggregate, or targeting it). Fails on an operation it
     does not know how to aim, so a new route cannot escape the pass."""
     values = {
-        "workflow_id": quote(owner.timer, safe=":"),
+        "workflowId": quote(owner.timer, safe=":"),
         "context": owner.context,
         "id": owner.job,
         "tenantId": owner.tenant,
@@ -401,7 +401,7 @@ def probes(document: dict[str, Any], owner: Names, caller: Names) -> list[tuple[
                 body = _BODIES.get(ref)
                 assert body is not None, f"{label}: the isolation pass has no body for {ref}"
             before = len(found)
-            if ("path", "tenantId") in named or ("path", "workflow_id") in named:
+            if ("path", "tenantId") in named or ("path", "workflowId") in named:
                 found.append((label, Probe(method, url, body=body)))
             if ("query", "tenant") in named:
                 found.append((label, Probe(method, url, {"tenant": owner.tenant}, body=body)))
@@ -450,7 +450,8 @@ async def until_listed(http: httpx.AsyncClient, path: str, params: dict[str, str
     async def listing() -> list[Any]:
         answer = await http.get(path, params=params, headers=auth(OPERATOR))
         assert answer.status_code == 200, answer.text
-        found: list[Any] = answer.json()
+        body = answer.json()  # `GET /timers` answers a page, `GET /schedules` a list
+        found: list[Any] = body["items"] if isinstance(body, dict) else body
         return found
 
     found: list[Any] = await eventually(listing, within=15, what=f"{path} lists", interval=0.2)
@@ -481,7 +482,7 @@ async def test_a_tenants_token_reaches_nothing_of_another_tenant(
                 "/commits", json=a.commit(schedule_set(marker), version=1), headers=auth(TOKEN_A)
             )
             assert made.status_code == 200, made.text
-            assert [answer["workflow_id"] for answer in made.json()] == [a.timer]
+            assert [answer["workflowId"] for answer in made.json()] == [a.timer]
             instance = f"/{context}/tenant/{TENANT_A}/schedule/nightly"
             enabled = await http.post(f"{instance}/wow.schedule.enable", headers=auth(TOKEN_A))
             assert enabled.status_code == 200, enabled.text
@@ -505,7 +506,7 @@ async def test_a_tenants_token_reaches_nothing_of_another_tenant(
 
             before = await snapshot()
             assert marker in json.dumps(before[0]) and before[1]["expression"] == A_RULE
-            secrets = [marker, A_RULE, before[0]["run_id"], before[0]["due"]]
+            secrets = [marker, A_RULE, before[0]["runId"], before[0]["due"]]
 
             document = (await http.get("/openapi.json")).json()
             aimed = probes(document, a, b)
@@ -542,11 +543,11 @@ async def test_a_tenants_token_reaches_nothing_of_another_tenant(
 
             # Filters by A's ids, without naming A's tenant, list only B's own: nothing.
             shown = await until_listed(http, "/timers", {"aggregateId": a.aggregate_id})
-            assert [timer["workflow_id"] for timer in shown] == [a.timer]
+            assert [timer["workflowId"] for timer in shown] == [a.timer]
             listed = await http.get(
                 "/timers", params={"aggregateId": a.aggregate_id}, headers=auth(TOKEN_B)
             )
-            assert listed.status_code == 200 and listed.json() == [], listed.text
+            assert listed.status_code == 200 and listed.json()["items"] == [], listed.text
             assert await until_listed(http, "/schedules", {"context": context})
             listed = await http.get(
                 "/schedules", params={"context": context}, headers=auth(TOKEN_B)
@@ -644,7 +645,7 @@ async def test_no_commit_the_api_accepts_wedges_a_timer_a_live_worker_runs(
             assert str(answer.status_code) in declared, (commit, answer.text)
             assert answer.status_code in (200, 400), (commit, answer.text)
             if answer.status_code == 200:
-                started += [a["workflow_id"] for a in answer.json() if a["outcome"] == "started"]
+                started += [a["workflowId"] for a in answer.json() if a["outcome"] == "started"]
         assert len(started) >= 8, started
         for workflow_id in started:
             history = await first_task_ended(dev_client.get_workflow_handle(workflow_id))
@@ -769,9 +770,14 @@ def stateful_machine(app: FastAPI, token: str, seen: set[str], steps: Counter[st
             steps[f"{case.operation.label} {response.status_code}"] += 1
             with contextlib.suppress(ValueError):
                 body = json.loads(response.content)
+                if isinstance(body, dict) and isinstance(body.get("items"), list):
+                    body = body["items"]  # a page of timers
                 for item in body if isinstance(body, list) else [body]:
-                    if isinstance(item, dict) and isinstance(item.get("workflow_id"), str):
-                        seen.add(item["workflow_id"])
+                    if not isinstance(item, dict):
+                        continue
+                    found = item.get("workflowId", item.get("workflow_id"))
+                    if isinstance(found, str):
+                        seen.add(found)
 
         def validate_response(self, response: Any, case: Case[Any], **kwargs: Any) -> None:
             case.validate_response(response, checks=STATEFUL_CHECKS, headers=headers)
@@ -871,8 +877,8 @@ async def test_chains_of_calls_through_the_openapi_links_answer_as_documented_wi
         print("\nstateful phase:", ", ".join(f"{n} x {step}" for step, n in sorted(steps.items())))
         assert steps["POST /commits 200"] >= STATEFUL_SCENARIOS, steps
         followed = [
-            "GET /timers/{workflow_id} 200",
-            "POST /timers/{workflow_id}/cancel 200",
+            "GET /timers/{workflowId} 200",
+            "POST /timers/{workflowId}/cancel 200",
         ]
         assert all(steps[step] for step in followed), steps  # links followed to real objects
         for workflow_id in sorted(seen):

@@ -81,12 +81,12 @@ def _timer_links(pointer: str) -> dict[str, Any]:
     return {
         name: {
             "operationRef": _operation(path, method),
-            "parameters": {"workflow_id": f"$response.body#{pointer}/workflow_id"},
+            "parameters": {"workflowId": f"$response.body#{pointer}/workflowId"},
         }
         for name, path, method in (
-            ("ShowTimer", "/timers/{workflow_id}", "get"),
-            ("RetryTimer", "/timers/{workflow_id}/retry", "post"),
-            ("CancelTimer", "/timers/{workflow_id}/cancel", "post"),
+            ("ShowTimer", "/timers/{workflowId}", "get"),
+            ("RetryTimer", "/timers/{workflowId}/retry", "post"),
+            ("CancelTimer", "/timers/{workflowId}/cancel", "post"),
         )
     }
 
@@ -117,8 +117,8 @@ def _job_links(pointer: str) -> dict[str, Any]:
 
 _LINKS: dict[tuple[str, str], dict[str, Any]] = {
     ("/commits", "post"): _timer_links("/0"),
-    ("/timers", "get"): _timer_links("/0"),
-    ("/timers/{workflow_id}", "get"): _timer_links(""),
+    ("/timers", "get"): _timer_links("/items/0"),
+    ("/timers/{workflowId}", "get"): _timer_links(""),
     ("/schedules", "get"): _job_links("/0"),
     **{
         (f"/{{context}}/schedule/{{id}}{suffix}", method): _job_links("")

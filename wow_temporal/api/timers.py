@@ -11,26 +11,29 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.api.auth import CallerDep, CallerScope, TenantScope
 from wow_temporal.api.errors import ApiError, responses
-from wow_temporal.api.params import WholeNumber, filter_query, has_control
-from wow_temporal.ids import InvalidIdError, parse_timer_workflow_id
+from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.model import Commit, InvalidCommitError, ScheduleSet, explain
 from wow_temporal.timers.admission import Admission, admit
 from wow_temporal.timers.client import (
-    TIMER_ID_PREFIX,
+    LIST_DEFAULT,
+    LIST_LIMIT,
     Applied,
+    ShownState,
     TimerClient,
     TimerError,
     TimerFilter,
     TimerInfo,
     TimerNotAnsweredError,
     TimerNotFoundError,
+    TimerPage,
+    check_timer_id,
 )
 from wow_temporal.timers.core import TimerState
 from wow_temporal.tracing import within_request_trace
@@ -117,7 +120,11 @@ async def _listing(
         filter_query("Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
     ] = None,
     running: bool | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000), WholeNumber] = 100,
+    limit: Annotated[
+        int,
+        Query(ge=1, le=LIST_LIMIT, description=f"At most this many (1 to {LIST_LIMIT:,})"),
+        WholeNumber,
+    ] = LIST_DEFAULT,
 ) -> _Listing:
     scope = TenantScope.of(caller, tenant)
     try:
@@ -129,22 +136,27 @@ async def _listing(
             status=status,  # any case of a Status name
             running=running,
         )
-    except ValidationError as error:  # an unknown status
-        raise ApiError(400, "InvalidStatus", explain(error)) from None
+    except ValidationError as error:  # an unknown status: bad input, as any other parameter's
+        raise ApiError(400, "InvalidRequest", explain(error)) from None
     return _Listing(where, limit)
 
 
 @timer_router.get("/timers", responses=responses(403))
 async def list_timers(
     listing: Annotated[_Listing, Depends(_listing)], timers: Timers
-) -> list[TimerInfo]:
-    """Timers matching the filters, newest first (a tenant's token sees its own only, and
-    naming another tenant is refused, as `GET /schedules` refuses it)."""
-    return await timers.list(listing.where, limit=listing.limit)
+) -> TimerPage:
+    """Timers matching the filters, newest first, in `items`; `truncated` is true when more
+    matched than `limit` (a tenant's token sees its own only, and naming another tenant is
+    refused, as `GET /schedules` refuses it)."""
+    return await timers.page(listing.where, limit=listing.limit)
 
 
-@timer_router.get("/timers/{workflow_id:path}", responses=responses(404))
-async def show_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> TimerInfo:
+WorkflowId = Annotated[str, Path(alias="workflowId", description="The timer's workflow id")]
+"""The timer a route addresses, named as the answers name it (`workflowId`)."""
+
+
+@timer_router.get("/timers/{workflowId:path}", responses=responses(404))
+async def show_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> TimerInfo:
     """One timer with its full state."""
     _check_timer_id(workflow_id)
     try:
@@ -155,16 +167,16 @@ async def show_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> Ti
         raise ApiError(400, "InvalidTimerId", str(error)) from None
 
 
-@timer_router.post("/timers/{workflow_id:path}/retry", responses=responses(404, 409))
-async def retry_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> TimerState:
+@timer_router.post("/timers/{workflowId:path}/retry", responses=responses(404, 409))
+async def retry_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> ShownState:
     """Retry a parked timer's delivery now, with the same request id; the state after."""
     return await _operate(
         workflow_id, lambda: timers.retry(workflow_id, tenant=scope.tenant), "retry"
     )
 
 
-@timer_router.post("/timers/{workflow_id:path}/cancel", responses=responses(404, 409))
-async def cancel_timer(workflow_id: str, scope: CallerScope, timers: Timers) -> TimerState:
+@timer_router.post("/timers/{workflowId:path}/cancel", responses=responses(404, 409))
+async def cancel_timer(workflow_id: WorkflowId, scope: CallerScope, timers: Timers) -> ShownState:
     """Cancel a pending or parked timer (a command already sent is not recalled)."""
     return await _operate(
         workflow_id, lambda: timers.cancel(workflow_id, tenant=scope.tenant), "cancel"
@@ -215,20 +227,10 @@ def _check_tenant(scope: TenantScope, commit: Commit) -> None:
 def _check_timer_id(workflow_id: str) -> None:
     """400 unless `workflow_id` is one the timers could have made (retry and cancel would
     otherwise answer a malformed id with 409, as if the timer were in the wrong state)."""
-    if not workflow_id.startswith(TIMER_ID_PREFIX):
-        raise ApiError(
-            400,
-            "InvalidTimerId",
-            f"not a timer id: {workflow_id!r} (timer ids start with {TIMER_ID_PREFIX!r})",
-        )
     try:
-        parse_timer_workflow_id(workflow_id)
-    except InvalidIdError as error:
+        check_timer_id(workflow_id)
+    except TimerError as error:
         raise ApiError(400, "InvalidTimerId", str(error)) from None
-    if has_control(workflow_id):
-        raise ApiError(
-            400, "InvalidTimerId", f"not a timer id: {workflow_id!r} (a control character)"
-        )
 
 
 async def _operate(

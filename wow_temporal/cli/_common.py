@@ -129,7 +129,7 @@ def _settings(
 
 def _run(work: Callable[[], Awaitable[T]]) -> T:
     """Run an async command, turning the errors a user can fix into one line and exit 2 (bad
-    input) or 1 (Temporal unreachable)."""
+    input, a refusal) or 1 (Temporal unreachable, no worker answered)."""
     from temporalio.service import RPCError
 
     from wow_temporal.jobs.client import JobError
@@ -147,14 +147,26 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
         TimerError, JobError, SettingsError, InvalidCommitError, InvalidScheduleError
     ) as error:
         raise _fail(str(error)) from None
-    except RPCError as error:
-        raise _fail(f"Temporal: {error}") from None
+    except RPCError as error:  # Temporal away is exit 1, as the API's 503; a refusal is 2
+        raise _fail(f"Temporal: {error}", 1 if _temporal_away(error) else 2) from None
     except BrokenPipeError:
         raise  # stdout closed (`| head`): the entry point ends quietly
     except (ConnectionError, OSError) as error:
         raise _fail(f"cannot connect: {error}") from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def _temporal_away(error: Exception) -> bool:
+    """Whether Temporal could not be asked (the API's 503 `TemporalUnavailable`), not refused."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    return isinstance(error, RPCError) and error.status in (
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.CANCELLED,
+    )
 
 
 def _echo_json(value: Any) -> None:

@@ -9,8 +9,12 @@ import typer
 
 from wow_temporal.cli._common import _fail
 from wow_temporal.cron import CronExpression, CronSyntaxError
+from wow_temporal.engine.text import instant_text, zoned_text
 from wow_temporal.model import InvalidScheduleError, zone_info
 from wow_temporal.model.rules import EARLIEST_INSTANT, LATEST_INSTANT, never_fires
+
+_RANGE = f"{instant_text(EARLIEST_INSTANT)} and {instant_text(LATEST_INSTANT)}"
+"""The instants `--from` takes, as every time is printed."""
 
 
 def cron(
@@ -20,13 +24,13 @@ def cron(
         str | None,
         typer.Option(
             "--from",
-            help="Start after this ISO instant, from 1970-01-01T00:00Z to 9999-12-30T00:00Z "
-            "(default: now).",
+            help=f"Start after this ISO-8601 instant, between {_RANGE} (default: now).",
         ),
     ] = None,
     count: Annotated[int, typer.Option(min=1, max=10_000, help="How many fire times.")] = 5,
 ) -> None:
-    """Print the next fire times of a Spring six-field cron expression.
+    """Print the next fire times of a Spring six-field cron expression, in its zone
+(`2026-12-05T07:00:00.000+01:00`; `Z` in UTC).
 
     An expression no time ever matches is refused (exit 2), as a schedule rule of it is. The
     times stop at the end of the calendar (year 9999), said on stderr, when fewer than
@@ -56,7 +60,7 @@ def cron(
         except (OverflowError, ValueError):  # the search ran past what a date holds
             current = None
         if current is not None:
-            typer.echo(current.isoformat())
+            typer.echo(zoned_text(current, tz))
             printed += 1
     if printed < count:
         after = "" if printed == 0 else f" ({printed} of {count} shown)"
@@ -72,6 +76,6 @@ def _within_range(start: datetime, given: str) -> datetime:
         inside = False
     if not inside:
         raise _fail(
-            f"--from is between 1970-01-01T00:00Z and 9999-12-30T00:00Z, got {given!r}"
+            f"--from is between {_RANGE}, got {given!r}"
         )
     return start

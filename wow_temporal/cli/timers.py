@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,7 +25,9 @@ from wow_temporal.cli._common import (
     _run,
     _settings,
 )
+from wow_temporal.engine.text import instant_text
 from wow_temporal.model import InvalidCommitError, explain
+from wow_temporal.timers.client import LIST_DEFAULT, LIST_LIMIT, TimerInfo, TimerPage
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -98,12 +100,17 @@ def timers_list(
         str | None, typer.Option(help="Scheduled, Parked, Delivered, Rejected, Cancelled, …")
     ] = None,
     running: Annotated[bool | None, typer.Option("--running/--closed")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    limit: Annotated[
+        int, typer.Option(min=1, max=LIST_LIMIT, help=f"At most this many (1 to {LIST_LIMIT:,}).")
+    ] = LIST_DEFAULT,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the answer of GET /timers: items, truncated.")
+    ] = False,
     address: _Address = None,
     namespace: _Namespace = None,
 ) -> None:
-    """List timers matching the filters (the same query works in the Web UI)."""
+    """List timers matching the filters, newest first (the same query works in the Web UI);
+    a last line says when more matched than --limit."""
     from wow_temporal.timers.client import TimerClient, TimerFilter
 
     settings = _settings(address=address, namespace=namespace)
@@ -117,36 +124,143 @@ def timers_list(
             running=running,
         )
     except ValidationError as error:
-        raise _fail(explain(error)) from None
+        raise _fail(f"--{explain(error)}") from None
     _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
-        found = await TimerClient.from_settings(client, settings).list(where, limit=limit)
+        page = await TimerClient.from_settings(client, settings).page(where, limit=limit)
         if as_json:
-            _echo_json([info.model_dump(mode="json") for info in found])
+            _echo_json(page)
             return
         typer.echo(f"# {where.query()}", err=True)
-        for info in found:
-            due = info.due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if info.due else "-"
-            typer.echo(f"{info.status:<10} {due:<21} {info.workflow_id}")
+        for line in listing_lines(page):
+            typer.echo(line)
+        if page.truncated:
+            typer.echo(truncated_line(page), err=True)
 
     _run(work)
 
 
+LIST_HEADER = f"{'STATUS':<10} {'WHEN':<30} WORKFLOW ID"
+"""The header of `timers list`: WHEN is `due …` while a timer runs, `ended …` once it ended."""
+
+
+def listing_lines(page: TimerPage) -> list[str]:
+    """`timers list`'s lines: a header, then one timer a line, its status, when it is due (or
+    when it ended: an ended timer's due time is past and says nothing) and its workflow id."""
+    lines = [LIST_HEADER]
+    for info in page.items:
+        lines.append(f"{info.status:<10} {_when(info):<30} {info.workflow_id}")
+    return lines
+
+
+def _when(info: TimerInfo) -> str:
+    if info.ended is not None:
+        return f"ended {instant_text(info.ended)}"
+    if info.due is not None:
+        return f"due {instant_text(info.due)}"
+    return "never due" if info.running else "-"
+
+
+def truncated_line(page: TimerPage) -> str:
+    """Said when the listing was cut at `--limit`."""
+    more = (
+        f"use --limit up to {LIST_LIMIT:,}, or narrow the filters"
+        if page.limit < LIST_LIMIT
+        else "narrow the filters"
+    )
+    return f"# … more: showing the first {page.limit:,}; {more}"
+
+
 @timers_app.command("show")
-def timers_show(workflow_id: str, address: _Address = None, namespace: _Namespace = None) -> None:
-    """Show one timer with its full state."""
+def timers_show(
+    workflow_id: str,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the answer of GET /timers/{workflowId}.")
+    ] = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
+) -> None:
+    """Show one timer: status, aggregate, key, command and target, due and end times, counts
+    and the last outcome (`--json`: in full, as the control API answers)."""
     from wow_temporal.timers.client import TimerClient
 
+    _timer_id(workflow_id)
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         client = await _connect(settings)
-        _echo_json(await TimerClient.from_settings(client, settings).show(workflow_id))
+        info = await TimerClient.from_settings(client, settings).show(workflow_id)
+        if as_json:
+            _echo_json(info)
+            return
+        for line in show_lines(info):
+            typer.echo(line)
 
     _run(work)
+
+
+def show_lines(info: TimerInfo) -> list[str]:
+    """`timers show`'s text: one fact a line, each named, as `schedule show` prints a job."""
+    lines = [f"{info.workflow_id}: {info.status}"]
+
+    def add(name: str, text: str) -> None:
+        lines.append(f"  {name:<11} {text}")
+
+    tenant = f", tenant {info.tenant}" if info.tenant else ""
+    add("aggregate", f"{info.aggregate} {info.aggregate_id}{tenant}")
+    add("key", info.key)
+    state = info.state
+    spec = state.spec if state is not None else None
+    if spec is not None:
+        revision = f" (revision {spec.command.revision})" if spec.command.revision else ""
+        add("command", f"{spec.command.type}{revision} → {spec.target}")
+        add("rule", spec.rule.describe())
+        add("set by", f"commit {spec.upstream_id}")
+    add("due", _due(info))
+    if info.ended is not None:
+        add("ended", instant_text(info.ended))
+    if state is None:
+        add("state", "not known: no worker answered" if info.running else "not known")
+    else:
+        _state_lines(state, add)
+    for text in info.waiting:
+        add("waiting", text)
+    return lines
+
+
+def _due(info: TimerInfo) -> str:
+    state = info.state
+    if state is not None and state.pending is not None:
+        pending = state.pending
+        return (
+            f"{instant_text(pending.due)} (slot {pending.slot}, request id "
+            f"{pending.request_id}, {pending.skipped} skipped)"
+        )
+    due = info.due or (state.next_due if state is not None else None)
+    if due is not None:
+        return instant_text(due)
+    return "never" if info.running else "- (ended)"
+
+
+def _state_lines(state: TimerState, add: Callable[[str, str], None]) -> None:
+    """The counts with their names, and what happened last."""
+    add("delivered", f"{state.delivered} command(s) the host decided Ok")
+    add("rejected", f"{state.rejected} command(s) the host refused")
+    version, index = state.applied
+    if version > 0:
+        add("applied", f"commit version {version}, schedule event {index} (the last change "
+            "applied: an older or equal one changes nothing)")
+    if state.last_outcome:
+        add("last", state.last_outcome)
+    if state.parked_error:
+        add("parked", state.parked_error)
+    if state.last_change:
+        add("change", state.last_change)
+    if state.unreadable:
+        add("unreadable", f"{state.unreadable} change(s) refused: {state.last_unreadable}")
 
 
 @timers_app.command("check")
@@ -228,6 +342,7 @@ def _operate(
 ) -> None:
     from wow_temporal.timers.client import TimerClient
 
+    _timer_id(workflow_id)
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
@@ -237,6 +352,16 @@ def _operate(
         typer.echo(f"{workflow_id}: {_outcome(state)}")
 
     _run(work)
+
+
+def _timer_id(workflow_id: str) -> None:
+    """A malformed timer id is bad input (exit 2), said before Temporal is reached."""
+    from wow_temporal.timers.client import TimerError, check_timer_id
+
+    try:
+        check_timer_id(workflow_id)
+    except TimerError as error:
+        raise _fail(str(error)) from None
 
 
 def _outcome(state: TimerState) -> str:

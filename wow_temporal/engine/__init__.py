@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from wow_temporal.engine.frozen import CONTINUE_AS_NEW_AFTER_EVENTS, Frozen
 from wow_temporal.engine.slots import MAX_MISSED_COUNTED, Latest, NextAfter, latest_due, parsed_cron
-from wow_temporal.engine.text import short_instant
+from wow_temporal.engine.text import Instant, instant_text, short_instant, zoned_text
 
 __all__ = [
     "CONTINUE_AS_NEW_AFTER_EVENTS",
     "MAX_MISSED_COUNTED",
     "Frozen",
+    "Instant",
     "Latest",
     "NextAfter",
+    "instant_text",
     "latest_due",
     "parsed_cron",
     "short_instant",
+    "zoned_text",
 ]

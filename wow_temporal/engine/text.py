@@ -1,15 +1,48 @@
-"""How the cores show an instant to a person (Web UI details, summaries, verdicts)."""
+"""How an instant is shown to a person, the one format of the CLI, the control API's JSON, the
+demo and the Web UI texts: ISO-8601 with milliseconds, in UTC (`2026-12-05T06:00:00.000Z`),
+or in a zone where the zone is the point (`2026-12-05T07:00:00.000+01:00`, a job's or a cron's
+due times)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
+from typing import Annotated
 
-__all__ = ["short_instant"]
+from pydantic import PlainSerializer
+
+__all__ = ["Instant", "instant_text", "short_instant", "zoned_text"]
+
+
+def instant_text(instant: datetime) -> str:
+    """`instant` in UTC, to the millisecond (cut, not rounded): `2026-12-05T06:00:00.000Z`.
+
+    A naive datetime is read as UTC (the cores keep aware ones; a naive one is a bug elsewhere,
+    not a reason to print nothing)."""
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def zoned_text(instant: datetime, zone: tzinfo | None = None) -> str:
+    """`instant` in `zone` (default: the zone it carries), to the millisecond, with that
+    zone's offset at that instant: `2026-12-05T07:00:00.000+01:00`; UTC itself as `Z`."""
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    if zone is not None:
+        instant = instant.astimezone(zone)
+    text = instant.isoformat(timespec="milliseconds")
+    return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+
+
+Instant = Annotated[datetime, PlainSerializer(instant_text, return_type=str, when_used="json")]
+"""A datetime shown in JSON as `instant_text` writes it (read as any ISO-8601 instant): for the
+models the CLI and the control API answer with, never for a workflow's state, whose payload
+keeps the microseconds."""
 
 
 def short_instant(instant: datetime) -> str:
-    """An instant in UTC as a person reads it: `2026-12-01T10:30Z`, seconds and milliseconds
-    only if any."""
+    """The former short form (`2026-12-01T10:30Z`), kept while the cores' summaries move to
+    `instant_text`; new code uses `instant_text`."""
     instant = instant.astimezone(UTC)
     text = instant.strftime("%Y-%m-%dT%H:%M")
     if instant.second or instant.microsecond:

@@ -16,10 +16,16 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from opentelemetry.trace import Span
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    WrapSerializer,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 from temporalio.client import (
     Client,
@@ -34,7 +40,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.engine import short_instant
+from wow_temporal.engine import Instant, instant_text
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -43,7 +49,7 @@ from wow_temporal.ids import (
 )
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
-from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.model import AggregateRef, Commit, has_control
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
 from wow_temporal.timers.admission import Admission, Admitted, admit
@@ -76,10 +82,13 @@ if TYPE_CHECKING:
     from wow_temporal.timers.check import CheckReport
 
 __all__ = [
+    "LIST_DEFAULT",
+    "LIST_LIMIT",
     "TIMER_ID_PREFIX",
     "TIMER_TASK_QUEUE",
     "Applied",
     "FenceLapsedError",
+    "ShownState",
     "SlowHandOverError",
     "TimerClient",
     "TimerError",
@@ -87,6 +96,8 @@ __all__ = [
     "TimerInfo",
     "TimerNotAnsweredError",
     "TimerNotFoundError",
+    "TimerPage",
+    "check_timer_id",
     "fenced",
 ]
 
@@ -106,6 +117,10 @@ VISIBILITY_RETRY_S = 30.0
 """How long deletions skip listing an aggregate's running timers after a listing failed or
 timed out: with visibility down, each would wait out its timeout, and a batch of deletions would
 take minutes for nothing (the deletion record alone stops every timer)."""
+LIST_LIMIT = 1_000
+"""The most timers one listing answers, the CLI's `--limit` and `GET /timers?limit=` alike."""
+LIST_DEFAULT = 100
+"""How many timers a listing answers unless told."""
 CHECK_LIMIT = 10_000
 """How many running timers `check` reads by default."""
 ANSWER_TIMEOUT = timedelta(seconds=10)
@@ -165,10 +180,47 @@ def _check_fence() -> None:
         raise FenceLapsedError("the lease this hand-over ran under lapsed: stopped before sending")
 
 
+_CAMEL = ConfigDict(
+    frozen=True,
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    serialize_by_alias=True,
+)
+"""The answers' models: snake_case in Python, camelCase in JSON (the control API's and the
+CLI's `--json` alike, as Wow's commits and the query parameters are)."""
+
+
+_STATE_TIMES = (("next_due",), ("pending", "due"), ("spec", "first_due"))
+"""Where a timer's state holds an instant of its own (a rule's `at` is written as given)."""
+
+
+def _shown_times(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+    """A timer's state in JSON with its instants as `instant_text` writes them; the model
+    stays as the workflow keeps it (its payload keeps the microseconds)."""
+    data = handler(value)
+    for *outer, last in _STATE_TIMES:
+        node = data
+        for name in outer:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(last), str):
+            node[last] = instant_text(datetime.fromisoformat(node[last]))
+    return data
+
+
+ShownState = Annotated[
+    TimerState,
+    # A lambda, which has no return annotation: pydantic then documents TimerState itself
+    # (`_shown_times`'s `Any` would make the answer's schema say nothing).
+    WrapSerializer(lambda value, handler: _shown_times(value, handler), when_used="json"),
+]
+"""A timer's state as the CLI and the control API answer it (the schema: `TimerState`)."""
+
+
 class Applied(BaseModel):
     """What applying one schedule event did to one timer, and why."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _CAMEL
 
     workflow_id: str
     kind: Literal["set", "cancel", "delete"]
@@ -182,7 +234,7 @@ class Applied(BaseModel):
 class TimerInfo(BaseModel):
     """A timer as the CLI and the control API show it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _CAMEL
 
     workflow_id: str
     run_id: str | None = None
@@ -193,12 +245,27 @@ class TimerInfo(BaseModel):
     aggregate_id: str = ""
     tenant: str = ""
     key: str = ""
-    due: datetime | None = None
-    state: TimerState | None = None
+    due: Instant | None = None
+    """When its pending slot is due (`WowDue`); None when none is (ended, or never due)."""
+    ended: Instant | None = None
+    """When the timer's run ended (delivered, rejected, cancelled, …); None while it runs."""
+    state: ShownState | None = None
     waiting: list[str] = []
     """What was handed to the running timer and waits for a worker to run it (with no worker,
     or in its start delay, its state does not show it yet): `cancel requested by an
     operator`, `1 change(s) handed over`."""
+
+
+class TimerPage(BaseModel):
+    """One listing's answer: the timers found, newest first, and whether more matched than
+    the limit let through (`truncated`: the same word in the CLI's `--json` and the API)."""
+
+    model_config = _CAMEL
+
+    items: list[TimerInfo]
+    truncated: bool = False
+    """More timers match than `limit`: narrow the filters, or raise the limit."""
+    limit: int
 
 
 class TimerFilter(BaseModel):
@@ -559,7 +626,7 @@ class TimerClient:
             return core.verdict(before, change)
         assert state.spec is not None
         ended = "" if after is None else f" (the timer had ended {after.status.value})"
-        when = "never due" if due is None else f"due {short_instant(due)}"
+        when = "never due" if due is None else f"due {instant_text(due)}"
         return Verdict(outcome="started", reason=f"{when}{ended}")
 
     async def _hand_over(
@@ -664,11 +731,20 @@ class TimerClient:
             f"version {applied[0]}",
         )
 
-    async def list(self, where: TimerFilter | None = None, *, limit: int = 100) -> list[TimerInfo]:
+    async def list(
+        self, where: TimerFilter | None = None, *, limit: int = LIST_DEFAULT
+    ) -> list[TimerInfo]:
         """Timers matching `where`, newest first (the same query the Web UI takes)."""
         query = (where or TimerFilter()).query()
         found = self.client.list_workflows(query, limit=limit)
         return [_info(execution) async for execution in found]
+
+    async def page(
+        self, where: TimerFilter | None = None, *, limit: int = LIST_DEFAULT
+    ) -> TimerPage:
+        """`list`, saying whether more timers matched than `limit` (one more is asked for)."""
+        found = await self.list(where, limit=limit + 1)
+        return TimerPage(items=found[:limit], truncated=len(found) > limit, limit=limit)
 
     async def show(self, workflow_id: str, *, tenant: str | None = None) -> TimerInfo:
         """One timer with its full state (queried if running, its result if closed)."""
@@ -982,11 +1058,19 @@ def _ended_as(status: WorkflowExecutionStatus) -> Status:
     return {"Failed": Status.FAILED, "TimedOut": Status.TIMED_OUT}.get(found, Status.TERMINATED)
 
 
-def _check_id(workflow_id: str) -> None:
+def check_timer_id(workflow_id: str) -> None:
+    """`TimerError` unless `workflow_id` is one the timers could have made: checked before
+    Temporal is asked, so a malformed id is bad input (the CLI's exit 2, the API's 400) and
+    never an answer about some other state."""
     try:
         parse_timer_workflow_id(workflow_id)
     except InvalidIdError as error:
         raise TimerError(str(error)) from None
+    if has_control(workflow_id):
+        raise TimerError(f"not a timer id: {workflow_id!r} (a control character)")
+
+
+_check_id = check_timer_id
 
 
 def _info(execution: WorkflowExecution) -> TimerInfo:
@@ -1004,4 +1088,5 @@ def _info(execution: WorkflowExecution) -> TimerInfo:
         tenant=attributes.get(SA_TENANT) or "",
         key=attributes.get(SA_KEY) or "",
         due=due,
+        ended=execution.close_time,
     )
