@@ -1,4 +1,4 @@
-"""The Web UI screenshot in docs/assets, taken from a real run: `python -m bench.screenshots`.
+"""The Web UI screenshot in docs/assets, from a real run: `.venv/bin/python docs/screenshots.py`.
 
 Starts `wow-temporal dev` on free ports and a data directory of its own, hands over commits
 whose timers end each way (Delivered, Rejected, Cancelled, Parked, still Scheduled; the echo
@@ -121,7 +121,7 @@ def make_timers(api: str) -> None:
         after = "PT1H" if status in ("Scheduled", "Cancelled") else "PT1S"
         post(api, "/commits", commit(aggregate, 1, schedule(after)))
         if status == "Cancelled":
-            cancel = {"name": "wow.ScheduleCancelled", "body": {"key": KEY}}
+            cancel: dict[str, object] = {"name": "wow.ScheduleCancelled", "body": {"key": KEY}}
             post(api, "/commits", commit(aggregate, 2, cancel))
     seen: dict[str, str] = {}
     deadline = time.monotonic() + 90
