@@ -97,12 +97,20 @@ CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
 BEHAVIOURS = (("ok", 0.70), ("reject", 0.07), ("fail", 0.06), ("flaky", 0.09), ("slow", 0.08))
 FLAKY_FAILURES = 2
 DELIVERY = DeliverySettings(
-    max_attempts=3,
+    max_attempts=6,  # a flaky host's 2 failures, and up to 3 attempts lost to chaos, then one
     initial_interval=timedelta(milliseconds=200),
     max_interval=timedelta(seconds=1),
     attempt_timeout=timedelta(seconds=15),
     heartbeat_timeout=timedelta(seconds=3),
 )
+PARKED_WITHIN_S = 5.0 + sum(
+    min(
+        DELIVERY.initial_interval.total_seconds() * DELIVERY.backoff**n,
+        DELIVERY.max_interval.total_seconds(),
+    )
+    for n in range(DELIVERY.max_attempts - 1)
+)
+"""A failing host's slot due this long before the host is healed has been parked by then."""
 CHAOS_RECOVERY_S = 10.0
 """Lateness of a delivery due up to this long after a chaos event ends counts as inside it."""
 UNHEALTHY = frozenset({"flaky", "slow"})
@@ -624,7 +632,8 @@ def check(
         if schedule.superseded_at is None and not never_applied_live:
             report.expected += 1
             if behaviour == "fail":
-                report.parked_expected += int(schedule.due_ms(1) / 1000 - epoch < healed_at - 5)
+                due = schedule.due_ms(1) / 1000 - epoch
+                report.parked_expected += int(due < healed_at - PARKED_WITHIN_S)
             if slots:
                 report.decided_once += 1
     report.latest_outside = sorted(report.latest_outside, reverse=True)[:5]

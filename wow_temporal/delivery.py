@@ -92,7 +92,7 @@ DELIVERY_FAILURE = "DeliveryFailure"
 """The `ApplicationError` type of a technical delivery failure (retryable)."""
 
 DELIVERY_PARKED = "DeliveryParked"
-"""The `ApplicationError` type of a delivery whose host failed `max_failures` times (final)."""
+"""The `ApplicationError` type of a delivery whose `max_failures`-th attempt failed (final)."""
 
 EARLY_DELIVERY = "EarlyDelivery"
 """The `ApplicationError` type of an attempt before the command is due (retryable)."""
@@ -155,7 +155,8 @@ class DeliveryRequest(WireModel):
     set_order: tuple[int, int] = (0, -1)
     """(version, event index) of the `wow.ScheduleSet` in force, against the deletion's."""
     max_failures: int = Field(default=10, ge=1)
-    """Technical failures of the host before the delivery is parked (lost workers don't count)."""
+    """Attempts before the delivery is parked (the retry policy's `maximum_attempts`): the
+    last one parks it, whether the host failed every one or some were lost with workers."""
     retried: bool = False
     """An operator's retry of a parked delivery: not counted late (it starts late by design)."""
 
@@ -412,27 +413,37 @@ def refuse_early(early_ms: float, message: str, error_type: str) -> None:
         )
 
 
-def _raise_failure(request: DeliveryRequest, failures: int, error: DeliveryFailure) -> NoReturn:
-    """The host failed for the `failures`-th time: retry (the next attempt reads the count from
-    the heartbeat), or park once the budget is spent."""
+def _spent(attempt: int, failures: int, budget: int) -> str:
+    """Why the budget is spent, in words: the attempts, and how many the host failed."""
+    lost = attempt - failures
+    other = f"; {lost} lost with a worker, timed out or started early" if lost > 0 else ""
+    return f"attempt {attempt} of {budget} failed: the host failed {failures} times{other}"
+
+
+def _raise_failure(
+    request: DeliveryRequest, failures: int, error: DeliveryFailure, attempt: int = 0
+) -> NoReturn:
+    """The host failed for the `failures`-th time on attempt `attempt`: retry (the next attempt
+    reads the count from the heartbeat), or park on the budget's last attempt."""
     details = {"httpStatus": error.http_status, "errorCode": error.error_code}
-    if failures >= request.max_failures:
+    attempt = max(attempt, failures)
+    if attempt >= request.max_failures:
         log.warning(
-            "parking %s %s after %d failures of the host: %s",
-            request.command.type, request.request_id, failures, error,
+            "parking %s %s after %d attempts, %d failures of the host: %s",
+            request.command.type, request.request_id, attempt, failures, error,
             extra=_fields(request, "parked"),
         )
         record_delivery("parked")
         raise ApplicationError(
-            f"the host failed {failures} times; last: {error}",
+            f"{_spent(attempt, failures, request.max_failures)}; last: {error}",
             details,
             type=DELIVERY_PARKED,
             non_retryable=True,
             category=ApplicationErrorCategory.BENIGN,
         ) from None
     log.warning(
-        "delivery of %s %s failed (%d of %d before parking): %s",
-        request.command.type, request.request_id, failures, request.max_failures, error,
+        "delivery of %s %s failed (attempt %d of %d before parking): %s",
+        request.command.type, request.request_id, attempt, request.max_failures, error,
         extra=_fields(request, "failed"),
     )
     record_delivery("failed")
@@ -491,9 +502,10 @@ def _record_outcome(request: DeliveryRequest, outcome: DeliveryOutcome) -> None:
 class DeliveryActivities:
     """The delivery activity, bound to one `CommandSender` (register the bound method).
 
-    Attempts are retried by Temporal, but the parking budget counts the host's technical
-    failures only, kept in the activity's heartbeat details across attempts: an attempt lost
-    with a killed worker (its heartbeat times out) does not use it up.
+    Attempts are retried by Temporal up to the parking budget (`max_failures`, the retry
+    policy's `maximum_attempts`): the last one parks the slot, whatever the earlier ones met. The
+    host's failures are kept in the heartbeat details across attempts, so the park says how many
+    of the attempts the host failed and how many were lost with a worker.
     """
 
     def __init__(
@@ -564,7 +576,7 @@ class DeliveryActivities:
         except UnreadableCommand as error:
             _raise_parked(request, error)
         except DeliveryFailure as error:
-            _raise_failure(request, failures + 1, error)
+            _raise_failure(request, failures + 1, error, activity.info().attempt)
         _record_outcome(request, outcome)
         return outcome
 

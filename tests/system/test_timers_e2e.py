@@ -34,10 +34,12 @@ from tests.helpers.timer_rig import (
 )
 from tests.helpers.told import told
 from tests.helpers.wow_host import wow_host
-from wow_temporal.model import Commit
-from wow_temporal.timers.attributes import SA_STATUS
-from wow_temporal.timers.client import TimerClient, TimerError
-from wow_temporal.timers.core import Status
+from wow_temporal.model import AggregateRef, Commit, ScheduledCommand, ScheduleRule, Scope
+from wow_temporal.timers import core
+from wow_temporal.timers.attributes import SA_STATUS, initial_search_attributes
+from wow_temporal.timers.client import TIMER_WORKFLOW, TimerClient, TimerError
+from wow_temporal.timers.core import Status, TimerChange, TimerSpec
+from wow_temporal.timers.workflow import TimerInput
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -707,3 +709,40 @@ async def test_with_no_worker_running_an_operators_cancel_says_so_and_still_happ
         state = await rig.result("grace", within=15)
     assert state.status is Status.CANCELLED
     assert rig.host.requests == []
+
+
+async def test_a_timer_whose_rule_never_matches_ends_never_due_in_its_state_and_listing(
+    rig: Rig,
+) -> None:
+    """Started before the edge refused such rules: not Delivered with nothing delivered while
+    its state says Scheduled, but NeverDue in the state, `WowStatus`, `show` and `list`."""
+    owner = AggregateRef(
+        context_name=CONTEXT, aggregate_name=AGGREGATE, tenant_id=TENANT,
+        aggregate_id=rig.aggregate_id,
+    )
+    never = ScheduleRule.model_validate({"cron": "0 0 0 30 2 *"})  # as an old input reads it
+    spec = TimerSpec(
+        timer="c1:e0", key="grace", owner=owner, target=owner, rule=never,
+        command=ScheduledCommand(type="eshop.order.CancelOrder", body={}),
+        scope=Scope(tenant_id=TENANT), upstream_id="c1", first_due=None,
+    )
+    state = core.initial(TimerChange(kind="set", version=1, spec=spec))
+    async with rig.worker():
+        await rig.client.start_workflow(
+            TIMER_WORKFLOW,
+            TimerInput(state=state, delivery=rig.timers.delivery),
+            id=rig.workflow_id("grace"),
+            task_queue=rig.task_queue,
+            search_attributes=initial_search_attributes(owner, "grace", state),
+        )
+        ended = await rig.result("grace")
+    assert ended.status is Status.NEVER_DUE and ended.delivered == 0
+    assert (await rig.handle("grace").describe()).typed_search_attributes.get(SA_STATUS) == (
+        "NeverDue"
+    )
+    shown = await rig.timers.show(rig.workflow_id("grace"))
+    assert shown.status == "NeverDue" and shown.state is not None
+    assert shown.state.status is Status.NEVER_DUE
+    (listed,) = await rig.listed(lambda found: len(found) == 1, status="NeverDue")
+    assert listed.status == "NeverDue"
+    await rig.listed(lambda found: found == [], status="Delivered")

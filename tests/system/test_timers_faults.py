@@ -21,6 +21,7 @@ from temporalio.client import Client
 from bench.harness.commits import commit as harness_commit
 from bench.harness.commits import schedule_set
 from tests.helpers.builders import fast_delivery
+from tests.helpers.eventually import eventually
 from tests.helpers.own_server import own_server, server
 from tests.helpers.quiescent import attempts
 from tests.helpers.worker_process import WorkerProcess
@@ -174,13 +175,12 @@ async def test_timers_pending_while_the_server_is_down_fire_after_restart_once_n
     assert all(r.received_ms >= restarted for r in wow_host.requests)
 
 
-async def test_an_attempt_lost_with_a_killed_worker_does_not_use_up_the_hosts_attempts(
+async def test_an_attempt_lost_with_a_killed_worker_is_one_of_the_attempts_the_web_ui_shows(
     server: EmbeddedTemporal, wow_host: FakeWowHost, tmp_path: Path
 ) -> None:
-    """Two attempts allowed: one lost with its worker, one failed by the host, then delivered.
-
-    Counted by Temporal's attempts, the lost one and the failure would have parked the timer.
-    """
+    """Two attempts allowed: one lost with its worker, one failed by the host: parked on the
+    second, as Temporal's own count (the Web UI's `Attempt 2 / 2`) says, and the park tells
+    how many the host failed."""
     client = await server.connect()
     budget = fast_delivery(2, heartbeat_timeout=timedelta(seconds=2))
     timers = TimerClient(client, delivery=budget)  # the default task queue
@@ -195,8 +195,16 @@ async def test_an_attempt_lost_with_a_killed_worker_does_not_use_up_the_hosts_at
         await wow_host.wait_for(lambda host: host.requests, timeout=15)
         await worker.kill()
         await worker.start()
-        (state,) = await results(client, [applied.workflow_id], within=30)
+        shown = await eventually(
+            lambda: timers.show(applied.workflow_id),
+            within=30,
+            what="the timer parked",
+            holds=lambda info: info.status == "Parked",
+        )
     finally:
         await worker.stop()
-    assert [r.behaviour for r in wow_host.requests] == ["hang", "fail", "duplicate"]
-    assert state.status is Status.DELIVERED and state.delivered == 1
+    assert [r.behaviour for r in wow_host.requests] == ["hang", "fail"]
+    assert shown.state is not None and shown.state.status is Status.PARKED
+    assert shown.state.parked_error.startswith(
+        "attempt 2 of 2 failed: the host failed 1 times; 1 lost with a worker"
+    )

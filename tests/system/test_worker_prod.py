@@ -178,7 +178,7 @@ async def test_ready_once_polling_json_logs_and_sigterm_lets_the_delivery_in_fli
     ]
     assert [r["level"] for r in delivered] == ["WARNING", "INFO"], delivered
     assert delivered[0]["message"].startswith("delivery of eshop.order.CancelOrder")
-    assert "failed (1 of 10 before parking)" in delivered[0]["message"]
+    assert "failed (attempt 1 of 10 before parking)" in delivered[0]["message"]
     assert delivered[1]["message"].startswith("delivered eshop.order.CancelOrder")
     assert delivered[1]["outcome"] == "delivered" and delivered[1]["slot"] == 1
     assert isinstance(delivered[1]["lateness_ms"], int) and delivered[1]["timer"]

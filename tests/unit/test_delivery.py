@@ -32,6 +32,7 @@ from wow_temporal.delivery import (
     encode_header_value,
 )
 from wow_temporal.model import AggregateRef
+from wow_temporal.settings.delivery import DeliverySettings
 from wow_temporal.testing.wow_host import FakeWowHost
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -381,20 +382,36 @@ async def test_host_failures_are_counted_across_attempts_and_park_at_the_budget(
         await attempt(env, 3, kept).run(DeliveryActivities(sender).deliver, request)
     assert caught.value.type == DELIVERY_PARKED
     assert caught.value.non_retryable
-    assert "failed 3 times" in str(caught.value)
+    assert "attempt 3 of 3 failed: the host failed 3 times; last: " in str(caught.value)
 
 
-async def test_an_attempt_lost_with_its_worker_uses_no_budget(
+async def test_an_attempt_lost_with_its_worker_is_one_of_the_budgets_attempts(
     host: FakeWowHost, sender: CommandSender
 ) -> None:
-    """Attempt 2 died with its worker (no failure was recorded): attempt 3 still has two left."""
+    """Attempt 2 died with its worker (no failure recorded): attempt 3 of 3 is the last the
+    Web UI shows, and it parks the slot saying how many the host failed."""
     host.behave("fail", status=503)
     request = make_request().model_copy(update={"max_failures": 3})
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: None
     with pytest.raises(ApplicationError) as caught:
+        await attempt(env, 2, None).run(DeliveryActivities(sender).deliver, request)
+    assert caught.value.type == DELIVERY_FAILURE, "attempt 2 of 3: not parked yet"
+    with pytest.raises(ApplicationError) as caught:
         await attempt(env, 3, 1).run(DeliveryActivities(sender).deliver, request)
-    assert caught.value.type == DELIVERY_FAILURE, "2 failures of 3: not parked yet"
+    assert caught.value.type == DELIVERY_PARKED
+    assert caught.value.non_retryable
+    assert caught.value.message.startswith(
+        "attempt 3 of 3 failed: the host failed 2 times; 1 lost with a worker, timed out or "
+        "started early; last: "
+    )
+
+
+def test_the_retry_policy_allows_exactly_the_parking_budget() -> None:
+    """What the Web UI shows as `Attempt n / max` is the budget the activity parks at."""
+    policy = DeliverySettings(max_attempts=7).retry_policy(DELIVERY_PARKED)
+    assert policy.maximum_attempts == 7
+    assert policy.non_retryable_error_types == [DELIVERY_PARKED]
 
 
 class Deleted:

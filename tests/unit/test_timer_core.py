@@ -43,6 +43,7 @@ from wow_temporal.timers.core import (
     TimerSpec,
     TimerState,
 )
+from wow_temporal.timers.status import status_of
 
 OWNER = AggregateRef(
     context_name="eshop-order", aggregate_name="order", tenant_id="t1", aggregate_id="42"
@@ -574,12 +575,34 @@ def test_catch_up_after_a_gap_delivers_every_slot_in_order(gap: int) -> None:
     assert step == Sleep(T0 + timedelta(minutes=15 * (gap + 1)))
 
 
-def test_cron_that_never_matches_finishes() -> None:
+def test_cron_that_never_matches_ends_never_due_and_says_so_everywhere() -> None:
+    """Not Delivered with nothing delivered, nor a state still Scheduled: NeverDue, in the
+    state, in `WowStatus`, and so in what `list` and `show` read from visibility."""
     state = core.initial(set_change(cron_rule(NEVER)))
     assert state.next_due is None
     state, step = core.step(state, T0)
-    assert isinstance(step, Finish)
-    assert step.status is not Status.CANCELLED
+    assert step == Finish(Status.NEVER_DUE)
+    assert state.status is Status.NEVER_DUE
+    shown = core.to_show(core.Shown(None, None), step, state)
+    assert shown == core.Shown("NeverDue", None)
+    assert status_of("Completed", shown.status, shown.due, T0) is Status.NEVER_DUE
+    assert core.details(state).startswith("**NeverDue**")
+
+
+def test_a_replacement_already_due_moves_wow_due_back_so_it_reads_delivering() -> None:
+    """The old schedule's due time is ahead; the new one's passed: visibility must not read
+    Scheduled while the state delivers."""
+    old = core.initial(set_change(at_rule(T0 + timedelta(hours=2))))
+    shown = core.Shown(None, old.next_due)
+    late = make_spec(ScheduleRule.after(timedelta(seconds=1)), timer="c2:e0", committed=T0)
+    state = core.apply(old, TimerChange(kind="set", version=2, spec=late))
+    state, step = core.step(state, T0 + timedelta(minutes=1))
+    assert isinstance(step, Deliver)
+    shown = core.to_show(shown, step, state)
+    assert shown.due == T0 + timedelta(seconds=1)
+    assert status_of("Running", shown.status, shown.due, T0 + timedelta(minutes=1)) is (
+        state.status
+    ) is Status.DELIVERING
 
 
 def test_coalesce_beyond_the_count_limit_still_delivers_only_the_latest_slot(
@@ -810,6 +833,8 @@ class TimerMachine(RuleBasedStateMachine):
         self.in_flight: Delivery | None = None
         self.parked: Delivery | None = None
         self.finished: Finish | None = None
+        self.shown = core.Shown(None, None)
+        """What the run's search attributes say, as the shell upserts them after each step."""
 
     # -- the model
 
@@ -866,6 +891,8 @@ class TimerMachine(RuleBasedStateMachine):
             )
         if self.state == before:
             return
+        if self.finished is not None or not self.applied[:-1]:  # a new run: its start's
+            self.shown = core.Shown(None, self.state.next_due)  # attributes
         self.finished = None
         if self.parked is not None and self.state.pending != self.parked:
             self.parked = None
@@ -926,6 +953,8 @@ class TimerMachine(RuleBasedStateMachine):
             self.feed_stale(self.in_flight)
             self.in_flight = None
         self.state, step = core.step(self.state, self.now)
+        self.shown = core.to_show(self.shown, step, self.state)
+        self.check_shown(step)
         live = self.live()
         match step:
             case Deliver(delivery):
@@ -950,6 +979,15 @@ class TimerMachine(RuleBasedStateMachine):
             case Finish(status):
                 self.check_finish(status, live)
                 self.finished = step
+
+    def check_shown(self, step: core.Step) -> None:
+        """What visibility reads (`list`, the Web UI's queries) is the state's own status,
+        however the timer ends or waits: one status, never two."""
+        execution = "Completed" if isinstance(step, Finish) else "Running"
+        read = status_of(execution, self.shown.status, self.shown.due, self.now)
+        assert read is self.state.status, f"visibility reads {read}, the state {self.state.status}"
+        if isinstance(step, Finish):
+            assert step.status is self.state.status
 
     def check_delivery(self, delivery: Delivery, live: TimerSpec | None) -> None:
         assert live is not None, "delivered with no live schedule"

@@ -28,6 +28,7 @@ AHEAD, PASSED = NOW + timedelta(minutes=5), NOW - timedelta(seconds=1)
         ("Completed", None, PASSED, Status.DELIVERED),
         ("Completed", "Rejected", PASSED, Status.REJECTED),
         ("Completed", "Cancelled", AHEAD, Status.CANCELLED),
+        ("Completed", "NeverDue", None, Status.NEVER_DUE),
         ("Canceled", None, AHEAD, Status.CANCELLED),
         ("Terminated", "Parked", PASSED, Status.TERMINATED),
         ("Failed", None, PASSED, Status.FAILED),
@@ -36,13 +37,13 @@ AHEAD, PASSED = NOW + timedelta(minutes=5), NOW - timedelta(seconds=1)
     ],
 )
 def test_the_status_is_read_from_the_execution_status_and_wow_status(
-    execution: str, shown: str | None, due: datetime, status: Status | None
+    execution: str, shown: str | None, due: datetime | None, status: Status | None
 ) -> None:
     assert status_of(execution, shown, due, NOW) is status
 
 
 def test_statuses_written_to_wow_status_are_only_those_temporal_cannot_tell() -> None:
-    assert {s.value for s in SHOWN_STATUSES} == {"Parked", "Rejected", "Cancelled"}
+    assert {s.value for s in SHOWN_STATUSES} == {"Parked", "Rejected", "Cancelled", "NeverDue"}
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,8 @@ def test_statuses_written_to_wow_status_are_only_those_temporal_cannot_tell() ->
         ("Canceled", Status.CANCELLED),
         (" timedout ", Status.TIMED_OUT),
         ("terminated", Status.TERMINATED),
+        ("never-due", Status.NEVER_DUE),
+        ("neverdue", Status.NEVER_DUE),
     ],
 )
 def test_any_case_and_temporals_spelling_are_accepted(text: str, status: Status) -> None:
@@ -74,6 +77,7 @@ def test_each_status_has_a_query_that_reads_like_its_definition() -> None:
         'ExecutionStatus = "Completed" AND WowStatus IS NULL'
     )
     assert status_clause(Status.PARKED, NOW) == 'WowStatus = "Parked"'
+    assert status_clause(Status.NEVER_DUE, NOW) == 'WowStatus = "NeverDue"'
     assert status_clause(Status.CANCELLED, NOW) == (
         '(WowStatus = "Cancelled" OR ExecutionStatus = "Canceled")'
     )

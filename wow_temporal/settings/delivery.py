@@ -13,11 +13,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict
 from temporalio.common import RetryPolicy
 
-__all__ = ["LOST_ATTEMPTS_ALLOWED", "DeliverySettings"]
-
-LOST_ATTEMPTS_ALLOWED = 5
-"""Temporal stops retrying a delivery after `max_attempts` times this many attempts: a
-backstop for attempts lost to workers that die (those do not use up the host's budget)."""
+__all__ = ["DeliverySettings"]
 
 
 class DeliverySettings(BaseModel):
@@ -26,7 +22,8 @@ class DeliverySettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_attempts: int = 10
-    """Technical failures of the host (not lost workers) before the slot is parked."""
+    """Attempts before the slot is parked: the host's technical failures, and attempts lost
+    with a worker, timed out or started early (the budget the Web UI shows, `Attempt 7 / 10`)."""
     initial_interval: timedelta = timedelta(seconds=1)
     max_interval: timedelta = timedelta(seconds=60)
     backoff: float = 2.0
@@ -35,12 +32,13 @@ class DeliverySettings(BaseModel):
     """How soon an attempt whose worker died is tried again (a slow send heartbeats)."""
 
     def retry_policy(self, parked_type: str) -> RetryPolicy:
-        """Temporal's retries of an activity that parks itself (raising `parked_type`) after
-        `max_attempts` failures of the host; attempts lost with workers are the backstop."""
+        """Temporal's retries of an activity that parks itself (raising `parked_type`) on its
+        last attempt: `maximum_attempts` is the parking budget itself, so the attempt count the
+        Web UI shows is the real one (an attempt lost with its worker is one of them)."""
         return RetryPolicy(
             initial_interval=self.initial_interval,
             backoff_coefficient=self.backoff,
             maximum_interval=self.max_interval,
-            maximum_attempts=self.max_attempts * LOST_ATTEMPTS_ALLOWED,
+            maximum_attempts=self.max_attempts,
             non_retryable_error_types=[parked_type],
         )

@@ -359,15 +359,15 @@ def step(
     if spec is None and state.status is Status.PARKED:
         return state, AwaitOperator()  # it cannot read its input: an operator decides
     if spec is None:
-        return state, Finish(Status.CANCELLED)
+        return state.model_copy(update={"status": Status.CANCELLED}), Finish(Status.CANCELLED)
     if state.status is Status.PARKED:
         return state, AwaitOperator()
     if state.pending is not None:
         return state.model_copy(update={"status": Status.DELIVERING}), Deliver(state.pending)
     due = state.next_due
     if due is None:
-        final = state.status if state.status is Status.REJECTED else Status.DELIVERED
-        return state, Finish(final)
+        ended = state.model_copy(update={"status": _ended_with_nothing_due(state)})
+        return ended, Finish(ended.status)
     if now < due:
         return state, Sleep(due)
     delivery = Delivery(timer=spec.timer, slot=state.next_slot, due=due)
@@ -379,6 +379,15 @@ def step(
         delivery = Delivery(timer=spec.timer, slot=slot, due=latest.due, skipped=latest.skipped)
     new = state.model_copy(update={"pending": delivery, "status": Status.DELIVERING})
     return new, Deliver(delivery)
+
+
+def _ended_with_nothing_due(state: TimerState) -> Status:
+    """How a timer with no next due time ends: as its last slot was decided (Delivered or
+    Rejected), or NeverDue when its schedule in force never had a slot (its rule matches no
+    time): it never says Delivered for a schedule that sent nothing."""
+    if state.status in (Status.DELIVERED, Status.REJECTED):
+        return state.status
+    return Status.NEVER_DUE
 
 
 def passed_the_cap(step: Step) -> bool:
@@ -496,7 +505,9 @@ def to_show(shown: Shown, next_step: Step, state: TimerState) -> Shown:
     """What the search attributes should say for `next_step`; `shown` where nothing changes.
 
     `WowStatus` holds only what the execution status cannot tell (Parked, Rejected,
-    Cancelled): an undisturbed timer never upserts it, and each upsert is a billed action.
+    Cancelled, NeverDue): an undisturbed timer never upserts it, and each upsert is a billed
+    action. `WowDue` is never ahead of a slot being delivered, so what visibility reads
+    (`status_of`) is the state's own status at every step.
     """
     match next_step:
         case Finish(status):
@@ -506,7 +517,9 @@ def to_show(shown: Shown, next_step: Step, state: TimerState) -> Shown:
         case AwaitOperator():
             return Shown(Status.PARKED.value, shown.due)
         case Deliver(delivery):
-            return Shown(None, shown.due if shown.due is not None else delivery.due)
+            if shown.due is not None and shown.due <= delivery.due:
+                return Shown(None, shown.due)  # already passed: Delivering as it stands
+            return Shown(None, delivery.due)  # none yet, or a replaced schedule's later one
 
 
 def static_summary(owner: AggregateRef, key: str) -> str:

@@ -2,8 +2,10 @@
 
 A timer's status is read from two things Temporal keeps: its execution status and the `WowStatus`
 search attribute. `WowStatus` is written only where the execution status alone would mislead
-(Parked, Rejected, Cancelled), so an undisturbed one-shot timer costs no upsert: Running with no
-`WowStatus` is Scheduled (Delivering once `WowDue` has passed), Completed with none is Delivered.
+(Parked, Rejected, Cancelled, NeverDue), so an undisturbed one-shot timer costs no upsert: Running
+with no `WowStatus` is Scheduled (Delivering once `WowDue` has passed), Completed with none is
+Delivered. The state a timer ends with says the same status (`timers.core.step` finishes with the
+state's own status, `to_show` writes it): `status_of` is the one reading of both.
 
 | status     | the timer                                | `WowStatus` | execution status     |
 |------------|------------------------------------------|-------------|----------------------|
@@ -13,6 +15,7 @@ search attribute. `WowStatus` is written only where the execution status alone w
 | Delivered  | ended: every command it sent was decided | unset       | Completed            |
 | Rejected   | ended: its target refused the command    | `Rejected`  | Completed            |
 | Cancelled  | ended: by key, deletion or an operator   | `Cancelled` | Completed            |
+| NeverDue   | ended: its rule matches no time, so nothing was due | `NeverDue` | Completed   |
 | Terminated | ended by `temporal workflow terminate`   | -           | Terminated           |
 | Failed     | ended by a bug (the run failed)          | -           | Failed               |
 | TimedOut   | ended by a run timeout                   | -           | TimedOut             |
@@ -29,7 +32,7 @@ __all__ = ["SHOWN_STATUSES", "Status", "parse_status", "status_clause", "status_
 
 
 class Status(StrEnum):
-    """A timer's status; the first six are the timer's own, the last three Temporal's."""
+    """A timer's status; the first seven are the timer's own, the last three Temporal's."""
 
     SCHEDULED = "Scheduled"
     DELIVERING = "Delivering"
@@ -37,15 +40,22 @@ class Status(StrEnum):
     DELIVERED = "Delivered"
     REJECTED = "Rejected"
     CANCELLED = "Cancelled"
+    NEVER_DUE = "NeverDue"
+    """Ended with nothing due: the schedule in force has a rule that matches no time (a cron
+    such as `0 0 0 30 2 *`, accepted before the edge refused such rules)."""
     TERMINATED = "Terminated"
     FAILED = "Failed"
     TIMED_OUT = "TimedOut"
 
 
-SHOWN_STATUSES = frozenset({Status.PARKED, Status.REJECTED, Status.CANCELLED})
+SHOWN_STATUSES = frozenset({Status.PARKED, Status.REJECTED, Status.CANCELLED, Status.NEVER_DUE})
 """The statuses a timer writes to `WowStatus`; every other status leaves it unset."""
 
-_ALIASES = {"canceled": Status.CANCELLED, "timed-out": Status.TIMED_OUT}
+_ALIASES = {
+    "canceled": Status.CANCELLED,
+    "timed-out": Status.TIMED_OUT,
+    "never-due": Status.NEVER_DUE,
+}
 
 _ENDED_BY_TEMPORAL = {
     "Terminated": Status.TERMINATED,
@@ -53,6 +63,10 @@ _ENDED_BY_TEMPORAL = {
     "TimedOut": Status.TIMED_OUT,
     "Canceled": Status.CANCELLED,
 }
+
+
+_ENDED_SHOWN = frozenset(s.value for s in SHOWN_STATUSES - {Status.PARKED})
+"""The `WowStatus` values a completed run may carry: each is its status."""
 
 
 def parse_status(text: str) -> Status:
@@ -77,7 +91,7 @@ def status_of(
             return Status.PARKED
         return Status.DELIVERING if due is not None and due <= now else Status.SCHEDULED
     if execution == "Completed":
-        if shown in (Status.REJECTED.value, Status.CANCELLED.value):
+        if shown in _ENDED_SHOWN:
             return Status(shown)
         return Status.DELIVERED
     return _ENDED_BY_TEMPORAL.get(execution)
@@ -96,7 +110,7 @@ def status_clause(status: Status, now: datetime) -> str:
             return 'ExecutionStatus = "Completed" AND WowStatus IS NULL'
         case Status.CANCELLED:
             return '(WowStatus = "Cancelled" OR ExecutionStatus = "Canceled")'
-        case Status.PARKED | Status.REJECTED:
+        case Status.PARKED | Status.REJECTED | Status.NEVER_DUE:
             return f'WowStatus = "{status.value}"'
         case _:
             return f'ExecutionStatus = "{status.value}"'

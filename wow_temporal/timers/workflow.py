@@ -56,6 +56,10 @@ after it, before the attempt settled (runs recorded before it cancelled that set
 _CANCEL_IN_SETTLE = "wow-cancel-in-settle"
 """Patch: so does one that came while an attempt a newer set replaced was settling (runs
 recorded before it took the request as applying to whatever was in force once it settled)."""
+_SHOWN_AS_STATE = "wow-shown-as-state"
+"""Patch: what visibility shows is the state's status at every step: a timer with nothing due
+ends `NeverDue` (not Completed with no `WowStatus`, read as Delivered), and `WowDue` is moved
+back to a slot delivered before it (runs recorded before it replay without those upserts)."""
 
 
 class TimerInput(BaseModel):
@@ -385,6 +389,8 @@ class TimerWorkflow:
         differ from what they show (each upsert is a billed action)."""
         workflow.set_current_details(core.details(self._state))
         wanted = core.to_show(self._shown, next_step, self._state)
+        if self._before_shown_as_state(wanted, next_step):
+            wanted = core.Shown(None, self._shown.due)  # as such a run showed it
         updates: list[SearchAttributeUpdate[Any]] = []
         if wanted.status != self._shown.status:
             updates.append(
@@ -397,6 +403,17 @@ class TimerWorkflow:
         if updates:
             workflow.upsert_search_attributes(updates)
         self._shown = wanted
+
+    def _before_shown_as_state(self, wanted: core.Shown, next_step: core.Step) -> bool:
+        """Whether `wanted` is an upsert runs recorded before `_SHOWN_AS_STATE` did not make
+        (asked only then, so no other timer's history gains a marker)."""
+        never_due = isinstance(next_step, core.Finish) and next_step.status is Status.NEVER_DUE
+        moved_back = (
+            isinstance(next_step, core.Deliver)
+            and self._shown.due is not None
+            and wanted.due != self._shown.due
+        )
+        return (never_due or moved_back) and not workflow.patched(_SHOWN_AS_STATE)
 
     def _should_continue_as_new(self) -> bool:
         """Past the history's bound, with no delivery in flight (a parked slot is carried in
