@@ -4,13 +4,16 @@ Starts `wow-temporal dev` on free ports and a data directory of its own, hands o
 whose timers end each way (Delivered, Rejected, Cancelled, Parked, still Scheduled; the echo
 convention decides them by aggregate id), waits until the control API shows each status, and
 takes a headless Chromium screenshot of the default workflows list (with the job's instance).
-A timer's and a job's page are not shot yet (see `main`). Not part of the test suite (it needs
-Chromium); run it after changing what the Web UI shows, and look at the picture.
+Then a parked and a delivered timer's page and the job's page, through ChromeDriver. Not part
+of the test suite (it needs Chromium and ChromeDriver: Debian's `chromium`, `chromium-driver`);
+run it after changing what the Web UI shows, and look at the pictures.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import json
 import os
 import re
@@ -22,12 +25,14 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = REPO / "docs" / "assets"
 CLI = Path(sys.executable).parent / "wow-temporal"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 CONTEXT, TENANT, KEY = "hand-made", "t1", "payment-grace-period"
 OUTCOMES = {  # aggregate id (the echo convention decides by it) -> the status it ends in
     "ok-1": "Delivered",
@@ -111,6 +116,9 @@ def schedule(after: str) -> dict[str, object]:
     }
 
 
+JOB_ID = "wow-job:eshop-inventory:receive-deliveries"
+
+
 def timer_id(aggregate: str) -> str:
     return f"wow-timer:{CONTEXT}.order:{TENANT}:{aggregate}:{KEY}"
 
@@ -139,32 +147,76 @@ def status_of(shown: object) -> str:
     return str(shown["status"])
 
 
-def shoot(url: str, out: Path, height: int = 1000) -> None:
-    """A headless Chromium screenshot of `url` (a JS app: give it virtual time to load)."""
-    wait = "--virtual-time-budget=10000"
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(
-            [
-                CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-                f"--window-size=1600,{height}", wait,
-                f"--screenshot={out}", url,
-            ],
-            check=True, capture_output=True, timeout=120,
+class Browser:
+    """Headless Chromium driven by ChromeDriver's WebDriver HTTP API (urllib, no client
+    library): a page is shot after a fixed wait, so a page that keeps polling (a running
+    workflow's history) is shot too, which `chromium --screenshot` never finishes."""
+
+    def __init__(self, width: int = 1600) -> None:
+        self.width = width
+        port = free_port()
+        self._driver = subprocess.Popen(
+            [CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-    print(f"  {out.relative_to(REPO)}  <- {url}")
+        self._base = f"http://127.0.0.1:{port}"
+        self._profile = tempfile.TemporaryDirectory(prefix="wow-shots-chromium-")
+        options = {
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                f"--user-data-dir={self._profile.name}", f"--window-size={width},1000",
+            ],
+        }
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answer = self._call("POST", "/session", {
+                    "capabilities": {"alwaysMatch": {"goog:chromeOptions": options}}
+                })
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        self._session = f"/session/{answer['sessionId']}"
+
+    def _call(self, method: str, path: str, body: object | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self._base + path, data, {"content-type": "application/json"}, method=method
+        )
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return json.loads(answer.read())["value"]
+
+    def shoot(self, url: str, out: Path, height: int = 1000, wait: float = 8.0) -> None:
+        """Open `url`, let the Web UI (a JS app) load and draw, and save the viewport."""
+        self._call("POST", f"{self._session}/window/rect", {"width": self.width, "height": height})
+        self._call("POST", f"{self._session}/url", {"url": url})
+        time.sleep(wait)
+        png = base64.b64decode(self._call("GET", f"{self._session}/screenshot"))
+        out.write_bytes(png)
+        print(f"  {out}  <- {url}")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._call("DELETE", self._session)
+        self._driver.terminate()
+        self._driver.wait(timeout=30)
+        self._profile.cleanup()
 
 
-def workflow_url(ui: str, grpc: str, workflow_id: str) -> str:
-    """The page of `workflow_id`'s latest run (its history tab, where the page opens)."""
+def workflow_url(ui: str, grpc: str, workflow_id: str, tab: str = "history") -> str:
+    """The page of `workflow_id`'s latest run, on `tab` (`history`, where the page opens, or
+    `user-metadata`: its Summary and Current Details)."""
     described = subprocess.run(
         [str(CLI.parent / "temporal"), "workflow", "describe", "--address", grpc,
          "-w", workflow_id, "-o", "json"],
         check=True, capture_output=True, timeout=30,
     )
     run = json.loads(described.stdout)["workflowExecutionInfo"]["execution"]["runId"]
-    return f"{ui}/namespaces/default/workflows/{quote(workflow_id, safe='')}/{run}/history"
+    return f"{ui}/namespaces/default/workflows/{quote(workflow_id, safe='')}/{run}/{tab}"
 
 
 def main() -> None:
@@ -179,10 +231,19 @@ def main() -> None:
             ui = urls["ui"]
             time.sleep(3)  # the list is eventually consistent
             print("screenshots:")
-            shoot(f"{ui}/namespaces/default/workflows", args.out / "web-ui-list.png", 700)
-            # A running workflow's page polls its history (a long poll): virtual time never
-            # runs out and `--timeout` stops the app before it renders. Its pages need a
-            # capture driven over the DevTools protocol (not done yet): `workflow_url` gives them.
+            browser = Browser()
+            try:
+                listing = f"{ui}/namespaces/default/workflows"
+                browser.shoot(listing, args.out / "web-ui-list.png", 760)
+                for name, workflow_id, tab in (
+                    ("web-ui-timer-parked.png", timer_id("fail-1"), "user-metadata"),
+                    ("web-ui-timer-delivered.png", timer_id("ok-1"), "history"),
+                    ("web-ui-job.png", JOB_ID, "user-metadata"),
+                ):
+                    page = workflow_url(ui, urls["grpc"], workflow_id, tab)
+                    browser.shoot(page, args.out / name)
+            finally:
+                browser.close()
         finally:
             dev.send_signal(signal.SIGINT)
             try:

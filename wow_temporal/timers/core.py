@@ -118,14 +118,15 @@ class Delivery(Frozen):
 
 
 class TimerState(Frozen):
-    """Everything a timer knows; carried across continue-as-new and shown by the state query."""
+    """Everything a timer knows; carried across continue-as-new and shown by the state query.
+    The status comes first: the Web UI shows a run's input and result as this JSON, in order."""
 
+    status: Status = Status.SCHEDULED
+    next_due: datetime | None = None
     applied: tuple[int, int] = (0, -1)
     """Order of the last schedule event applied: an older or equal one changes nothing."""
     spec: TimerSpec | None = None
-    status: Status = Status.SCHEDULED
     next_slot: int = 1
-    next_due: datetime | None = None
     pending: Delivery | None = None
     """The slot chosen for delivery and not yet decided (in flight, or parked)."""
     delivered: int = 0
