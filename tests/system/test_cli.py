@@ -343,46 +343,113 @@ def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
     monkeypatch.setattr("wow_temporal.dev.ports.port_is_free", lambda *a, **k: False)
     # In process: leave the pytest process's default Temporal runtime as it is.
     monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
-    result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})
+    unset = dict.fromkeys(
+        ["WOW_API_PORT", "WOW_CONFIG", "WOW_WORKER_METRICS_PORT", "WOW_DEV_TEMPORAL_PORT",
+         "WOW_DEV_UI_PORT", "WOW_DEV_HOST_PORT", "WOW_HOST_URL"]
+    )
+    result = runner.invoke(app, ["dev"], env=unset)
     assert result.exit_code == 0, result.output
     # Passed on as asked: EmbeddedTemporal and the API use them or refuse, never swap them.
     assert (seen["port"], seen["ui_port"]) == (7233, 8233)
+    assert seen["services"][0].port == 8089
     assert [getattr(s, "port", None) for s in seen["services"]][-1] == 8088
+    assert seen["metrics_url"] == "http://127.0.0.1:9464/metrics"
     assert seen["data_dir"] == Path(".wow-temporal")
 
 
+def test_dev_takes_every_port_from_a_flag_or_its_setting_and_0_is_any_free_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_dev_main(data_dir: Path, **kwargs: Any) -> None:
+        seen.update(kwargs)
+
+    monkeypatch.setattr("wow_temporal.dev.stack.dev_main", fake_dev_main)
+    monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
+    env = {
+        "WOW_CONFIG": None, "WOW_HOST_URL": None, "WOW_DEV_TEMPORAL_PORT": "17001",
+        "WOW_DEV_UI_PORT": "17002", "WOW_DEV_HOST_PORT": "0", "WOW_API_PORT": "0",
+        "WOW_WORKER_METRICS_PORT": "0",
+    }
+    by_settings = runner.invoke(app, ["dev"], env=env)
+    assert by_settings.exit_code == 0, by_settings.output
+    assert (seen["port"], seen["ui_port"]) == (17001, 17002)
+    host, api = seen["services"][0].port, seen["services"][-1].port
+    metrics = int(seen["metrics_url"].rsplit(":", 1)[1].split("/")[0])
+    assert len({host, api, metrics}) == 3 and 0 not in {host, api, metrics}  # picked, distinct
+    flags = ["--temporal-port", "0", "--ui-port", "0", "--host-port", "17003",
+             "--api-port", "17004", "--metrics-port", "17005"]
+    by_flags = runner.invoke(app, ["dev", *flags], env=env)
+    assert by_flags.exit_code == 0, by_flags.output
+    assert (seen["port"], seen["ui_port"]) == (None, None)  # the server picks them on start
+    assert (seen["services"][0].port, seen["services"][-1].port) == (17003, 17004)
+    assert seen["metrics_url"] == "http://127.0.0.1:17005/metrics"
+    old_name = runner.invoke(app, ["dev", "--port", "17006"], env=env)
+    assert old_name.exit_code == 0, old_name.output
+    assert seen["port"] == 17006
+
+
+def test_dev_refuses_two_flags_asking_for_one_port() -> None:
+    result = _console("dev", "--ui-port", "17010", "--api-port", "17010", env={})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "error: --ui-port (Temporal Web UI) and --api-port (control API) both ask for port "
+        "17010; give one of them another (0: any free port)\n"
+    )
+
+
 @pytest.mark.parametrize(
-    ("args", "api", "message"),
+    ("args", "env", "message"),
     [
         (
-            ["--port", "{taken}", "--headless"],
-            "{free}",
+            ["--temporal-port", "{taken}", "--headless"],
+            {},
             "Temporal gRPC port {taken} on 127.0.0.1 is already in use; free it or choose "
-            "another with --port (0: any free port)",
+            "another with --temporal-port or WOW_DEV_TEMPORAL_PORT (0: any free port)",
         ),
         (
-            ["--port", "0", "--ui-port", "{taken}"],
-            "{free}",
+            ["--ui-port", "{taken}"],
+            {},
             "Temporal Web UI port {taken} on 127.0.0.1 is already in use; free it or choose "
-            "another with --ui-port (0: any free port) or --headless",
+            "another with --ui-port or WOW_DEV_UI_PORT (0: any free port), or --headless",
         ),
         (
-            ["--port", "0", "--headless"],
-            "{taken}",
+            ["--headless"],
+            {"WOW_DEV_HOST_PORT": "{taken}"},
+            "domain host port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --host-port or WOW_DEV_HOST_PORT (0: any free port)",
+        ),
+        (
+            ["--headless"],
+            {"WOW_API_PORT": "{taken}"},
             "control API port {taken} on 127.0.0.1 is already in use; free it or choose "
-            "another with WOW_API_PORT",
+            "another with --api-port or WOW_API_PORT (0: any free port)",
+        ),
+        (
+            ["--headless", "--metrics-port", "{taken}"],
+            {},
+            "metrics port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --metrics-port or WOW_WORKER_METRICS_PORT (0: any free port)",
         ),
     ],
-    ids=["grpc", "web-ui", "control-api"],
+    ids=["grpc", "web-ui", "domain-host", "control-api", "metrics"],
 )
 def test_dev_refuses_a_port_in_use_and_starts_nothing(
-    tmp_path: Path, args: list[str], api: str, message: str
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str
 ) -> None:
+    """Every port is checked before anything starts: the second stack on a port says which
+    and how to choose another, and no Temporal server was spawned."""
     with socket.create_server(("127.0.0.1", free_port())) as listener:
-        ports = {"taken": str(listener.getsockname()[1]), "free": str(free_port())}
-        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(**ports) for a in args)]
-        result = _console(*argv, env={"WOW_API_PORT": api.format(**ports), "WOW_HOST_URL": ""})
-    _assert_one_error_line(result, "error: " + message.format(**ports))
+        taken = str(listener.getsockname()[1])
+        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(taken=taken) for a in args)]
+        everything_free = {  # but the one taken
+            "WOW_DEV_TEMPORAL_PORT": "0", "WOW_DEV_UI_PORT": "0", "WOW_DEV_HOST_PORT": "0",
+            "WOW_API_PORT": "0", "WOW_WORKER_METRICS_PORT": "0", "WOW_HOST_URL": "",
+        }
+        mine = {k: v.format(taken=taken) for k, v in env.items()}
+        result = _console(*argv, env={**everything_free, **mine})
+    _assert_one_error_line(result, "error: " + message.format(taken=taken))
     assert not (tmp_path / "temporal.log").exists()  # no server was spawned
 
 
@@ -393,7 +460,7 @@ def test_api_refuses_a_port_in_use_before_connecting() -> None:
     _assert_one_error_line(
         result,
         f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
-        "another with --port or WOW_API_PORT",
+        "another with --port or WOW_API_PORT (0: any free port)",
     )
 
 
