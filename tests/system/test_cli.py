@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -462,6 +463,40 @@ def test_api_refuses_a_port_in_use_before_connecting() -> None:
         f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
         "another with --port or WOW_API_PORT (0: any free port)",
     )
+
+
+def test_api_on_port_0_serves_on_a_free_port_and_logs_which(dev_server: EmbeddedTemporal) -> None:
+    """`--port 0` and `WOW_API_PORT=0` mean any free port, as for `dev` (the flag fell back to
+    the setting's port, and the variable was refused)."""
+    env = {
+        **os.environ, "WOW_CONFIG": "", "TEMPORAL_ADDRESS": dev_server.address,
+        "TEMPORAL_NAMESPACE": dev_server.namespace,
+    }
+    for args, extra in ((["--port", "0"], {}), ([], {"WOW_API_PORT": "0"})):
+        proc = subprocess.Popen(
+            [str(WOW_TEMPORAL), "api", *args], env={**env, **extra},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            serving = ""
+            while "control API on http://127.0.0.1:" not in serving:
+                serving = proc.stderr.readline()
+                assert serving, "the API exited"
+            port = int(serving.split("http://127.0.0.1:", 1)[1].split()[0])
+            assert port not in (0, 8088)
+
+            def answers(port: int = port) -> bool:  # logged as it starts listening
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                        return bool(r.status == 200)
+                except OSError:
+                    return False
+
+            asyncio.run(eventually(answers, within=30, what="the API answers"))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def test_log_records_are_one_plain_line() -> None:
