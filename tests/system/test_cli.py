@@ -578,6 +578,8 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
                 "WOW_CONFIG": "",
                 "TEMPORAL_ADDRESS": server.address,
                 "WOW_HOST_URL": "http://127.0.0.1:9",
+                "WOW_WORKER_HEALTH_PORT": "0",  # not the defaults: another run may hold them
+                "WOW_WORKER_METRICS_PORT": "0",
             },
             stdout=stdout,
             stderr=stderr,
