@@ -499,6 +499,23 @@ def test_api_on_port_0_serves_on_a_free_port_and_logs_which(dev_server: Embedded
             proc.wait(timeout=30)
 
 
+def test_demo_finds_the_dev_stack_on_its_port_settings() -> None:
+    """The demo's URLs default to the ports `dev` reads (WOW_DEV_HOST_PORT, WOW_API_PORT,
+    WOW_DEV_UI_PORT); a 0 there is any free port, which only `dev` knows: exit 2, saying so."""
+    port = free_port()  # nothing listens there
+    moved = _console("demo", env={"WOW_DEV_HOST_PORT": str(port)})
+    _assert_one_error_line(
+        moved, f"error: no domain host at http://127.0.0.1:{port}: start the dev stack first "
+        "(./run dev)"
+    )
+    anywhere = _console("demo", env={"WOW_API_PORT": "0"})
+    assert anywhere.returncode == 2, anywhere.stderr
+    assert anywhere.stderr == (
+        "error: --api-url: WOW_API_PORT is 0 (any free port); give the URL `wow-temporal dev` "
+        "printed\n"
+    )
+
+
 def test_log_records_are_one_plain_line() -> None:
     formatter = OneLineFormatter(LOG_FORMAT)
     try:

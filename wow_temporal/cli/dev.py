@@ -200,12 +200,16 @@ def _traces_shown(settings: Settings) -> str:
 
 def demo(
     host_url: Annotated[
-        str, typer.Option(help="The dev stack's domain host.")
-    ] = "http://127.0.0.1:8089",
-    api_url: Annotated[
-        str | None, typer.Option(help="The control API (default: WOW_API_PORT).")
+        str | None,
+        typer.Option(help="The dev stack's domain host (default: on WOW_DEV_HOST_PORT, 8089)."),
     ] = None,
-    ui_url: Annotated[str, typer.Option(help="The Temporal Web UI.")] = "http://127.0.0.1:8233",
+    api_url: Annotated[
+        str | None, typer.Option(help="The control API (default: on WOW_API_PORT, 8088).")
+    ] = None,
+    ui_url: Annotated[
+        str | None,
+        typer.Option(help="The Temporal Web UI (default: on WOW_DEV_UI_PORT, 8233)."),
+    ] = None,
 ) -> None:
     """Walk through the spec's e-shop on a running `./run dev` in about a minute: an order that
     cancels itself when not paid in time, one paid in time, and the morning job.
@@ -215,9 +219,11 @@ def demo(
     from wow_temporal.dev.demo import DemoError, run_demo
 
     settings = _settings()
-    api = api_url or f"http://127.0.0.1:{settings.api_port}"
+    host = _dev_url(host_url, "--host-url", settings.dev.host_port, "WOW_DEV_HOST_PORT")
+    api = _dev_url(api_url, "--api-url", settings.api_port, "WOW_API_PORT")
+    ui = _dev_url(ui_url, "--ui-url", settings.dev.ui_port, "WOW_DEV_UI_PORT")
     caught: list[signal.Signals] = []
-    walk = run_demo(host_url, api, ui_url, token=settings.api_token, say=_say)
+    walk = run_demo(host, api, ui, token=settings.api_token, say=_say)
     try:
         asyncio.run(_until_signalled(walk, caught))
     except DemoError as error:
@@ -230,6 +236,18 @@ def demo(
             raise
         typer.echo(f"demo: stopped by {caught[0].name}", err=True)
         raise typer.Exit(128 + caught[0]) from None
+
+
+def _dev_url(given: str | None, flag: str, port: int, variable: str) -> str:
+    """The URL given, else the dev stack's on the port its setting names; exit 2 when that
+    is 0 (any free port: only the stack knows which it took)."""
+    if given is not None:
+        return given
+    if port == 0:
+        raise _fail(
+            f"{flag}: {variable} is 0 (any free port); give the URL `wow-temporal dev` printed"
+        )
+    return f"http://127.0.0.1:{port}"
 
 
 def _say(line: str) -> None:
