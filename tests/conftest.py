@@ -32,7 +32,10 @@ T = TypeVar("T")
 
 _TESTS = Path(__file__).resolve().parent
 
-pytest_plugins = ["tests.helpers.wow_host"]  # `wow_host`: a real HTTP Wow host
+pytest_plugins = [
+    "tests.helpers.wow_host",  # `wow_host`: a real HTTP Wow host
+    "tests.helpers.progress",  # a line as each test file finishes
+]
 
 
 TIERS = {

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -399,46 +400,113 @@ def test_dev_defaults_to_the_documented_ports_even_when_they_are_taken(
     monkeypatch.setattr("wow_temporal.dev.ports.port_is_free", lambda *a, **k: False)
     # In process: leave the pytest process's default Temporal runtime as it is.
     monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
-    result = runner.invoke(app, ["dev"], env={"WOW_API_PORT": None, "WOW_CONFIG": None})
+    unset = dict.fromkeys(
+        ["WOW_API_PORT", "WOW_CONFIG", "WOW_WORKER_METRICS_PORT", "WOW_DEV_TEMPORAL_PORT",
+         "WOW_DEV_UI_PORT", "WOW_DEV_HOST_PORT", "WOW_HOST_URL"]
+    )
+    result = runner.invoke(app, ["dev"], env=unset)
     assert result.exit_code == 0, result.output
     # Passed on as asked: EmbeddedTemporal and the API use them or refuse, never swap them.
     assert (seen["port"], seen["ui_port"]) == (7233, 8233)
+    assert seen["services"][0].port == 8089
     assert [getattr(s, "port", None) for s in seen["services"]][-1] == 8088
+    assert seen["metrics_url"] == "http://127.0.0.1:9464/metrics"
     assert seen["data_dir"] == Path(".wow-temporal")
 
 
+def test_dev_takes_every_port_from_a_flag_or_its_setting_and_0_is_any_free_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_dev_main(data_dir: Path, **kwargs: Any) -> None:
+        seen.update(kwargs)
+
+    monkeypatch.setattr("wow_temporal.dev.stack.dev_main", fake_dev_main)
+    monkeypatch.setattr("wow_temporal.logs.configure_temporal_runtime", lambda: None)
+    env = {
+        "WOW_CONFIG": None, "WOW_HOST_URL": None, "WOW_DEV_TEMPORAL_PORT": "17001",
+        "WOW_DEV_UI_PORT": "17002", "WOW_DEV_HOST_PORT": "0", "WOW_API_PORT": "0",
+        "WOW_WORKER_METRICS_PORT": "0",
+    }
+    by_settings = runner.invoke(app, ["dev"], env=env)
+    assert by_settings.exit_code == 0, by_settings.output
+    assert (seen["port"], seen["ui_port"]) == (17001, 17002)
+    host, api = seen["services"][0].port, seen["services"][-1].port
+    metrics = int(seen["metrics_url"].rsplit(":", 1)[1].split("/")[0])
+    assert len({host, api, metrics}) == 3 and 0 not in {host, api, metrics}  # picked, distinct
+    flags = ["--temporal-port", "0", "--ui-port", "0", "--host-port", "17003",
+             "--api-port", "17004", "--metrics-port", "17005"]
+    by_flags = runner.invoke(app, ["dev", *flags], env=env)
+    assert by_flags.exit_code == 0, by_flags.output
+    assert (seen["port"], seen["ui_port"]) == (None, None)  # the server picks them on start
+    assert (seen["services"][0].port, seen["services"][-1].port) == (17003, 17004)
+    assert seen["metrics_url"] == "http://127.0.0.1:17005/metrics"
+    old_name = runner.invoke(app, ["dev", "--port", "17006"], env=env)
+    assert old_name.exit_code == 0, old_name.output
+    assert seen["port"] == 17006
+
+
+def test_dev_refuses_two_flags_asking_for_one_port() -> None:
+    result = _console("dev", "--ui-port", "17010", "--api-port", "17010", env={})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "error: --ui-port (Temporal Web UI) and --api-port (control API) both ask for port "
+        "17010; give one of them another (0: any free port)\n"
+    )
+
+
 @pytest.mark.parametrize(
-    ("args", "api", "message"),
+    ("args", "env", "message"),
     [
         (
-            ["--port", "{taken}", "--headless"],
-            "{free}",
+            ["--temporal-port", "{taken}", "--headless"],
+            {},
             "Temporal gRPC port {taken} on 127.0.0.1 is already in use; free it or choose "
-            "another with --port (0: any free port)",
+            "another with --temporal-port or WOW_DEV_TEMPORAL_PORT (0: any free port)",
         ),
         (
-            ["--port", "0", "--ui-port", "{taken}"],
-            "{free}",
+            ["--ui-port", "{taken}"],
+            {},
             "Temporal Web UI port {taken} on 127.0.0.1 is already in use; free it or choose "
-            "another with --ui-port (0: any free port) or --headless",
+            "another with --ui-port or WOW_DEV_UI_PORT (0: any free port), or --headless",
         ),
         (
-            ["--port", "0", "--headless"],
-            "{taken}",
+            ["--headless"],
+            {"WOW_DEV_HOST_PORT": "{taken}"},
+            "domain host port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --host-port or WOW_DEV_HOST_PORT (0: any free port)",
+        ),
+        (
+            ["--headless"],
+            {"WOW_API_PORT": "{taken}"},
             "control API port {taken} on 127.0.0.1 is already in use; free it or choose "
-            "another with WOW_API_PORT",
+            "another with --api-port or WOW_API_PORT (0: any free port)",
+        ),
+        (
+            ["--headless", "--metrics-port", "{taken}"],
+            {},
+            "metrics port {taken} on 127.0.0.1 is already in use; free it or choose "
+            "another with --metrics-port or WOW_WORKER_METRICS_PORT (0: any free port)",
         ),
     ],
-    ids=["grpc", "web-ui", "control-api"],
+    ids=["grpc", "web-ui", "domain-host", "control-api", "metrics"],
 )
 def test_dev_refuses_a_port_in_use_and_starts_nothing(
-    tmp_path: Path, args: list[str], api: str, message: str
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str
 ) -> None:
+    """Every port is checked before anything starts: the second stack on a port says which
+    and how to choose another, and no Temporal server was spawned."""
     with socket.create_server(("127.0.0.1", free_port())) as listener:
-        ports = {"taken": str(listener.getsockname()[1]), "free": str(free_port())}
-        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(**ports) for a in args)]
-        result = _console(*argv, env={"WOW_API_PORT": api.format(**ports), "WOW_HOST_URL": ""})
-    _assert_one_error_line(result, "error: " + message.format(**ports))
+        taken = str(listener.getsockname()[1])
+        argv = ["dev", "--data-dir", str(tmp_path), *(a.format(taken=taken) for a in args)]
+        everything_free = {  # but the one taken
+            "WOW_DEV_TEMPORAL_PORT": "0", "WOW_DEV_UI_PORT": "0", "WOW_DEV_HOST_PORT": "0",
+            "WOW_API_PORT": "0", "WOW_WORKER_METRICS_PORT": "0", "WOW_HOST_URL": "",
+        }
+        mine = {k: v.format(taken=taken) for k, v in env.items()}
+        result = _console(*argv, env={**everything_free, **mine})
+    _assert_one_error_line(result, "error: " + message.format(taken=taken))
     assert not (tmp_path / "temporal.log").exists()  # no server was spawned
 
 
@@ -449,7 +517,58 @@ def test_api_refuses_a_port_in_use_before_connecting() -> None:
     _assert_one_error_line(
         result,
         f"error: control API port {port} on 127.0.0.1 is already in use; free it or choose "
-        "another with --port or WOW_API_PORT",
+        "another with --port or WOW_API_PORT (0: any free port)",
+    )
+
+
+def test_api_on_port_0_serves_on_a_free_port_and_logs_which(dev_server: EmbeddedTemporal) -> None:
+    """`--port 0` and `WOW_API_PORT=0` mean any free port, as for `dev` (the flag fell back to
+    the setting's port, and the variable was refused)."""
+    env = {
+        **os.environ, "WOW_CONFIG": "", "TEMPORAL_ADDRESS": dev_server.address,
+        "TEMPORAL_NAMESPACE": dev_server.namespace,
+    }
+    for args, extra in ((["--port", "0"], {}), ([], {"WOW_API_PORT": "0"})):
+        proc = subprocess.Popen(
+            [str(WOW_TEMPORAL), "api", *args], env={**env, **extra},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            serving = ""
+            while "control API on http://127.0.0.1:" not in serving:
+                serving = proc.stderr.readline()
+                assert serving, "the API exited"
+            port = int(serving.split("http://127.0.0.1:", 1)[1].split()[0])
+            assert port not in (0, 8088)
+
+            def answers(port: int = port) -> bool:  # logged as it starts listening
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                        return bool(r.status == 200)
+                except OSError:
+                    return False
+
+            asyncio.run(eventually(answers, within=30, what="the API answers"))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_demo_finds_the_dev_stack_on_its_port_settings() -> None:
+    """The demo's URLs default to the ports `dev` reads (WOW_DEV_HOST_PORT, WOW_API_PORT,
+    WOW_DEV_UI_PORT); a 0 there is any free port, which only `dev` knows: exit 2, saying so."""
+    port = free_port()  # nothing listens there
+    moved = _console("demo", env={"WOW_DEV_HOST_PORT": str(port)})
+    _assert_one_error_line(
+        moved, f"error: no domain host at http://127.0.0.1:{port}: start the dev stack first "
+        "(./run dev)"
+    )
+    anywhere = _console("demo", env={"WOW_API_PORT": "0"})
+    assert anywhere.returncode == 2, anywhere.stderr
+    assert anywhere.stderr == (
+        "error: --api-url: WOW_API_PORT is 0 (any free port); give the URL `wow-temporal dev` "
+        "printed\n"
     )
 
 
@@ -532,6 +651,8 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
                 "WOW_CONFIG": "",
                 "TEMPORAL_ADDRESS": server.address,
                 "WOW_HOST_URL": "http://127.0.0.1:9",
+                "WOW_WORKER_HEALTH_PORT": "0",  # not the defaults: another run may hold them
+                "WOW_WORKER_METRICS_PORT": "0",
             },
             stdout=stdout,
             stderr=stderr,

@@ -172,7 +172,7 @@ async def test_the_control_api_port_in_use_is_refused_before_anything_starts(
             )
     assert str(refused.value) == (
         f"control API port {port} on 127.0.0.1 is already in use; free it or choose another "
-        "with WOW_API_PORT"
+        "with --api-port or WOW_API_PORT (0: any free port)"
     )
     assert out.getvalue() == ""
     assert journal == []

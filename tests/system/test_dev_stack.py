@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from datetime import UTC, datetime
@@ -179,7 +180,7 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
             ), f"no {name} {labels} above 0 in the dev stack's metrics:\n{metrics}"
 
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
         _reaped(children)
     finally:
         if proc.poll() is None:
@@ -239,29 +240,34 @@ def _dev(
     )
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-def test_a_metrics_port_in_use_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        taken.bind(("0.0.0.0", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        proc = _dev(tmp_path / "dev", free_port(), "--headless", metrics_port=port)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1, err
-    assert err.strip().splitlines()[-1] == (
-        f"error: cannot serve metrics on port {port} (WOW_WORKER_METRICS_PORT): Failed starting "
-        "Prometheus exporter: Address already in use (os error 98)"
-    ), err
-    assert "Traceback" not in err
-    assert not descendants(proc.pid)
-    mine = str(tmp_path / "dev").encode()
+def _running_on(data_dir: Path) -> list[str]:
+    """The processes whose command line names `data_dir` (a Temporal server left on it)."""
+    mine = str(data_dir).encode()
     running = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
             if mine in cmdline.read_bytes():
                 running.append(cmdline.parent.name)
-    assert running == [], "a dev server is still running"
+    return running
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+def test_a_metrics_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """Checked with the other ports, before the Temporal server starts (it was found only
+    once Temporal had started)."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = _dev(tmp_path / "dev", free_port(), "--headless", metrics_port=port)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert err == (
+        f"error: metrics port {port} on 127.0.0.1 is already in use; free it or choose another "
+        "with --metrics-port or WOW_WORKER_METRICS_PORT (0: any free port)\n"
+    )
+    assert out == ""
+    assert not (tmp_path / "dev" / "temporal.log").exists()  # no server was spawned
+    assert not descendants(proc.pid)
+    assert _running_on(tmp_path / "dev") == [], "a dev server is still running"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -311,31 +317,39 @@ def test_a_second_dev_is_refused_and_the_first_stops_when_its_server_dies(
             first.wait()
 
 
+_STOPS = [signal.SIGHUP, signal.SIGINT, signal.SIGTERM]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
-def test_a_closed_terminal_or_ctrl_c_stops_dev_and_its_server_without_a_traceback(
+@pytest.mark.parametrize("sig", _STOPS, ids=[sig.name for sig in _STOPS])
+def test_a_closed_terminal_ctrl_c_or_sigterm_stops_dev_and_its_server_without_a_traceback(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    """SIGHUP (the terminal closed) stops `dev` as Ctrl+C does: the Temporal server, in a
-    session of its own, goes too, and the clean stop prints no traceback."""
-    proc = _dev(tmp_path / "dev", free_port(), "--headless")
+    """SIGHUP (the terminal closed) stops `dev` as Ctrl+C and SIGTERM do: the Temporal server,
+    in a session of its own, goes too, every port is free again, the clean stop prints no
+    traceback, and the exit is 128 + the signal's number, as a shell reports it."""
+    api_port = free_port()
+    proc = _dev(tmp_path / "dev", api_port, "--headless")
     lines: list[str] = []
     children: set[int] = set()
     try:
         _read_until(proc, READY_LINE, lines, timeout=90)
-        address = "".join(lines).split("Temporal gRPC:", 1)[1].split()[0]
+        printed = "".join(lines)
+        address = printed.split("Temporal gRPC:", 1)[1].split()[0]
+        host_url = printed.split("domain host:", 1)[1].split()[0]
         children = descendants(proc.pid)
         assert children, "the dev server runs as a child process"
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, out + err
+        assert proc.returncode == 128 + sig, out + err
         assert out.splitlines()[-1] == "wow-temporal dev: stopped", out
         for word in ("Traceback", "CancelledError", "KeyboardInterrupt"):
             assert word not in out + err, out + err
         _reaped(children)
-        host, port = address.rsplit(":", 1)
-        with pytest.raises(ConnectionRefusedError):
-            socket.create_connection((host, int(port)), timeout=5).close()
+        assert _running_on(tmp_path / "dev") == []
+        for port in (int(address.rsplit(":", 1)[1]), int(host_url.rsplit(":", 1)[1]), api_port):
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -404,7 +418,7 @@ def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
         assert rule.returncode == 0, rule.stdout + rule.stderr
         assert "rule      0 0 6 * * *" in rule.stdout, rule.stdout
         dev.send_signal(signal.SIGTERM)
-        assert dev.wait(timeout=30) == 0
+        assert dev.wait(timeout=30) == 128 + signal.SIGTERM
         _reaped(children)
     finally:
         if dev.poll() is None:
@@ -413,3 +427,133 @@ def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
         for child in children:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child, signal.SIGKILL)
+
+
+# `wow-temporal dev` whose start is held by a service that never finishes starting: a signal
+# then meets the stack half started, at a known point, every time.
+_HELD_AT_START = textwrap.dedent(
+    """
+    import asyncio
+    import sys
+
+    from wow_temporal.dev import services
+
+    real = services.default_services
+
+
+    class Held:
+        name = "held"
+
+        async def start(self, ctx):
+            print("held: starting", flush=True)
+            await asyncio.Event().wait()
+
+        async def stop(self):
+            print("held: stopped", flush=True)
+
+
+    def held_after_the_host(*args, **kwargs):
+        made = real(*args, **kwargs)
+        return [made[0], Held(), *made[1:]]
+
+
+    services.default_services = held_after_the_host
+    from wow_temporal.cli import main
+
+    sys.argv = ["wow-temporal", "dev", *sys.argv[1:]]
+    main()
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig", _STOPS, ids=[sig.name for sig in _STOPS])
+def test_a_signal_while_dev_starts_stops_what_started_at_once(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Ctrl+C, SIGTERM or SIGHUP while the stack starts: it stops there (the ready line is
+    never printed, the service being started is stopped too), the Temporal server and the
+    domain host are gone, no traceback, exit 128 + the signal (the start used to run to its
+    end first)."""
+    script = tmp_path / "held.py"
+    script.write_text(_HELD_AT_START)
+    data_dir = tmp_path / "dev"
+    api_port = free_port()
+    env = {
+        **os.environ, "WOW_API_PORT": str(api_port), "WOW_WORKER_METRICS_PORT": "0",
+        "WOW_HOST_URL": "", "WOW_CONFIG": "", "PYTHONUNBUFFERED": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--temporal-port", "0", "--headless", "--host-port", "0",
+         "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    lines: list[str] = []
+    children: set[int] = set()
+    try:
+        _read_until(proc, "held: starting", lines, timeout=90)
+        printed = "".join(lines)
+        host_url = printed.split("domain host:", 1)[1].split()[0]
+        children = descendants(proc.pid)
+        assert children, "the Temporal server runs"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        output = printed + out
+        assert proc.returncode == 128 + sig, output + err
+        assert READY_LINE not in output
+        assert out.splitlines() == ["wow-temporal dev: stopping", "held: stopped",
+                                    "wow-temporal dev: stopped"], out
+        for word in ("Traceback", "CancelledError", "KeyboardInterrupt"):
+            assert word not in output + err, output + err
+        _reaped(children)
+        assert _running_on(data_dir) == []
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", int(host_url.rsplit(":", 1)[1])), 5).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)
+
+
+_CTRL_C_WHILE_LOADING = textwrap.dedent(
+    """
+    import os
+    import signal
+    import sys
+
+    from wow_temporal.cli import dev
+
+    real = dev._apps_and_settings
+
+
+    def interrupted(app_ref):
+        made = real(app_ref)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl+C while the apps load: before any start
+        return made
+
+
+    dev._apps_and_settings = interrupted
+    from wow_temporal.cli import main
+
+    sys.argv = ["wow-temporal", "dev", *sys.argv[1:]]
+    main()
+    """
+)
+
+
+def test_ctrl_c_before_the_stack_starts_ends_quietly_with_130(tmp_path: Path) -> None:
+    script = tmp_path / "loading.py"
+    script.write_text(_CTRL_C_WHILE_LOADING)
+    env = {**os.environ, "WOW_HOST_URL": "", "WOW_CONFIG": "", "WOW_API_PORT": "0"}
+    ran = subprocess.run(
+        [sys.executable, str(script), "--data-dir", str(tmp_path / "dev"), "--temporal-port",
+         "0", "--headless", "--host-port", "0", "--metrics-port", "0"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert ran.returncode == 130, ran.stderr
+    assert (ran.stdout, ran.stderr) == ("", "")
+    assert not (tmp_path / "dev").exists()  # nothing was started, not even the data dir

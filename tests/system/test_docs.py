@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -153,6 +154,45 @@ def test_the_readmes_links_lead_somewhere() -> None:
     assert local, "the README links into the docs"
     missing = [link for link in local if not (ROOT / link).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_the_readmes_python_runs_as_pasted_on_the_dev_stack(tmp_path: Path) -> None:
+    """The README's Python, saved as a file and run with `python` beside a real `wow-temporal
+    dev` (its Temporal server, worker and domain host), prints what the README says: its
+    commit's timer started, then Delivered, then the parked count."""
+    (block,) = [b for b in BLOCKS if b.page.name == "README.md" and b.lang == "python"]
+    script = tmp_path / "timers.py"
+    script.write_text(block.text, encoding="utf-8")
+    env = {**os.environ, "WOW_CONFIG": "", "WOW_HOST_URL": ""}
+    ports = ["--temporal-port", "0", "--headless", "--host-port", "0", "--api-port", "0",
+             "--metrics-port", "0"]
+    dev = subprocess.Popen(
+        [str(Path(sys.executable).parent / "wow-temporal"), "dev", "--data-dir",
+         str(tmp_path / "dev"), *ports],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+    )
+    try:
+        assert dev.stdout is not None
+        printed: list[str] = []
+        while not printed or "is ready" not in printed[-1]:
+            line = dev.stdout.readline()
+            assert line, "dev exited:\n" + "".join(printed)
+            printed.append(line)
+        address = "".join(printed).split("Temporal gRPC:", 1)[1].split()[0]
+        ran = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+            env={**env, "TEMPORAL_ADDRESS": address}, timeout=120,
+        )
+    finally:
+        dev.send_signal(signal.SIGINT)
+        dev.communicate(timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    started, *rest = ran.stdout.splitlines()
+    assert re.fullmatch(
+        r"started wow-timer:hand-made\.order:t1:readme-[0-9a-f]{8}:payment-grace-period", started
+    ), ran.stdout
+    assert rest == ["Delivered", "0 parked"], ran.stdout
+    assert dev.returncode == 128 + signal.SIGINT
 
 
 # --- the blocks -----------------------------------------------------------------------------------

@@ -426,8 +426,12 @@ def test_a_listening_port_is_not_free() -> None:
 @pytest.mark.parametrize(
     ("option", "what", "hint"),
     [
-        ("port", "Temporal gRPC", "--port (0: any free port)"),
-        ("ui_port", "Temporal Web UI", "--ui-port (0: any free port) or --headless"),
+        ("port", "Temporal gRPC", "--temporal-port or WOW_DEV_TEMPORAL_PORT (0: any free port)"),
+        (
+            "ui_port",
+            "Temporal Web UI",
+            "--ui-port or WOW_DEV_UI_PORT (0: any free port), or --headless",
+        ),
     ],
 )
 async def test_a_port_in_use_is_refused_not_swapped(

@@ -140,11 +140,12 @@ async def test_the_control_api_serves_the_commits_it_ingests(
     api_port, metrics_port = free_port(), free_port()
     env = worker_env(
         dev_server.address, dev_server.namespace, "", WOW_API_TOKEN="operator-secret",
-        WOW_API_METRICS_PORT=str(metrics_port), WOW_TIMERS_MAX_ATTEMPTS="1",
+        WOW_TIMERS_MAX_ATTEMPTS="1",
     )
     log = tmp_path / "api.log"
     health = answers(f"http://127.0.0.1:{api_port}/health")
-    api = Proc("the API", [CLI, "api", "--port", str(api_port)], log, health, env=env)
+    argv = [CLI, "api", "--port", str(api_port), "--metrics-port", str(metrics_port)]
+    api = Proc("the API", argv, log, health, env=env)
     await api.start()
     data = commit(after=3600)
     try:

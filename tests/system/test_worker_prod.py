@@ -369,7 +369,7 @@ def test_worker_refuses_a_health_port_in_use() -> None:
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines() == [
         f"error: health port {port} on 0.0.0.0 is already in use; free it or choose another "
-        "with WOW_WORKER_HEALTH_PORT"
+        "with --health-port or WOW_WORKER_HEALTH_PORT"
     ]
 
 

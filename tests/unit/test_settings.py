@@ -129,10 +129,13 @@ def test_snake_case_keys_and_empty_job(tmp_path: Path, env: dict[str, str]) -> N
         (
             "wow:\n  host-urll: http://x\n",
             r"^wow\.host-urll: unknown key; known: host-url, api, timers, schedules, worker, "
-            r"telemetry, host, log-format \(in ",
+            r"telemetry, host, dev, log-format \(in ",
         ),
         ("wow:\n  timerz:\n    max-attempts: 3\n", r"^wow\.timerz: unknown key; known: "),
-        ("wow:\n  dev:\n    ui: true\n", r"^wow\.dev: unknown key; known: .*timers, schedules"),
+        (
+            "wow:\n  dev:\n    ui: true\n",
+            r"^wow\.dev\.ui: unknown key; known: temporal-port, ui-port, host-port",
+        ),
         ("wo:\n  host-url: http://x\n", r"^wo: unknown key; known: wow \(in .*wow\.yaml\)$"),
         ("spring:\n  application: x\n", r"^spring: unknown key; known: wow \(in "),
         ("wow: {}\nwow-temporal: {}\n", r"^wow-temporal: unknown key; known: wow"),
@@ -364,7 +367,15 @@ def test_schedule_override_lookup() -> None:
         ("wow:\n  host-url: ftp://files\n", r"^wow\.host-url: must be an http or https URL"),
         ("wow:\n  host-url: localhost:8080\n", r"^wow\.host-url: must be an http or https URL"),
         ("wow:\n  host-url: 'http://x:99999'\n", r"^wow\.host-url: must be an http or https URL"),
-        ("wow:\n  api:\n    port: 0\n", r"^wow\.api\.port: must be a port from 1 to 65535, got 0"),
+        (
+            "wow:\n  api:\n    port: 65536\n",
+            r"^wow\.api\.port: must be a port from 1 to 65535, or 0 for any free port, got 65536",
+        ),
+        (
+            "wow:\n  dev:\n    ui-port: -1\n",
+            r"^wow\.dev\.ui-port: must be a port from 1 to 65535, or 0 for any free port, got -1",
+        ),
+        ("wow:\n  dev:\n    port: 1\n", r"^wow\.dev\.port: unknown key; known: temporal-port, "),
         ("wow:\n  api:\n    port: web\n", r"^wow\.api\.port: .*integer.*, got 'web'"),
         ("wow:\n  api: 5\n", r"^wow\.api: "),
         (
@@ -474,7 +485,7 @@ def test_malformed_yaml(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 def test_several_problems_are_all_named(tmp_path: Path, env: dict[str, str]) -> None:
-    path = write(tmp_path, "wow:\n  timers:\n    max-attempts: 0\n  api:\n    port: 0\n")
+    path = write(tmp_path, "wow:\n  timers:\n    max-attempts: 0\n  api:\n    port: -1\n")
     with pytest.raises(SettingsError) as caught:
         load_settings(path, {**env, "WOW_HOST_URL": "gopher://x"})
     text = str(caught.value)
@@ -1005,3 +1016,32 @@ def test_the_delivery_policy_is_derived_from_the_timer_settings() -> None:
         max_interval=timedelta(seconds=5),
         backoff=1.5,
     )
+
+
+# --- the dev stack's ports ------------------------------------------------------------------
+
+
+def test_every_dev_port_is_a_setting_and_0_is_any_free_port(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    defaults = load_settings(None, env)
+    assert (defaults.dev.temporal_port, defaults.dev.ui_port, defaults.dev.host_port) == (
+        7233, 8233, 8089
+    )
+    assert (defaults.api_port, defaults.worker.metrics_port) == (8088, 9464)
+    path = write(tmp_path, "wow:\n  dev:\n    temporal-port: 7000\n    ui-port: 0\n")
+    environ = {**env, "WOW_CONFIG": str(path), "WOW_DEV_HOST_PORT": "0", "WOW_API_PORT": "0"}
+    settings = load_settings(None, environ)
+    assert (settings.dev.temporal_port, settings.dev.ui_port, settings.dev.host_port) == (
+        7000, 0, 0
+    )
+    assert settings.api_port == 0  # any free port, as --api-port 0 (was refused)
+
+
+def test_an_unknown_dev_variable_names_the_known_ones(env: dict[str, str]) -> None:
+    with pytest.raises(
+        SettingsError,
+        match=r"^WOW_DEV_PORT: unknown dev stack setting; known: WOW_DEV_TEMPORAL_PORT, "
+        r"WOW_DEV_UI_PORT, WOW_DEV_HOST_PORT$",
+    ):
+        load_settings(None, {**env, "WOW_DEV_PORT": "7233"})

@@ -53,8 +53,8 @@ partitions; the other keys remove both (bench/timers.py: p99 lateness 6.4 s -> 1
 are JSON, as `--dynamic-config-value KEY=VALUE` expects.
 """
 
-_CHOOSE_PORT = "--port (0: any free port)"
-_CHOOSE_UI_PORT = "--ui-port (0: any free port) or --headless"
+_CHOOSE_PORT = "--temporal-port or WOW_DEV_TEMPORAL_PORT (0: any free port)"
+_CHOOSE_UI_PORT = "--ui-port or WOW_DEV_UI_PORT (0: any free port), or --headless"
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from dataclasses import replace
 
 import uvicorn
 from temporalio.worker import Worker
 
 from wow_temporal.api.server import LoopServer
 from wow_temporal.delivery import CommandSender
-from wow_temporal.dev.errors import PortInUseError
-from wow_temporal.dev.ports import free_port, port_is_free
+from wow_temporal.dev.ports import DevPort, dev_ports
 from wow_temporal.dev.stack import DevContext, DevService
 from wow_temporal.domain.app import App
 from wow_temporal.engine import short_instant
@@ -43,12 +43,31 @@ __all__ = [
 ]
 
 
-class _Uvicorn:
-    """An ASGI app served by uvicorn on a task of the running loop."""
+def _asked(port: DevPort | int | None, default: DevPort) -> DevPort:
+    """`port` as a `DevPort` (an int: that port of `default`'s kind; None: `default`), with
+    any free port picked if it asks for one."""
+    if isinstance(port, DevPort):
+        return port.chosen()
+    return replace(default, port=default.port if port is None else port).chosen()
 
-    def __init__(self) -> None:
+
+_HOST_PORT = dev_ports(0, None, 8089, 0, None).host
+_API_PORT = dev_ports(0, None, 0, 8088, None).api
+
+
+class _Uvicorn:
+    """An ASGI app served by uvicorn on a task of the running loop, on the port asked for."""
+
+    def __init__(self, port: DevPort) -> None:
+        self.asked = port
+        self.port = port.port
+        self.url = f"http://127.0.0.1:{self.port}"
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
+
+    def check(self) -> None:
+        """Refuse the dev run, before anything starts, if the port is in use."""
+        self.asked.check()
 
     async def serve(self, app: object, port: int) -> None:
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
@@ -72,10 +91,9 @@ class EchoHostService(_Uvicorn):
 
     name = "domain host"
 
-    def __init__(self, port: int | None = None) -> None:
-        super().__init__()
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, port: DevPort | int | None = None) -> None:
+        """On `port` (an int or None: 0, any free port, unless a `DevPort` says otherwise)."""
+        super().__init__(_asked(0 if port is None else port, _HOST_PORT))
 
     async def start(self, ctx: DevContext) -> str:
         await self.serve(create_echo_host(), self.port)
@@ -89,7 +107,8 @@ class EchoHostService(_Uvicorn):
 
 
 DOMAIN_HOST_PORT = 8089
-"""The dev domain host's port (`--host-port`), used or refused like the control API's."""
+"""The dev domain host's port (`--host-port`, `wow.dev.host-port`), used or refused like the
+control API's."""
 
 
 class DomainHostService(_Uvicorn):
@@ -99,17 +118,14 @@ class DomainHostService(_Uvicorn):
 
     name = "domain host"
 
-    def __init__(self, settings: Settings, apps: Sequence[App], port: int | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, settings: Settings, apps: Sequence[App], port: DevPort | int | None = None
+    ) -> None:
+        """On `port` (None: `wow.dev.host-port`; 0: any free port)."""
+        super().__init__(_asked(port, replace(_HOST_PORT, port=settings.dev.host_port)))
         self.settings = settings
         self.apps = list(apps)
-        self.port = DOMAIN_HOST_PORT if port is None else (port or free_port())
-        self.url = f"http://127.0.0.1:{self.port}"
         self.runtime: HostRuntime | None = None
-
-    def check(self) -> None:
-        if not port_is_free(self.port):
-            raise PortInUseError("domain host", self.port, "127.0.0.1", "--host-port")
 
     async def start(self, ctx: DevContext) -> str:
         timers = TimerClient.from_settings(ctx.client, self.settings)
@@ -219,27 +235,27 @@ class JobWorkerService(_WorkerService):
 
 
 class ApiService:
-    """The HTTP control API, on `WOW_API_PORT` (8088) or refused: never moved to another port,
-    or the README's `curl localhost:8088` would reach nothing or another program."""
+    """The HTTP control API, on `--api-port` / `WOW_API_PORT` (8088) or refused: never moved to
+    another port, or the README's `curl localhost:8088` would reach nothing or another
+    program."""
 
     name = "control API"
 
     def __init__(
-        self, settings: Settings, port: int | None = None, app: App | None = None
+        self, settings: Settings, port: DevPort | int | None = None, app: App | None = None
     ) -> None:
         """Serve on `port` if given, else on the settings' port; 0 picks a free one; `app`'s
         TENANT job instances can be created through it."""
         self.settings = settings
         self.app = app
-        wanted = settings.api_port if port is None else port
-        self.port = wanted or free_port()
+        self.asked = _asked(port, replace(_API_PORT, port=settings.api_port))
+        self.port = self.asked.port
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def check(self) -> None:
         """Refuse the dev run, before anything starts, if the port is in use."""
-        if not port_is_free(self.port):
-            raise PortInUseError("control API", self.port, "127.0.0.1", "WOW_API_PORT")
+        self.asked.check()
 
     async def start(self, ctx: DevContext) -> str:
         from wow_temporal.api import serve
@@ -268,23 +284,28 @@ class ApiService:
 
 
 def default_services(
-    settings: Settings, apps: Sequence[App] = (), host_port: int | None = None
+    settings: Settings,
+    apps: Sequence[App] = (),
+    host_port: DevPort | int | None = None,
+    api_port: DevPort | int | None = None,
 ) -> list[DevService]:
     """Domain host (of `apps`; the echo host when there are none; none when WOW_HOST_URL names
-    one), timer worker, a job worker per app with jobs, control API."""
+    one), timer worker, a job worker per app with jobs, control API; the ports None come from
+    the settings (`wow.dev.host-port`, `wow.api.port`)."""
     services: list[DevService] = []
     host_url = settings.host_url
+    host = replace(_HOST_PORT, port=settings.dev.host_port) if host_port is None else host_port
     if host_url is None and apps:
-        domain = DomainHostService(settings, apps, host_port)
+        domain = DomainHostService(settings, apps, host)
         services.append(domain)
         host_url = domain.url
     elif host_url is None:
-        echo = EchoHostService()
+        echo = EchoHostService(host)
         services.append(echo)
         host_url = echo.url
     services.append(TimerWorkerService(settings, host_url))
     with_jobs = [app for app in apps if app.jobs]
     for app in with_jobs:
         services.append(JobWorkerService(settings, host_url, app))
-    services.append(ApiService(settings, app=with_jobs[0] if with_jobs else None))
+    services.append(ApiService(settings, api_port, app=with_jobs[0] if with_jobs else None))
     return services

@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO, runtime_checkable
+from typing import Any, Protocol, TextIO, runtime_checkable
 
 from temporalio.client import Client, Interceptor
 from temporalio.runtime import Runtime
@@ -84,18 +84,21 @@ async def run_dev(
     runtime: Callable[[], Runtime | None] | None = None,
     metrics_url: str | None = None,
     traces: str | None = None,
-) -> None:
+    checks: Sequence[Callable[[], None]] = (),
+) -> signal.Signals | None:
     """Run the server and `services` until SIGINT/SIGTERM/SIGHUP (or `stop_event`), then stop
-    all.
+    all; the signal that stopped it, if one did.
 
-    Services stop in reverse order, then the server; a failure while starting stops what was
-    already started and re-raises. Refusals come before anything starts: `DataDirInUseError`
-    (another dev runs on `data_dir`), `PortInUseError` (from the server's or a service's
-    `check`). If the server exits while running, one line says so, everything stops and
+    A signal (or `stop_event`) while starting stops at once too: what was started stops and
+    the ready line is never printed. Services stop in reverse order, then the server; a
+    failure while starting stops what was already started and re-raises. Refusals come
+    before anything starts: `DataDirInUseError` (another dev runs on `data_dir`),
+    `PortInUseError` (from the server's or a service's `check`, or one of `checks`). If the
+    server exits while running, one line says so, everything stops and
     `TemporalServerExitedError` is raised. The services' client has `interceptors` (tracing)
-    and runs on the runtime `runtime` makes once the server is up (exporting metrics,
-    served at `metrics_url`; it raises `OSError` if it cannot bind its port); `traces` says
-    where the spans go.
+    and runs on the runtime `runtime` makes once the server is up (exporting metrics, served
+    at `metrics_url`; it raises `OSError` if it cannot bind its port); `traces` says where
+    the spans go.
     """
     out = out if out is not None else sys.stdout
     stop = stop_event if stop_event is not None else asyncio.Event()
@@ -103,41 +106,80 @@ async def run_dev(
         data_dir, port=port, ui_port=ui_port, headless=headless, namespace=namespace
     )
     started: list[DevService] = []
-    with _signals_set(stop):
+    caught: list[signal.Signals] = []
+
+    async def start() -> None:
+        await _claim(server, services, checks)
+        await server.start()
+        made = runtime() if runtime is not None else None
+        _print_where(out, server, metrics_url if made is not None else None, traces)
+        ctx = DevContext(
+            client=await server.connect(interceptors=interceptors, runtime=made),
+            address=server.address,
+            namespace=server.namespace,
+            data_dir=server.data_dir,
+            ui_url=server.ui_url,
+        )
+        await _start_services(services, ctx, started, out)
+
+    with _signals_set(stop, caught):
         try:
-            await _claim(server, services)
-            await server.start()
-            made = runtime() if runtime is not None else None
-            _print_where(out, server, metrics_url if made is not None else None, traces)
-            ctx = DevContext(
-                client=await server.connect(interceptors=interceptors, runtime=made),
-                address=server.address,
-                namespace=server.namespace,
-                data_dir=server.data_dir,
-                ui_url=server.ui_url,
-            )
-            await _start_services(services, ctx, stop, started, out)
-            _print(out, READY_LINE)
-            await _until_stop_or_exit(stop, server, out)
+            if await _unless_stopped(start(), stop):
+                _print(out, READY_LINE)
+                await _until_stop_or_exit(stop, server, out)
             _print(out, "wow-temporal dev: stopping")
         finally:
             await _stop_all(started, server, out)
     _print(out, "wow-temporal dev: stopped")
+    return caught[0] if caught else None
+
+
+async def _unless_stopped(starting: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run `starting` unless `stop` is set first, then cancel it (it unwinds what it began);
+    whether it finished. Its failure is raised."""
+    task = asyncio.ensure_future(starting)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopping
+        await _cancelled(task)
+    return not task.cancelled() and not stop.is_set()
+
+
+async def _cancelled(task: asyncio.Future[None]) -> None:
+    """Cancel `task` until it is done (a no-op once it is), then raise its failure, if any.
+
+    Cancelled again and again: an SDK call may take the cancellation for a timeout of its own
+    (Temporal's update RPC does) and the start would go on to the next service."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.05)
+    if not task.cancelled():
+        task.result()
 
 
 @contextlib.contextmanager
-def _signals_set(stop: asyncio.Event) -> Iterator[None]:
-    """While inside, SIGINT, SIGTERM and SIGHUP set `stop` instead of interrupting.
+def _signals_set(stop: asyncio.Event, caught: list[signal.Signals]) -> Iterator[None]:
+    """While inside, SIGINT, SIGTERM and SIGHUP set `stop` (and are recorded in `caught`)
+    instead of interrupting.
 
     SIGHUP (the terminal closed) must stop the stack like Ctrl+C: by default it would end this
     process at once, skipping `_stop_all`, and the server, in a session of its own, would run
     on with no worker."""
     loop = asyncio.get_running_loop()
     handled: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        caught.append(sig)
+        stop.set()
+
     for sig in STOP_SIGNALS:
         # Not possible outside the main thread or on Windows; stop_event still works there.
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
             handled.append(sig)
     try:
         yield
@@ -146,13 +188,20 @@ def _signals_set(stop: asyncio.Event) -> Iterator[None]:
             loop.remove_signal_handler(sig)
 
 
-async def _claim(server: EmbeddedTemporal, services: Sequence[DevService]) -> None:
-    """Take the data directory and run every service's `check`: refusals before any start."""
+async def _claim(
+    server: EmbeddedTemporal,
+    services: Sequence[DevService],
+    checks: Sequence[Callable[[], None]],
+) -> None:
+    """Take the data directory and run every service's `check` and `checks`: refusals before
+    any start."""
     await server.claim()
     for service in services:
         check: Callable[[], None] | None = getattr(service, "check", None)
         if check is not None:
             check()
+    for check in checks:
+        check()
 
 
 def _print_where(
@@ -174,16 +223,17 @@ def _print_where(
 async def _start_services(
     services: Sequence[DevService],
     ctx: DevContext,
-    stop: asyncio.Event,
     started: list[DevService],
     out: TextIO,
 ) -> None:
-    """Start `services` in order (until `stop` is set), adding each to `started` and printing
-    where it is."""
+    """Start `services` in order, adding each to `started` and printing where it is; one
+    cancelled while starting is added too, so that stopping releases what it began."""
     for service in services:
-        if stop.is_set():
-            break
-        description = await service.start(ctx)
+        try:
+            description = await service.start(ctx)
+        except asyncio.CancelledError:
+            started.append(service)
+            raise
         started.append(service)
         _print(out, f"  {service.name + ':':<16} {description}")
 
@@ -244,9 +294,11 @@ def dev_main(
     runtime: Callable[[], Runtime | None] | None = None,
     metrics_url: str | None = None,
     traces: str | None = None,
-) -> None:
-    """Synchronous entry point for the CLI: `asyncio.run(run_dev(...))`."""
-    asyncio.run(
+    checks: Sequence[Callable[[], None]] = (),
+) -> signal.Signals | None:
+    """Synchronous entry point for the CLI: `asyncio.run(run_dev(...))`, the signal that
+    stopped it if one did."""
+    return asyncio.run(
         run_dev(
             data_dir,
             port=port,
@@ -258,5 +310,6 @@ def dev_main(
             runtime=runtime,
             metrics_url=metrics_url,
             traces=traces,
+            checks=checks,
         )
     )

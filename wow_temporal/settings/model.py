@@ -39,6 +39,7 @@ from wow_temporal.settings.tokens import (
     not_the_operator,
 )
 from wow_temporal.settings.values import (
+    AnyPort,
     AtLeastOne,
     CronSetting,
     JobName,
@@ -260,8 +261,8 @@ class ApiSettings(Section):
 
     token: OperatorToken = Field(default=None, repr=False)
     """The operator's bearer token, reaching every tenant; None (and no tenant): no auth."""
-    port: int = 8088
-    """The port the HTTP control API listens on."""
+    port: AnyPort = 8088
+    """The port the HTTP control API listens on; 0: any free port (the process prints it)."""
     metrics_port: PortOrOff = 0
     """Where the control API process serves its Prometheus metrics (the commits it ingests,
     beside the Temporal client's); 0: none."""
@@ -269,13 +270,6 @@ class ApiSettings(Section):
     """Tenant id -> its bearer tokens (several while one is rotated), each reaching that tenant."""
     tenant_tokens_file: TokensFile = None
     """The same mapping from a YAML or JSON file (a mounted Kubernetes secret), read at load."""
-
-    @field_validator("port")
-    @classmethod
-    def _port(cls, value: int) -> int:
-        if not 1 <= value <= 65535:
-            raise ValueError(f"must be a port from 1 to 65535, got {value}")
-        return value
 
     @field_validator("tenant_tokens")
     @classmethod
@@ -308,6 +302,21 @@ class ApiSettings(Section):
         return self.tenant_tokens
 
 
+class DevSettings(Section):
+    """The ports of `wow-temporal dev`'s own servers, each also a flag of the same name
+    (`--temporal-port`, …); its control API and metrics are on `wow.api.port` and
+    `wow.worker.metrics-port`. 0: any free port, printed at start."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temporal_port: AnyPort = 7233
+    """The embedded Temporal server's gRPC frontend."""
+    ui_port: AnyPort = 8233
+    """Its Web UI (none with `--headless`)."""
+    host_port: AnyPort = 8089
+    """The dev domain host (the e-shop's, or the echo host's)."""
+
+
 class Settings(Section):
     """Everything the timers, the control API and the Temporal client are configured with."""
 
@@ -322,6 +331,7 @@ class Settings(Section):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     host: HostSettings = Field(default_factory=HostSettings)
+    dev: DevSettings = Field(default_factory=DevSettings)
     log_format: LogFormat = "text"
     """How the CLI writes log records: `text` (one plain line each) or `json` (one object)."""
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from wow_temporal.settings.errors import Loc, SettingsError, explain
 from wow_temporal.settings.model import (
     ApiSettings,
+    DevSettings,
     HostSettings,
     JobOverride,
     Settings,
@@ -32,6 +33,7 @@ __all__ = ["load_settings"]
 _TIMER_KEYS = tuple(kebab(name) for name in TimerSettings.model_fields)
 _WORKER_KEYS = tuple(kebab(name) for name in WorkerSettings.model_fields)
 _TELEMETRY_KEYS = tuple(kebab(name) for name in TelemetrySettings.model_fields)
+_DEV_KEYS = tuple(kebab(name) for name in DevSettings.model_fields)
 _JOB_KEYS = tuple(kebab(name) for name in JobOverride.model_fields)
 _CONFIG_ENV = "WOW_CONFIG"
 _ENV: dict[str, tuple[str, ...]] = {
@@ -48,6 +50,7 @@ _ENV: dict[str, tuple[str, ...]] = {
 _TIMERS_ENV = "WOW_TIMERS_"
 _WORKER_ENV = "WOW_WORKER_"
 _TELEMETRY_ENV = "WOW_TELEMETRY_"
+_DEV_ENV = "WOW_DEV_"
 _SCHEDULES_ENV = "WOW_SCHEDULES_"
 _KNOWN_ENV = ", ".join(
     [
@@ -56,6 +59,7 @@ _KNOWN_ENV = ", ".join(
         f"{_TIMERS_ENV}<SETTING>",
         f"{_WORKER_ENV}<SETTING>",
         f"{_TELEMETRY_ENV}<SETTING>",
+        f"{_DEV_ENV}<SETTING>",
         f"{_SCHEDULES_ENV}<JOB>_<FIELD>",
     ]
 )
@@ -63,6 +67,7 @@ _PREFIXED: dict[str, tuple[str, tuple[str, ...], str]] = {
     _TIMERS_ENV: ("timers", _TIMER_KEYS, "timer"),
     _WORKER_ENV: ("worker", _WORKER_KEYS, "worker"),
     _TELEMETRY_ENV: ("telemetry", _TELEMETRY_KEYS, "telemetry"),
+    _DEV_ENV: ("dev", _DEV_KEYS, "dev stack"),
 }
 """`WOW_<SECTION>_<SETTING>` prefixes: the section, its keys, and what to call them."""
 _SECTIONS: dict[str, type[BaseModel]] = {
@@ -71,6 +76,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "timers": TimerSettings,
     "worker": WorkerSettings,
     "telemetry": TelemetrySettings,
+    "dev": DevSettings,
     "schedules": JobOverride,
 }
 """The model of each `wow.<section>` (a job's keys under `wow.schedules.<name>`)."""

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from wow_temporal.model import CronText, Misfire, ZoneName, validate_key
 
 __all__ = [
+    "AnyPort",
     "AtLeastOne",
     "CronSetting",
     "JobName",
@@ -79,6 +80,12 @@ def _port_or_off(value: int) -> int:
     return value
 
 
+def _any_port(value: int) -> int:
+    if not 0 <= value <= 65535:
+        raise ValueError(f"must be a port from 1 to 65535, or 0 for any free port, got {value}")
+    return value
+
+
 def _at_least_one(value: int) -> int:
     if value < 1:
         raise ValueError(f"must be at least 1, got {value}")
@@ -86,6 +93,9 @@ def _at_least_one(value: int) -> int:
 
 
 PortOrOff = Annotated[int, AfterValidator(_port_or_off)]
+"""A port of an optional endpoint (health, metrics): 0 turns it off."""
+AnyPort = Annotated[int, AfterValidator(_any_port)]
+"""A port a server must listen on: 0 picks any free port (the process prints which)."""
 AtLeastOne = Annotated[int, AfterValidator(_at_least_one)]
 LogFormat = Annotated[Literal["text", "json"], BeforeValidator(_log_format)]
 TaskQueue = Annotated[str, AfterValidator(_task_queue)]
