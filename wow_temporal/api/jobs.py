@@ -15,7 +15,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Query, Request
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -311,9 +311,13 @@ async def reschedule_tenant_job(
     return await job.run(_rescheduling(jobs, rule))
 
 
-def _resetting(jobs: JobClient, request: ResetRequest | None) -> _Operation:
+_ResetBody = Annotated[ResetRequest, Body(description="Optional: no body resets it all")]
+_ALL = ResetRequest()
+
+
+def _resetting(jobs: JobClient, request: ResetRequest) -> _Operation:
     """`jobs.reset` of `request`'s fields (all if none), as an operation on one instance."""
-    fields = None if request is None else request.fields
+    fields = request.fields
 
     def operation(
         context: str, name: str, *, tenant: str | None, partition: int | None
@@ -332,9 +336,7 @@ _RESET = (
 @job_router.post(
     f"{_SYSTEM_PATH}/wow.schedule.reset", name="job/wow.schedule.reset", summary=_RESET
 )
-async def reset_job(
-    job: SystemInstance, jobs: Jobs, request: ResetRequest | None = None
-) -> JobInfo:
+async def reset_job(job: SystemInstance, jobs: Jobs, request: _ResetBody = _ALL) -> JobInfo:
     """Remove a job instance's own rule, all of it or `{"fields": ["expression", …]}`: the
     host's override, or the code's, is in force again, its next due time counted from now.
     Nothing to remove answers the instance as it is."""
@@ -347,7 +349,7 @@ async def reset_job(
     summary=f"{_RESET} (a tenant's)",
 )
 async def reset_tenant_job(
-    job: TenantInstance, jobs: Jobs, request: ResetRequest | None = None
+    job: TenantInstance, jobs: Jobs, request: _ResetBody = _ALL
 ) -> JobInfo:
     """Remove a tenant's job instance's own rule (`wow.schedule.reset`)."""
     return await job.run(_resetting(jobs, request))
