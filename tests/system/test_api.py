@@ -186,6 +186,8 @@ async def test_openapi_lists_the_routes_and_the_bearer_scheme(api: Api) -> None:
         ("/{context}/schedule/{id}/wow.schedule.enable", "post"),
         ("/{context}/schedule/{id}/wow.schedule.reschedule", "post"),
         ("/{context}/schedule/{id}/wow.schedule.disable", "post"),
+        ("/{context}/schedule/{id}/wow.schedule.reset", "post"),
+        ("/{context}/tenant/{tenantId}/schedule/{id}/wow.schedule.reset", "post"),
         ("/health", "get"),
     ]:
         assert method in paths[path], path
@@ -1134,9 +1136,9 @@ async def test_listed_job_instances_say_what_showing_them_says(
         assert listed == shown
         tenants, system = listed
         assert (system["expression"], system["zone"]) == ("0 0 0 1 1 *", "Europe/Amsterdam")
-        assert system["processor"] and system["next_due"]
+        assert system["processor"] and system["nextDue"]
         assert (tenants["expression"], tenants["zone"]) == ("0 30 6 1 1 *", "UTC")
-        assert tenants["tenant"] == "t1" and tenants["next_due"]
+        assert tenants["tenant"] == "t1" and tenants["nextDue"]
         # A tenant's token lists its own instance, as its own show says it.
         assert await listing("t1-secret") == [tenants]
 
@@ -1160,7 +1162,7 @@ async def test_listed_job_instances_say_what_showing_them_says(
         }
     finally:
         for info in listed:
-            await dev_client.get_workflow_handle(info["workflow_id"]).terminate("test over")
+            await dev_client.get_workflow_handle(info["workflowId"]).terminate("test over")
 
 
 # --- availability and serving ----------------------------------------------------------------

@@ -361,13 +361,16 @@ def test_a_closed_terminal_ctrl_c_or_sigterm_stops_dev_and_its_server_without_a_
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
 @pytest.mark.parametrize(
-    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+    ("sig", "code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
 )
 def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
-    """Ctrl+C (or SIGTERM) while the job ticks every 5 s: the demo gives it its rule back,
-    says so, and exits 128 + the signal."""
+    """Ctrl+C (or SIGTERM, or SIGHUP) while the job ticks every 5 s: the demo removes its rule
+    with a reset, says so, and exits 128 + the signal; the rule in force and the job's own
+    layer are as before the demo, and no process it started remains."""
     api_port = free_port()
     dev = _dev(tmp_path / "dev", api_port, "--headless")
     lines: list[str] = []
@@ -378,6 +381,9 @@ def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
         children = descendants(dev.pid)
         host_url = printed.split("domain host:", 1)[1].split()[0]
         env = {**os.environ, "WOW_CONFIG": "", "ESHOP_PAYMENT_GRACE_PERIOD": "PT2S"}
+        address = printed.split("Temporal gRPC:", 1)[1].split()[0]
+        shown_env = {**env, "TEMPORAL_ADDRESS": address, "WOW_API_PORT": str(api_port)}
+        before = _job_shown(shown_env)
         demo = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "wow-temporal"),
@@ -392,9 +398,11 @@ def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
             text=True,
             env=env,
         )
+        started: set[int] = set()
         try:
             shown: list[str] = []
             _read_until(demo, "Watch its ticks", shown, timeout=120)
+            started = descendants(demo.pid)
             demo.send_signal(sig)
             out, err = demo.communicate(timeout=60)
         finally:
@@ -402,21 +410,16 @@ def test_a_demo_stopped_during_the_morning_job_puts_its_rule_back(
                 demo.kill()
                 demo.wait()
         assert demo.returncode == code, "".join(shown) + out + err
-        assert "receive-deliveries put back to 0 0 6 * * * (Enabled)" in out, out
+        assert (
+            "receive-deliveries put back with a reset (the demo's rule removed): 0 0 6 * * * "
+            "from the code, Enabled, next "
+        ) in out, out
         assert "Traceback" not in err, err
-        address = printed.split("Temporal gRPC:", 1)[1].split()[0]
-        rule = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "wow-temporal"),
-                "schedule", "show", "eshop-inventory", "receive-deliveries",
-            ],
-            capture_output=True,
-            text=True,
-            env={**env, "TEMPORAL_ADDRESS": address, "WOW_API_PORT": str(api_port)},
-            timeout=60,
-        )
-        assert rule.returncode == 0, rule.stdout + rule.stderr
-        assert "rule      0 0 6 * * *" in rule.stdout, rule.stdout
+        _reaped(started)
+        after = _job_shown(shown_env)
+        for part in ("expression", "zone", "misfire", "sources", "own", "host", "status"):
+            assert after[part] == before[part], (part, before, after)
+        assert after["own"] == {"expression": None, "zone": None, "misfire": None}
         dev.send_signal(signal.SIGTERM)
         assert dev.wait(timeout=30) == 128 + signal.SIGTERM
         _reaped(children)
@@ -557,3 +560,29 @@ def test_ctrl_c_before_the_stack_starts_ends_quietly_with_130(tmp_path: Path) ->
     assert ran.returncode == 130, ran.stderr
     assert (ran.stdout, ran.stderr) == ("", "")
     assert not (tmp_path / "dev").exists()  # nothing was started, not even the data dir
+
+
+def _job_shown(env: dict[str, str]) -> dict[str, object]:
+    """`schedule show --json` of the morning job (once the worker has enabled it)."""
+
+    async def shown() -> dict[str, object] | None:
+        rule = await asyncio.to_thread(
+            subprocess.run,
+            [
+                str(Path(sys.executable).parent / "wow-temporal"),
+                "schedule", "show", "eshop-inventory", "receive-deliveries", "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        if rule.returncode != 0:
+            return None
+        found: dict[str, object] = json.loads(rule.stdout)
+        return found if found.get("expression") else None
+
+    found: dict[str, object] = asyncio.run(
+        eventually(shown, within=30, what="the morning job shown")
+    )
+    return found

@@ -363,7 +363,10 @@ class Probe:
         return f"{self.method} {self.url} {self.params or ''} {self.headers or ''}".strip()
 
 
-_BODIES = {"#/components/schemas/RescheduleRequest": {"expression": "0 0 5 * * *"}}
+_BODIES = {
+    "#/components/schemas/RescheduleRequest": {"expression": "0 0 5 * * *"},
+    "#/components/schemas/ResetRequest": {"fields": ["expression"]},
+}
 """A valid body for each operation that needs one, by its schema (commits are built apart)."""
 
 
@@ -486,7 +489,7 @@ async def test_a_tenants_token_reaches_nothing_of_another_tenant(
             instance = f"/{context}/tenant/{TENANT_A}/schedule/nightly"
             enabled = await http.post(f"{instance}/wow.schedule.enable", headers=auth(TOKEN_A))
             assert enabled.status_code == 200, enabled.text
-            job_id = enabled.json()["workflow_id"]
+            job_id = enabled.json()["workflowId"]
             rule = {"expression": A_RULE}
             ruled = await http.post(
                 f"{instance}/wow.schedule.reschedule", json=rule, headers=auth(OPERATOR)

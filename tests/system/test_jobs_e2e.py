@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -157,7 +158,7 @@ async def test_an_enabled_job_ticks_and_sends_its_commands_with_tick_request_ids
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["status"] == "Enabled"
-        assert body["workflow_id"] == f"wow-job:{s.app.context}:every-second"
+        assert body["workflowId"] == f"wow-job:{s.app.context}:every-second"
         await s.host.wait_for(lambda h: len(s.requests_of("every-second")) >= 6, timeout=15)
         disabled = await s.http.post(
             f"/{s.app.context}/schedule/every-second/wow.schedule.disable", headers=auth(OPERATOR)
@@ -200,7 +201,7 @@ async def test_a_tenant_job_has_one_instance_per_tenant_and_tokens_reach_only_th
             f"{base}/t1/schedule/per-tenant/wow.schedule.enable", headers=auth("t1-secret")
         )
         assert by_path.status_code == 200, by_path.text
-        assert by_path.json()["workflow_id"] == f"wow-job:{s.app.context}:per-tenant:tenant:t1"
+        assert by_path.json()["workflowId"] == f"wow-job:{s.app.context}:per-tenant:tenant:t1"
         by_header = await s.http.post(
             f"/{s.app.context}/schedule/per-tenant/wow.schedule.enable",
             headers={**auth(OPERATOR), "Command-Tenant-Id": "t2"},
@@ -263,12 +264,24 @@ async def test_bad_input_at_the_job_edges_is_refused_and_changes_nothing(
             ({"misfire": "SOMETIMES"}, "misfire"),
             ({}, "at least one"),
             ({"cron": "* * * * * *"}, "cron"),
+            ({"expression": "0 0 0 30 2 *"}, "never fires"),
         ]:
             answer = await s.http.post(route, json=body, headers=auth(OPERATOR))
             assert answer.status_code == 400, (body, answer.text)
             assert words in answer.json()["message"], (body, answer.json())
         with pytest.raises(JobError, match="hour"):
             await s.jobs.reschedule(ctx, "every-second", {"expression": "0 0 25 * * *"})
+        with pytest.raises(JobError, match="never fires"):
+            await s.jobs.reschedule(ctx, "every-second", {"expression": "0 0 0 30 2 *"})
+        reset = f"/{ctx}/schedule/every-second/wow.schedule.reset"
+        for body, words in [
+            ({"fields": ["expresion"]}, "fields"),
+            ({"fields": "zone"}, "fields"),
+            ({"field": ["zone"]}, "field"),
+        ]:
+            answer = await s.http.post(reset, json=body, headers=auth(OPERATOR))
+            assert answer.status_code == 400, (body, answer.text)
+            assert words in answer.json()["message"], (body, answer.json())
         unknown = await s.http.post(
             f"/{ctx}/schedule/no-such-job/wow.schedule.enable", headers=auth(OPERATOR)
         )
@@ -330,7 +343,8 @@ async def test_a_failing_handler_is_parked_then_retried_and_later_slots_follow(
         second = next(t for name, t in s.saga.calls if name == "flaky" and t.slot > 1)
         assert second.skipped >= 1  # COALESCE: the slots missed while parked are counted
         refused = await s.http.post(f"/{ctx}/schedule/flaky/retry", headers=auth(OPERATOR))
-        assert refused.status_code == 400
+        assert refused.status_code == 409, refused.text  # as a timer's retry not parked
+        assert refused.json()["error"] == "Conflict"
         assert "only a parked instance" in refused.json()["message"]
 
 
@@ -351,6 +365,74 @@ async def test_overrides_the_tenants_rule_before_the_hosts_before_the_codes(
         assert all(due.second % 3 == 0 for due in info.next_due)
         other = await s.jobs.enable(ctx, "per-tenant", tenant="t2")
         assert other.expression == "*/2 * * * * *"  # t1's own rule is t1's alone
+
+
+async def test_reset_and_a_null_remove_the_tenants_own_rule_and_show_says_what_it_hides(
+    dev_client: Client, wow_host: FakeWowHost
+) -> None:
+    """Over HTTP (camelCase JSON): the tenant's own expression hides the host's, and show says
+    so; a misfire in any case; `wow.schedule.reset` of a field or all of it, and a null in a
+    reschedule, bring the host's back; a reset with nothing left to remove answers 200."""
+    rules = {"per-tenant": HostRule(layer=RuleLayer(expression="*/2 * * * * *", zone="Asia/Tokyo"))}
+    async with stack(dev_client, wow_host, rules) as s:
+        ctx = s.app.context
+        route = f"/{ctx}/tenant/t1/schedule/per-tenant"
+        headers = auth("t1-secret")
+        enabled = await s.http.post(f"{route}/wow.schedule.enable", headers=headers)
+        assert enabled.status_code == 200, enabled.text
+
+        async def post(verb: str, body: object = None) -> dict[str, Any]:
+            answer = await s.http.post(f"{route}/{verb}", json=body, headers=headers)
+            assert answer.status_code == 200, (verb, body, answer.text)
+            found: dict[str, Any] = answer.json()
+            return found
+
+        pinned = await post(
+            "wow.schedule.reschedule", {"expression": "*/3 * * * * *", "misfire": "catch_up"}
+        )
+        assert {"workflowId", "nextSlot", "nextDue", "code", "host", "own", "shadowed"} <= set(
+            pinned
+        )
+        assert "workflow_id" not in pinned and pinned["misfire"] == "CATCH_UP"
+        assert pinned["sources"] == {"expression": "tenant", "zone": "host", "misfire": "tenant"}
+        assert pinned["own"] == {"expression": "*/3 * * * * *", "zone": None,
+                                 "misfire": "CATCH_UP"}
+        assert pinned["host"]["expression"] == "*/2 * * * * *"
+        assert pinned["code"]["expression"] == "* * * * * *"
+        shown = (await s.http.get(route, headers=headers)).json()
+        assert shown["shadowed"] == [
+            "host says */2 * * * * *, overridden by tenant's */3 * * * * *; `schedule reset` "
+            "(or `--field expression`) to follow the host"
+        ]
+        some = await post("wow.schedule.reset", {"fields": ["misfire"]})
+        assert (some["misfire"], some["sources"]["misfire"]) == ("COALESCE", "code")
+        assert some["sources"]["expression"] == "tenant"
+        unpinned = await post("wow.schedule.reschedule", {"expression": None, "zone": "UTC"})
+        assert (unpinned["expression"], unpinned["zone"]) == ("*/2 * * * * *", "UTC")
+        assert unpinned["sources"] == {"expression": "host", "zone": "tenant", "misfire": "code"}
+        assert unpinned["shadowed"] == [
+            "host says zone Asia/Tokyo, overridden by tenant's UTC; `schedule reset` "
+            "(or `--field zone`) to follow the host"
+        ]
+        assert all(datetime.fromisoformat(d).second % 2 == 0 for d in unpinned["nextDue"])
+        bare = await post("wow.schedule.reset")
+        assert bare["own"] == {"expression": None, "zone": None, "misfire": None}
+        assert bare["sources"] == {"expression": "host", "zone": "host", "misfire": "code"}
+        assert bare["shadowed"] == []
+        again = await post("wow.schedule.reset", {})
+        assert {k: v for k, v in again.items() if k != "nextDue"} == {
+            k: v for k, v in bare.items() if k != "nextDue"
+        }, "nothing to remove: answered all the same"
+        # The operator's route with the tenant header, and the client, alike.
+        info = await s.jobs.reschedule(ctx, "per-tenant", {"zone": "UTC"}, tenant="t1")
+        assert info.sources["zone"] == "tenant"
+        info = await s.jobs.reset(ctx, "per-tenant", ["zone"], tenant="t1")
+        assert info.sources["zone"] == "host" and info.own == RuleLayer()
+        other = await s.http.post(
+            f"/{ctx}/schedule/per-tenant/wow.schedule.reset",
+            headers={**auth("t2-secret"), "Command-Tenant-Id": "t1"},
+        )
+        assert other.status_code == 403, other.text
 
 
 async def test_a_sharded_job_ticks_each_partition_once_per_slot(

@@ -467,6 +467,107 @@ def test_layering_property(host: RuleLayer, owns: list[RuleLayer], scope: JobSco
         assert state.source(f) == source
 
 
+# ---------------------------------------------------------------- reset, null, shadowed
+
+
+def test_reset_brings_the_host_override_back_and_counts_from_now() -> None:
+    """The demo's case: an operator pinned the code's rule, the host then said 07:00; the
+    shadowed line says so, and a reset puts the host's rule in force from now on."""
+    state = core.enable(job(NIGHTLY), T0)
+    state = core.reschedule(state, RuleLayer(expression="0 0 6 * * *"), T0)
+    state = core.set_host(state, RuleLayer(expression="0 0 7 * * *"), T0)
+    assert state.rule.expression == "0 0 6 * * *" and state.source("expression") == "operator"
+    (line,) = core.shadowed(state)
+    assert line.startswith("host says 0 0 7 * * *, overridden by operator's 0 0 6 * * *;")
+    assert "schedule reset" in line and f"shadowed: {line}" in core.details(state, T0)
+    now = T0 + timedelta(days=2, hours=6, minutes=30)  # 06:30: the host says 07:00 today
+    state = core.reset(state, None, now)
+    assert state.own == RuleLayer() and core.shadowed(state) == []
+    assert state.rule.expression == "0 0 7 * * *" and state.source("expression") == "host"
+    _, next_step = core.step(state, now)
+    assert next_step == Sleep(until=now.replace(hour=7, minute=0))
+    assert state.next_slot == 1, "slots keep counting (none taken yet)"
+
+
+def test_reset_of_some_fields_keeps_the_others_and_nothing_to_reset_is_no_change() -> None:
+    state = core.reschedule(
+        job(EVERY_MINUTE), RuleLayer(expression=EVERY_5S, zone="Asia/Tokyo"), T0
+    )
+    some = core.reset(state, ["zone"], T0)
+    assert some.own == RuleLayer(expression=EVERY_5S)
+    assert [some.source(f) for f in FIELDS] == ["operator", "code", "code"]
+    assert core.reset(some, ["zone", "misfire"], T0) == some, "idempotent"
+    bare = core.reset(some, None, T0)
+    assert core.reset(bare, None, T0) == bare
+    assert core.shadowed(bare) == []
+
+
+def test_reset_keeps_the_misfires_when_the_rule_does_not_change() -> None:
+    """Removing an own field equal to the host's is no change of rule: missed slots count."""
+    state = core.set_host(core.enable(job(EVERY_5S), T0), RuleLayer(expression=EVERY_MINUTE), T0)
+    state = core.reschedule(state, RuleLayer(expression=EVERY_MINUTE), T0)
+    now = T0 + timedelta(minutes=5, seconds=1)
+    _, tick = take(core.reset(state, None, now), now)
+    assert (tick.slot, tick.skipped) == (5, 4)
+
+
+def test_a_reset_counts_from_now_when_the_rule_changes() -> None:
+    """No worker for an hour, then a reset to another rule: no past slot runs; slots go on."""
+    state = core.enable(job(EVERY_MINUTE), T0)
+    state, _ = run_until(state, T0, T0 + timedelta(minutes=1))
+    state = core.reschedule(state, RuleLayer(expression=EVERY_5S), T0 + timedelta(minutes=1))
+    now = T0 + timedelta(hours=1, seconds=1)
+    state = core.reset(state, ["expression"], now)
+    state, next_step = core.step(state, now)
+    assert next_step == Sleep(until=T0 + timedelta(hours=1, minutes=1))
+    _, tick = take(state, T0 + timedelta(hours=1, minutes=1))
+    assert (tick.slot, tick.skipped) == (2, 0)
+
+
+def test_a_reschedule_null_removes_the_field_and_absent_keeps_it() -> None:
+    state = core.reschedule(job(EVERY_MINUTE), RuleLayer(expression=EVERY_5S, zone="UTC"), T0)
+    change = core.read_change({"expression": None, "misfire": "catch_up"})
+    assert change.remove == ("expression",) and change.layer.misfire is Misfire.CATCH_UP
+    state = core.reschedule(state, change, T0)
+    assert state.own == RuleLayer(zone="UTC", misfire=Misfire.CATCH_UP)
+    assert core.reschedule_refusal(core.read_change({"zone": None})) is None
+    assert core.reschedule_refusal(core.read_change({})) is not None
+    kept = core.read_change({"expression": None, "zone": "UTC"}, null_removes=False)
+    assert kept.remove == () and core.reschedule(state, kept, T0).own.misfire is Misfire.CATCH_UP
+    for bad in ("not an object", {"zon": "UTC"}, {"misfire": "SOMETIMES"}):
+        with pytest.raises(ValueError):
+            core.read_change(bad)
+
+
+@pytest.mark.parametrize("spelling", ["CATCH_UP", "catch_up", "Catch-Up", " catch_up "])
+def test_a_misfire_is_read_in_any_case(spelling: str) -> None:
+    assert RuleLayer.model_validate({"misfire": spelling}).misfire is Misfire.CATCH_UP
+
+
+def test_read_fields_takes_nothing_or_a_list_of_rule_fields() -> None:
+    assert core.read_fields(None) is None
+    assert core.read_fields({}) is None
+    assert core.read_fields({"fields": None}) is None
+    assert core.read_fields({"fields": ["misfire", "expression"]}) == ("expression", "misfire")
+    assert core.read_fields({"fields": []}) == ()
+    for bad, words in [
+        ({"fields": ["expresion"]}, "no rule field 'expresion'"),
+        ({"fields": "zone"}, "a list"),
+        ({"field": ["zone"]}, "send nothing"),
+        (["zone"], "send nothing"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            core.read_fields(bad)
+
+
+def test_a_tenant_shadowing_the_host_is_named_the_tenant() -> None:
+    state = core.set_host(job(scope=JobScope.TENANT, tenant="acme"), RuleLayer(zone="UTC"), T0)
+    state = core.reschedule(state, RuleLayer(zone="Asia/Tokyo", misfire=Misfire.CATCH_UP), T0)
+    (line,) = core.shadowed(state)
+    assert line.startswith("host says zone UTC, overridden by tenant's Asia/Tokyo;")
+    assert "--field zone" in line
+
+
 # ---------------------------------------------------------------- reschedule_error
 
 
@@ -484,12 +585,16 @@ def test_layering_property(host: RuleLayer, owns: list[RuleLayer], scope: JobSco
         RuleLayer(zone=""),
         RuleLayer(expression=EVERY_MINUTE, zone="Nowhere/Special"),
         RuleLayer(expression="0 0 0 32 * *", zone="UTC"),
+        RuleLayer(expression=NEVER),
+        RuleLayer(expression="0 0 0 31 4 *"),
     ],
 )
 def test_reschedule_error_names_a_bad_cron_or_zone(layer: RuleLayer) -> None:
-    """A bad expression or zone gives a message."""
+    """A bad expression or zone, or one that never fires, gives a message."""
     error = core.reschedule_error(layer)
     assert isinstance(error, str) and error
+    if layer.expression in (NEVER, "0 0 0 31 4 *"):
+        assert "never fires" in error
 
 
 @pytest.mark.parametrize(
@@ -523,9 +628,11 @@ cron_field = st.one_of(
     )
 )
 def test_reschedule_error_agrees_with_the_cron_parser(text: str) -> None:
-    """Any text: a message exactly when the cron parser refuses it, and never an exception."""
+    """Any text: a message exactly when the cron parser refuses it (or no time ever matches
+    it), and never an exception."""
     error = core.reschedule_error(RuleLayer(expression=text))
-    assert (error is None) == CronExpression.is_valid(text)
+    fires = CronExpression.is_valid(text) and CronExpression.parse(text).ever_matches()
+    assert (error is None) == fires
 
 
 # ---------------------------------------------------------------- details, summary, upcoming
@@ -871,6 +978,16 @@ class JobMachine(RuleBasedStateMachine):
             )
         )
 
+    @step_rule(fields=st.none() | st.lists(st.sampled_from(FIELDS), max_size=3))
+    def reset(self, fields: list[Field] | None) -> None:
+        self.state = core.reset(self.state, fields, self.now)
+
+        def remove(m: Model) -> None:
+            for name in FIELDS if fields is None else fields:
+                m.own.pop(name, None)
+
+        self._changed(remove)
+
     @step_rule(layer=model_layers)
     def set_host(self, layer: RuleLayer) -> None:
         self.state = core.set_host(self.state, layer, self.now)
@@ -903,6 +1020,8 @@ class JobMachine(RuleBasedStateMachine):
             assert state.status is (JobStatus.ENABLED if m.enabled else JobStatus.DISABLED)
         assert state.next_slot == m.next_slot
         assert (state.pending is None) == (m.pending is None)
+        shadowed = [f for f in FIELDS if f in m.own and f in m.host and m.own[f] != m.host[f]]
+        assert len(core.shadowed(state)) == len(shadowed)
 
     @invariant()
     def texts_and_upcoming(self) -> None:

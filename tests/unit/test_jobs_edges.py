@@ -61,6 +61,7 @@ def test_a_commands_type_is_its_full_python_name_or_its_wow_type() -> None:
         ({"name": "", "cron": "* * * * * *"}, "invalid job name"),
         ({"name": "x", "cron": "0 0 25 * * *"}, "job x: cron '0 0 25 * * *'"),
         ({"name": "x", "cron": "* * * * *"}, "job x: cron"),
+        ({"name": "x", "cron": "0 0 0 30 2 *"}, "job x: cron '0 0 0 30 2 *' never fires"),
         ({"name": "x", "cron": "* * * * * *", "zone": "Mars/Olympus"}, "job x:"),
         ({"name": "x", "cron": "* * * * * *", "zone": "localtime"}, "job x:"),
         ({"name": "x", "cron": "* * * * * *", "zone": "Factory"}, "job x:"),
@@ -149,6 +150,14 @@ def test_settings_for_a_job_the_app_does_not_have_are_refused(tmp_path: Path) ->
     result = runner.invoke(cli, ["worker", "--app", "workers.eshop.inventory:app"], env=env)
     assert result.exit_code == 2
     assert "expresion" in result.output
+    config.write_text(
+        "wow:\n  schedules:\n    receive-deliveries:\n      expression: 0 0 0 30 2 *\n"
+    )
+    result = runner.invoke(cli, ["worker", "--app", "workers.eshop.inventory:app"], env=env)
+    assert result.exit_code == 2
+    assert "wow.schedules.receive-deliveries.expression: cron '0 0 0 30 2 *' never fires" in (
+        result.output
+    )
 
 
 def test_schedule_commands_refuse_bad_input_before_connecting() -> None:
@@ -159,6 +168,9 @@ def test_schedule_commands_refuse_bad_input_before_connecting() -> None:
         (["schedule", "reschedule", "ctx", "job", "--zone", "Mars/Olympus"], "Mars/Olympus"),
         (["schedule", "reschedule", "ctx", "job", "--misfire", "SOMETIMES"], "misfire"),
         (["schedule", "reschedule", "ctx", "job"], "at least one"),
+        (["schedule", "reschedule", "ctx", "job", "--expression", "0 0 0 30 2 *"], "never fires"),
+        (["schedule", "reset", "ctx", "job", "--field", "expresion"], "--field 'expresion'"),
+        (["schedule", "reset", "ctx", "bad.name!"], "invalid job name"),
         (["schedule", "list", "--status", "Sleeping"], "use one of Enabled"),
     ]:
         result = runner.invoke(cli, arguments, env=env)

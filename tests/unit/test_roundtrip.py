@@ -17,7 +17,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter as DATA_CONVERTE
 
 from wow_temporal.api.jobs import RescheduleRequest
 from wow_temporal.jobs import core as job_core
-from wow_temporal.jobs.core import JobRule, RuleLayer
+from wow_temporal.jobs.client import _payload
+from wow_temporal.jobs.core import JobRule
 from wow_temporal.jobs.workflow import JobInput
 from wow_temporal.model import (
     LATEST_INSTANT,
@@ -235,11 +236,12 @@ def test_whatever_a_reschedule_accepts_round_trips_into_the_job_workflow(
         event("refused")
         return  # a 400 at the edge: nothing reaches a workflow
     event("accepted")
-    layer = request.layer()
-    assert round_trip(layer, RuleLayer) == layer  # the reschedule update's argument
-    assert job_core.reschedule_error(layer) is None  # the workflow's validator takes it
+    change = request.change()
+    sent = round_trip(_payload(change), dict)  # the reschedule update's argument, as sent
+    assert job_core.read_change(sent) == change  # the workflow reads what the API accepted
+    assert job_core.reschedule_refusal(change) is None  # the workflow's validator takes it
     state = job_core.initial("ctx", "nightly", JobRule(expression="0 0 3 * * *"))
     state = job_core.enable(state, now.replace(tzinfo=UTC))
-    state = job_core.reschedule(state, layer, now.replace(tzinfo=UTC))
+    state = job_core.reschedule(state, change, now.replace(tzinfo=UTC))
     carried = JobInput(state=state)
     assert round_trip(carried, JobInput) == carried  # what continue-as-new carries

@@ -1,4 +1,5 @@
 """The job routes: the spec's `POST /{context}/schedule/{id}/wow.schedule.enable|reschedule|disable`
+(and `wow.schedule.reset`, which removes an instance's own rule)
 (a tenant's instance as Wow routes it, `/{context}/tenant/{tenantId}/schedule/...`, or with the
 `Command-Tenant-Id` header), plus showing, listing and retrying instances, over the app's
 `JobClient` (`app.state.jobs`).
@@ -14,63 +15,112 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Depends, Header, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from fastapi import APIRouter, Body, Depends, Header, Query, Request
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    model_validator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from wow_temporal.api.auth import CallerDep, TenantScope
 from wow_temporal.api.errors import ApiError, responses
 from wow_temporal.api.params import WholeNumber, filter_query
-from wow_temporal.jobs.client import JobClient, JobError, JobInfo, UnknownJobError
-from wow_temporal.jobs.core import RuleLayer
+from wow_temporal.engine import parsed_cron
+from wow_temporal.jobs.client import (
+    JobClient,
+    JobError,
+    JobInfo,
+    NotParkedError,
+    UnknownJobError,
+)
+from wow_temporal.jobs.core import RuleChange, RuleField, RuleLayer, misfire_name
 from wow_temporal.model import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
+from wow_temporal.model.rules import never_fires
 from wow_temporal.wire import TENANT_ID_HEADER
 
-__all__ = ["JobInfo", "RescheduleRequest", "job_router"]
+__all__ = ["JobInfo", "RescheduleRequest", "ResetRequest", "job_router"]
+
+
+def _fires(expression: str) -> str:
+    """Refuse an expression no time ever matches (`0 0 0 30 2 *`): the job would never tick."""
+    if not parsed_cron(expression).ever_matches():
+        raise ValueError(never_fires(expression))
+    return expression
+
+
+FiringCron = Annotated[CronText, AfterValidator(_fires)]
+AnyCaseMisfire = Annotated[Misfire, BeforeValidator(misfire_name)]
 
 
 class RescheduleRequest(BaseModel):
-    """A new rule for a job instance; a field left out (null) keeps what the instance has."""
+    """A new rule for a job instance: a field given sets the instance's own, one given as
+    null removes it (the host's override, or the code's, then in force), one left out keeps
+    what the instance has."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    expression: CronText | None = Field(
-        default=None, description="Six-field Spring cron expression", examples=["0 0 6 * * *"]
+    expression: FiringCron | None = Field(
+        default=None,
+        description="Six-field Spring cron expression (one that fires); null removes the "
+        "instance's own",
+        examples=["0 0 6 * * *"],
     )
     zone: ZoneName | None = Field(
-        default=None, description="IANA time zone the expression is read in", examples=["UTC"]
+        default=None,
+        description="IANA time zone the expression is read in; null removes the instance's own",
+        examples=["UTC"],
     )
-    misfire: Misfire | None = Field(
-        default=None, description="What to do with slots missed while nothing ran the job"
+    misfire: AnyCaseMisfire | None = Field(
+        default=None,
+        description="What to do with slots missed while nothing ran the job (COALESCE or "
+        "CATCH_UP, any case); null removes the instance's own",
     )
 
     @model_validator(mode="after")
     def _at_least_one(self) -> RescheduleRequest:
-        if self.expression is None and self.zone is None and self.misfire is None:
-            raise ValueError("give at least one of 'expression', 'zone' or 'misfire'")
+        if not self.model_fields_set:
+            raise ValueError(
+                "give at least one of 'expression', 'zone' or 'misfire' (null removes the "
+                "instance's own)"
+            )
         return self
 
     @classmethod
     def __get_pydantic_json_schema__(
         cls, core: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        """Pydantic's schema, saying also that at least one field is given, not null."""
+        """Pydantic's schema, saying also that at least one field is given."""
         schema = handler.resolve_ref_schema(handler(core))
         fields: dict[str, JsonSchemaValue] = schema["properties"]
-        schema["anyOf"] = [
-            {
-                "required": [name],
-                "properties": {
-                    name: next(form for form in field["anyOf"] if form != {"type": "null"})
-                },
-            }
-            for name, field in fields.items()
-        ]
+        schema["anyOf"] = [{"required": [name]} for name in fields]
         return schema
 
-    def layer(self) -> RuleLayer:
-        return RuleLayer(expression=self.expression, zone=self.zone, misfire=self.misfire)
+    def change(self) -> RuleChange:
+        """The fields given set, those given as null removed."""
+        layer = RuleLayer(expression=self.expression, zone=self.zone, misfire=self.misfire)
+        removed = tuple(
+            name for name in ("expression", "zone", "misfire")
+            if name in self.model_fields_set and getattr(self, name) is None
+        )
+        return RuleChange(layer=layer, remove=removed)
+
+
+class ResetRequest(BaseModel):
+    """Which fields of the instance's own rule a reset removes; none given: all of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fields: list[RuleField] | None = Field(
+        default=None,
+        description="Any of expression, zone and misfire; left out or null: the whole own rule",
+        examples=[["expression"]],
+    )
 
 
 _TenantQuery = Annotated[
@@ -122,6 +172,8 @@ class _Instance:
             )
         except UnknownJobError as error:
             raise ApiError(404, "UnknownJob", str(error)) from None
+        except NotParkedError as error:  # as a timer's retry answers one not parked
+            raise ApiError(409, "Conflict", str(error)) from None
         except JobError as error:
             raise ApiError(400, "BadRequest", str(error)) from None
 
@@ -214,14 +266,19 @@ async def disable_tenant_job(job: TenantInstance, jobs: Jobs) -> JobInfo:
     return await job.run(jobs.disable)
 
 
-@job_router.post(f"{_SYSTEM_PATH}/retry", name="job/retry", summary=_RETRY)
+@job_router.post(
+    f"{_SYSTEM_PATH}/retry", name="job/retry", summary=_RETRY, responses=responses(409)
+)
 async def retry_job(job: SystemInstance, jobs: Jobs) -> JobInfo:
     """Retry a job instance's parked tick (same request ids)"""
     return await job.run(jobs.retry)
 
 
 @job_router.post(
-    f"{_TENANT_PATH}/retry", name="tenant_job/retry", summary=f"{_RETRY} (a tenant's)"
+    f"{_TENANT_PATH}/retry",
+    name="tenant_job/retry",
+    summary=f"{_RETRY} (a tenant's)",
+    responses=responses(409),
 )
 async def retry_tenant_job(job: TenantInstance, jobs: Jobs) -> JobInfo:
     """Retry a job instance's parked tick (same request ids)"""
@@ -234,7 +291,7 @@ def _rescheduling(jobs: JobClient, rule: RescheduleRequest) -> _Operation:
     def operation(
         context: str, name: str, *, tenant: str | None, partition: int | None
     ) -> Awaitable[JobInfo]:
-        return jobs.reschedule(context, name, rule.layer(), tenant=tenant, partition=partition)
+        return jobs.reschedule(context, name, rule.change(), tenant=tenant, partition=partition)
 
     return operation
 
@@ -242,7 +299,7 @@ def _rescheduling(jobs: JobClient, rule: RescheduleRequest) -> _Operation:
 @job_router.post(f"{_SYSTEM_PATH}/wow.schedule.reschedule")
 async def reschedule_job(rule: RescheduleRequest, job: SystemInstance, jobs: Jobs) -> JobInfo:
     """Give a job instance its own rule (`wow.schedule.reschedule`), any of expression,
-    zone and misfire."""
+    zone and misfire; a field given as null removes the instance's own."""
     return await job.run(_rescheduling(jobs, rule))
 
 
@@ -252,6 +309,50 @@ async def reschedule_tenant_job(
 ) -> JobInfo:
     """Give a tenant's job instance its own rule (`wow.schedule.reschedule`)."""
     return await job.run(_rescheduling(jobs, rule))
+
+
+_ResetBody = Annotated[ResetRequest, Body(description="Optional: no body resets it all")]
+_ALL = ResetRequest()
+
+
+def _resetting(jobs: JobClient, request: ResetRequest) -> _Operation:
+    """`jobs.reset` of `request`'s fields (all if none), as an operation on one instance."""
+    fields = request.fields
+
+    def operation(
+        context: str, name: str, *, tenant: str | None, partition: int | None
+    ) -> Awaitable[JobInfo]:
+        return jobs.reset(context, name, fields, tenant=tenant, partition=partition)
+
+    return operation
+
+
+_RESET = (
+    "Remove a job instance's own rule (wow.schedule.reset): the host's override, or the "
+    "code's, in force again"
+)
+
+
+@job_router.post(
+    f"{_SYSTEM_PATH}/wow.schedule.reset", name="job/wow.schedule.reset", summary=_RESET
+)
+async def reset_job(job: SystemInstance, jobs: Jobs, request: _ResetBody = _ALL) -> JobInfo:
+    """Remove a job instance's own rule, all of it or `{"fields": ["expression", …]}`: the
+    host's override, or the code's, is in force again, its next due time counted from now.
+    Nothing to remove answers the instance as it is."""
+    return await job.run(_resetting(jobs, request))
+
+
+@job_router.post(
+    f"{_TENANT_PATH}/wow.schedule.reset",
+    name="tenant_job/wow.schedule.reset",
+    summary=f"{_RESET} (a tenant's)",
+)
+async def reset_tenant_job(
+    job: TenantInstance, jobs: Jobs, request: _ResetBody = _ALL
+) -> JobInfo:
+    """Remove a tenant's job instance's own rule (`wow.schedule.reset`)."""
+    return await job.run(_resetting(jobs, request))
 
 
 @job_router.get(_SYSTEM_PATH)

@@ -1,5 +1,5 @@
-"""The `schedule` group: list, show, enable, disable, reschedule and retry the instances of
-recurring jobs."""
+"""The `schedule` group: list, show, enable, disable, reschedule, reset and retry the instances
+of recurring jobs."""
 
 from __future__ import annotations
 
@@ -26,10 +26,22 @@ from wow_temporal.model import InvalidScheduleError, explain, validate_key
 
 if TYPE_CHECKING:
     from wow_temporal.jobs.client import JobInfo
+    from wow_temporal.jobs.core import RuleField
+
+
+class _NoLayer:
+    """An absent layer, described as the empty one is."""
+
+    @staticmethod
+    def describe() -> str:
+        return "nothing"
+
+
+_EMPTY = _NoLayer()
 
 schedule_app = typer.Typer(
     no_args_is_help=True,
-    help="List, show, enable, disable, reschedule and retry recurring job instances.",
+    help="List, show, enable, disable, reschedule, reset and retry recurring job instances.",
 )
 
 _Context = Annotated[str, typer.Argument(help="The bounded context, e.g. eshop-inventory.")]
@@ -128,19 +140,22 @@ def schedule_reschedule(
         str | None, typer.Option(help='Six-field Spring cron, e.g. "0 0 6 * * *".')
     ] = None,
     zone: Annotated[str | None, typer.Option(help="IANA zone the expression is read in.")] = None,
-    misfire: Annotated[str | None, typer.Option(help="COALESCE or CATCH_UP.")] = None,
+    misfire: Annotated[
+        str | None, typer.Option(help="COALESCE or CATCH_UP (any case).")
+    ] = None,
     tenant: _Tenant = None,
     partition: _Partition = None,
     as_json: _Json = False,
     address: _Address = None,
     namespace: _Namespace = None,
 ) -> None:
-    """Give an instance its own rule (wow.schedule.reschedule): any of expression, zone, misfire."""
+    """Give an instance its own rule (wow.schedule.reschedule): any of expression, zone, misfire
+    (above the host's override; `schedule reset` removes it)."""
     from wow_temporal.jobs.core import RuleLayer, reschedule_refusal
 
     try:
         rule = RuleLayer.model_validate(
-            {"expression": expression, "zone": zone, "misfire": misfire and misfire.upper()}
+            {"expression": expression, "zone": zone, "misfire": misfire}
         )
     except ValidationError as error:
         raise _fail(explain(error)) from None
@@ -152,6 +167,40 @@ def schedule_reschedule(
     _job_operation(
         "reschedule", context, name, tenant, partition, rule, as_json, None,
         address=address, namespace=namespace,
+    )
+
+
+@schedule_app.command("reset")
+def schedule_reset(
+    context: _Context,
+    name: _Name,
+    fields: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--field",
+            help="Remove only this field of the instance's own rule: expression, zone or "
+            "misfire (repeat it for more); none: all of it.",
+        ),
+    ] = None,
+    tenant: _Tenant = None,
+    partition: _Partition = None,
+    as_json: _Json = False,
+    address: _Address = None,
+    namespace: _Namespace = None,
+) -> None:
+    """Remove an instance's own rule (wow.schedule.reset): the host's override, or the code's,
+    is in force again, next due counted from now. Nothing to remove: shown as it is."""
+    from wow_temporal.jobs.core import RULE_FIELDS
+
+    wanted = None
+    if fields:
+        wanted = [f.strip().lower() for f in fields]
+        unknown = [f for f in wanted if f not in RULE_FIELDS]
+        if unknown:
+            raise _fail(f"--field {unknown[0]!r}: use expression, zone or misfire")
+    _job_operation(
+        "reset", context, name, tenant, partition, None, as_json, None,
+        address=address, namespace=namespace, fields=wanted,
     )
 
 
@@ -180,6 +229,7 @@ def _job_operation(
     *,
     address: str | None,
     namespace: str | None,
+    fields: list[str] | None = None,
 ) -> None:
     try:
         validate_key(name, "job name")
@@ -196,11 +246,34 @@ def _job_operation(
         where: dict[str, Any] = {"tenant": tenant, "partition": partition}
         if rule is not None:
             info = await jobs.reschedule(context, name, rule, **where)
+        elif operation == "reset":
+            info = await jobs.reset(context, name, _rule_fields(fields), **where)
         else:
             info = await getattr(jobs, operation)(context, name, **where)
         _echo_job(info, as_json)
 
     _run(work)
+
+
+def _rule_fields(fields: list[str] | None) -> list[RuleField] | None:
+    """`--field`s as the rule's field names (checked already)."""
+    from wow_temporal.jobs.core import RULE_FIELDS
+
+    return None if fields is None else [f for f in RULE_FIELDS if f in fields]
+
+
+def _echo_layers(info: JobInfo) -> None:
+    """The layers, lowest first (each field comes from the highest that sets it), and each
+    field of the host's override the instance's own layer hides."""
+    if info.code is None:
+        return
+    owner = "tenant" if info.tenant not in (None, "(0)") else "operator"
+    typer.echo(
+        f"  layers    code {info.code.expression} {info.code.zone} {info.code.misfire.value}"
+        f" < host {(info.host or _EMPTY).describe()} < {owner} {(info.own or _EMPTY).describe()}"
+    )
+    for text in info.shadowed:
+        typer.echo(f"  shadowed  {text}")
 
 
 def _echo_job(info: JobInfo, as_json: bool) -> None:
@@ -214,6 +287,7 @@ def _echo_job(info: JobInfo, as_json: bool) -> None:
             f"  rule      {info.expression} ({sources.get('expression')}), zone {info.zone} "
             f"({sources.get('zone')}), misfire {info.misfire} ({sources.get('misfire')})"
         )
+    _echo_layers(info)
     if info.processor:
         typer.echo(f"  handler   {info.processor}, next slot {info.next_slot}")
     for due in info.next_due:

@@ -28,7 +28,7 @@ from wow_temporal.wire import (
     read_result,
 )
 
-__all__ = ["DemoError", "run_demo"]
+__all__ = ["DemoError", "restoring", "run_demo"]
 
 ORDER = NamedAggregate("eshop-order", "order")
 STOCK = NamedAggregate("eshop-inventory", "stock")
@@ -118,6 +118,7 @@ class _Walk:
         return None if order is None else str(order["state"]["status"])
 
     async def job(self, suffix: str = "", body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Show the morning job (no `suffix`), or post `body` to its `suffix` route."""
         path = f"/{JOB_CONTEXT}/schedule/{JOB}{suffix}"
         response = await (self.api.post(path, json=body) if suffix else self.api.get(path))
         if response.status_code != 200:
@@ -278,16 +279,17 @@ async def _let_order_a_cancel_itself(walk: _Walk, order_a: _OrderA) -> None:
 async def _run_the_morning_job(walk: _Walk) -> None:
     """Enable the job, tick it every 5 seconds until it ticks once, then put it back.
 
-    The rule (and a disabled status) is read before anything changes and put back in a
-    `finally`: however the step ends (Ctrl+C, SIGTERM, an error), the job must not be left
-    ticking every 5 seconds, sending ReceiveStock each time, long after the demo is gone.
+    The instance is read before anything changes and put back in a `finally`: however the
+    step ends (Ctrl+C, SIGTERM, SIGHUP, an error), the job must not be left ticking every 5
+    seconds, sending ReceiveStock each time, long after the demo is gone, nor with a rule of
+    the demo's pinned over the host's override.
     """
     walk.heading(f"The morning job {JOB}: enable it and reschedule it to run every 5 seconds.")
     found = await walk.job()
     try:
         await walk.job("/wow.schedule.enable")
         info = await walk.job("/wow.schedule.reschedule", {"expression": "*/5 * * * * *"})
-        walk.say(f"   {JOB} is {info['status']}, next {', '.join(info['next_due'][:2])}")
+        walk.say(f"   {JOB} is {info['status']}, next {', '.join(info['nextDue'][:2])}")
         walk.say(f"   Watch its ticks in the Web UI: {walk.ui(job_workflow_id(JOB_CONTEXT, JOB))}")
         recent = info.get("recent") or []
         before = recent[-1]["slot"] if recent else 0
@@ -307,16 +309,34 @@ async def _run_the_morning_job(walk: _Walk) -> None:
         await _put_back(walk, found)
 
 
+_FIELDS = ("expression", "zone", "misfire")
+
+
+def restoring(found: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """How to give the job the rule it had in `found` (as the control API showed it) again:
+    a reset when it had no rule of its own (the host's or the code's in force, as before),
+    else a reschedule to its own fields, a null removing each it did not have."""
+    own = found.get("own") or {}
+    if not any(own.get(name) is not None for name in _FIELDS):
+        return "/wow.schedule.reset", None
+    return "/wow.schedule.reschedule", {name: own.get(name) for name in _FIELDS}
+
+
 async def _put_back(walk: _Walk, found: dict[str, Any]) -> None:
     """Give the job the rule it had in `found` again (disabling it if it was) and say so in
     one line; awaited even while the walk is being cancelled."""
-    expression = str(found.get("expression") or "0 0 6 * * *")
-    restored = await walk.job("/wow.schedule.reschedule", {"expression": expression})
+    verb, body = restoring(found)
+    restored = await walk.job(verb, body)
     if found.get("status") == "Disabled":
         restored = await walk.job("/wow.schedule.disable")
+    how = (
+        "put back with a reset (the demo's rule removed)" if body is None
+        else "put back to the rule of its own it had"
+    )
+    source = (restored.get("sources") or {}).get("expression", "?")
     walk.say(
-        f"   {JOB} put back to {expression} ({restored['status']}): next "
-        f"{', '.join(restored['next_due'][:1]) or 'none'}"
+        f"   {JOB} {how}: {restored['expression']} from the {source}, {restored['status']}, "
+        f"next {', '.join(restored['nextDue'][:1]) or 'none'}"
     )
 
 

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from wow_temporal.engine import parsed_cron
 from wow_temporal.model import JobScope, Misfire, validate_cron, validate_key, validate_zone
+from wow_temporal.model.rules import never_fires
 
 __all__ = ["JOB_ATTRIBUTE", "JobDefinition", "check_handler", "on_schedule"]
 
@@ -40,7 +42,8 @@ def on_schedule(
     """Declare a saga method `(tick, context) -> list[Command]` as the handler of job `name`,
     due each time `cron` (six Spring fields) matches in `zone`.
 
-    A bad name, cron, zone, scope or signature raises `ValueError` naming the job, here.
+    A bad name, cron (or one no time ever matches), zone, scope or signature raises
+    `ValueError` naming the job, here.
     """
     definition = _checked(name, cron, zone, scope, sharded, misfire)
 
@@ -64,6 +67,8 @@ def _checked(
         validate_cron(cron)
     except ValueError as error:
         raise ValueError(f"{where}: cron {cron!r}: {error}") from None
+    if not parsed_cron(cron).ever_matches():
+        raise ValueError(f"{where}: {never_fires(cron)}")
     try:
         validate_zone(zone)
     except ValueError as error:

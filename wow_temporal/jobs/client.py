@@ -1,4 +1,4 @@
-"""Operate recurring job instances: enable, disable, reschedule, retry, show and list them.
+"""Operate recurring job instances: enable, disable, reschedule, reset, retry, show, list them.
 
 `JobClient` is the one code path behind the Python API, the control API's job routes, the CLI
 and the worker (which brings every SYSTEM instance to its settings at start). Changes are
@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -34,7 +35,15 @@ from wow_temporal.domain.app import App, Job
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
-from wow_temporal.jobs.core import HostRule, JobRule, JobState, RuleLayer, TickRecord
+from wow_temporal.jobs.core import (
+    HostRule,
+    JobRule,
+    JobState,
+    RuleChange,
+    RuleField,
+    RuleLayer,
+    TickRecord,
+)
 from wow_temporal.jobs.directory import TenantDirectory, TenantsWorkflow, directory_id
 from wow_temporal.jobs.tick import TickRequest
 from wow_temporal.jobs.workflow import (
@@ -43,6 +52,7 @@ from wow_temporal.jobs.workflow import (
     HOST,
     JOB_WORKFLOW,
     RESCHEDULE,
+    RESET,
     RETRY,
     JobInput,
 )
@@ -54,6 +64,7 @@ __all__ = [
     "JobClient",
     "JobError",
     "JobInfo",
+    "NotParkedError",
     "UnknownJobError",
     "job_task_queue",
     "static_summary",
@@ -85,10 +96,22 @@ class UnknownJobError(JobError, LookupError):
     """No such job, or no instance of it (for that tenant)."""
 
 
-class JobInfo(BaseModel):
-    """A job instance as operators see it (CLI, control API)."""
+class NotParkedError(JobError):
+    """A retry of an instance that is not parked (nothing to retry): a conflict with its
+    state, as a timer's retry that is not parked is."""
 
-    model_config = ConfigDict(frozen=True)
+
+class JobInfo(BaseModel):
+    """A job instance as operators see it (CLI, control API): camelCase in JSON, as the
+    control API speaks it (`workflowId`, `nextDue`), snake_case in Python."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
 
     workflow_id: str
     context: str
@@ -103,6 +126,14 @@ class JobInfo(BaseModel):
     misfire: Misfire | None = None
     sources: dict[str, Source] = {}
     """Where each field of the rule in force comes from: code, host, tenant (or operator)."""
+    code: JobRule | None = None
+    """The code's rule (`@on_schedule`), the lowest layer."""
+    host: RuleLayer | None = None
+    """The host's override (`wow.schedules.<name>.*`) as the instance last had it."""
+    own: RuleLayer | None = None
+    """The instance's own layer (a reschedule), the highest: `reset` removes it."""
+    shadowed: list[str] = []
+    """Each field of the host's override the instance's own layer hides, in words."""
     processor: str | None = None
     next_slot: int | None = None
     next_due: list[datetime] = []
@@ -134,7 +165,11 @@ def _info(workflow_id: str, state: JobState, now: datetime, note: str | None = N
         expression=rule.expression,
         zone=rule.zone,
         misfire=rule.misfire,
-        sources={field: state.source(field) for field in ("expression", "zone", "misfire")},
+        sources={field: state.source(field) for field in core.RULE_FIELDS},
+        code=state.code,
+        host=state.host,
+        own=state.own,
+        shadowed=core.shadowed(state),
         processor=state.processor or None,
         next_slot=state.next_slot,
         next_due=core.upcoming(state, now),
@@ -197,22 +232,45 @@ class JobClient:
         self,
         context: str,
         name: str,
-        rule: RuleLayer | dict[str, Any] | BaseModel,
+        rule: RuleLayer | RuleChange | dict[str, Any] | BaseModel,
         *,
         tenant: str | None = None,
         partition: int | None = None,
     ) -> JobInfo:
-        """Give the instance its own rule: any of expression, zone, misfire."""
-        layer = _layer(rule)
-        error = core.reschedule_refusal(layer)
+        """Give the instance its own rule: any of expression, zone, misfire. In a dict (or a
+        model's fields set), a field given as None removes the instance's own (as `reset` of
+        that field does); a `RuleLayer`'s None keeps it."""
+        change = _change_of(rule)
+        error = core.reschedule_refusal(change)
         if error is not None:
             raise JobError(error)
-        return await self._change(context, name, tenant, partition, RESCHEDULE, layer)
+        return await self._change(context, name, tenant, partition, RESCHEDULE, change)
+
+    async def reset(
+        self,
+        context: str,
+        name: str,
+        fields: Iterable[RuleField] | None = None,
+        *,
+        tenant: str | None = None,
+        partition: int | None = None,
+    ) -> JobInfo:
+        """Remove the instance's own rule (`fields` of it, or all): the host's override, or
+        the code's, is in force again, its next due time counted from now. Nothing to remove
+        answers the instance as it is."""
+        wanted = None if fields is None else list(fields)
+        try:
+            checked = core.read_fields(None if wanted is None else {"fields": wanted})
+        except ValueError as error:
+            raise JobError(str(error)) from None
+        request = None if checked is None else {"fields": list(checked)}
+        return await self._change(context, name, tenant, partition, RESET, request)
 
     async def retry(
         self, context: str, name: str, *, tenant: str | None = None, partition: int | None = None
     ) -> JobInfo:
-        """Retry the parked tick (same request ids); later slots follow, by the policy."""
+        """Retry the parked tick (same request ids); later slots follow, by the policy.
+        `NotParkedError` if it is not parked."""
         return await self._change(context, name, tenant, partition, RETRY, None)
 
     async def show(
@@ -437,8 +495,12 @@ class JobClient:
         return None if app is None else app.jobs.get(name)
 
     def _no_instance(
-        self, context: str, name: str, tenant: str | None, partition: int | None
+        self, context: str, name: str, tenant: str | None, partition: int | None, *,
+        creating: bool = False,
     ) -> str:
+        """Why there is no instance to act on, and what creates one: an enable by a client
+        that has the job's App (the CLI's `schedule enable --app`, `wow-temporal api --app`),
+        or, for a SYSTEM job, a worker of that App at its start."""
         which = f" for tenant {tenant}" if tenant is not None else ""
         which += f" partition {partition}" if partition is not None else ""
         if context in self.apps:
@@ -446,10 +508,18 @@ class JobClient:
                 known = ", ".join(sorted(self.apps[context].jobs)) or "none"
                 return f"no job {name} in context {context} (its jobs: {known})"
             return f"no instance of job {name}{which} in context {context} yet: enable it"
+        missing = f"no instance of job {name}{which} in context {context}"
+        if creating:
+            return (
+                f"{missing}, and this client has no App of context {context} to create it "
+                f"(it has: {', '.join(sorted(self.apps)) or 'none'}): enable it with "
+                "`wow-temporal schedule enable --app module:attr`, through a control API "
+                "started with `--app module:attr`, or start a worker of that App (it creates "
+                "its SYSTEM jobs' instances)"
+            )
         return (
-            f"no instance of job {name}{which} in context {context} (this server knows the "
-            f"jobs of: {', '.join(sorted(self.apps)) or 'no app'}; run it with --app to create "
-            "instances)"
+            f"{missing}: it is created when enabled (`wow-temporal schedule enable "
+            f"{context} {name} --app module:attr`, or a worker of its App for a SYSTEM job)"
         )
 
     async def _change(
@@ -473,7 +543,9 @@ class JobClient:
                 raise
             job = self._job(context, name)
             if not create or job is None:
-                raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
+                raise UnknownJobError(self._no_instance(
+                    context, name, tenant, partition, creating=create
+                )) from None
             enable = update == ENABLE or (
                 update == HOST and isinstance(argument, HostRule) and argument.enabled is not False
             )
@@ -498,7 +570,8 @@ class JobClient:
             at = await self._instant()
             payloads: builtins.list[Any] = [{"at": int(at.timestamp() * 1000)}]
         else:
-            payloads = [a.model_dump(mode="json") for a in args]
+            payloads = [_payload(a) for a in args]
+            args = payloads
         try:
             state = await update_or_signal(
                 handle,
@@ -507,7 +580,7 @@ class JobClient:
                 result_type=JobState,
                 accept_within=self.answer_timeout,
                 answer_within=RESULT_TIMEOUT,
-                signal=payloads if update in (ENABLE, DISABLE, RESCHEDULE, HOST) else None,
+                signal=payloads if update in (ENABLE, DISABLE, RESCHEDULE, RESET, HOST) else None,
             )
         except NotAccepted:
             raise JobError(
@@ -521,6 +594,9 @@ class JobClient:
                 "show the instance to see when it is in force"
             ) from None
         except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.type == "NotParked":
+                raise NotParkedError(cause.message) from None
             raise JobError(_cause(error)) from None
         if isinstance(state, SentAsSignal):
             return (
@@ -624,8 +700,9 @@ def _static_details(context: str, job: Job) -> str:
     return (
         f"Recurring job **{job.name}** of {context}, handled by {job.processor}. The "
         "rule in force, the next due times and the last ticks are in **Current "
-        f"Details**. Send the signals {ENABLE}, {DISABLE} or {RESCHEDULE} "
-        '(`{"expression": …, "zone": …, "misfire": …}`) to operate it.'
+        f"Details**. Send the signals {ENABLE}, {DISABLE}, {RESCHEDULE} "
+        '(`{"expression": …, "zone": …, "misfire": …}`, null removes its own) or '
+        f'{RESET} (nothing, or `{{"fields": ["expression"]}}`) to operate it.'
     )
 
 
@@ -668,15 +745,30 @@ def _cause(error: WorkflowUpdateFailedError) -> str:
     return str(cause or error)
 
 
-def _layer(rule: RuleLayer | dict[str, Any] | BaseModel) -> RuleLayer:
-    if isinstance(rule, RuleLayer):
+def _change_of(rule: RuleLayer | RuleChange | dict[str, Any] | BaseModel) -> RuleChange:
+    """A reschedule as the client was given it: a `RuleLayer`'s None keeps a field; in a dict,
+    or among a model's fields set, None removes the instance's own."""
+    if isinstance(rule, RuleChange):
         return rule
+    if isinstance(rule, RuleLayer):
+        return RuleChange(layer=rule)
     if isinstance(rule, BaseModel):
-        rule = rule.model_dump(exclude_none=True)
+        rule = rule.model_dump(exclude_unset=True)
     try:
-        return RuleLayer.model_validate(rule)
+        return core.read_change(rule)
     except ValueError as error:
         raise JobError(str(error)) from None
+
+
+def _payload(argument: Any) -> Any:
+    """What goes in an update or signal: a reschedule's fields set and those removed (null)
+    only, so a field left out keeps the instance's own; a model's fields otherwise."""
+    if isinstance(argument, RuleChange):
+        given = argument.layer.model_dump(mode="json", exclude_none=True)
+        return given | dict.fromkeys(argument.remove)
+    if isinstance(argument, BaseModel):
+        return argument.model_dump(mode="json")
+    return argument
 
 
 def _quote(value: str) -> str:

@@ -1,8 +1,8 @@
 """The pure core of a recurring job instance: its rule, slots, misfire policy and parking.
 
-Given the state, the time and an input (enable, disable, reschedule, a host override, a wake-up,
-a tick's outcome, an operator's retry) it returns the new state and what to do next. No Temporal,
-no I/O: `jobs.workflow` is the thin shell that runs these decisions durably.
+Given the state, the time and an input (enable, disable, reschedule, reset, a host override, a
+wake-up, a tick's outcome, an operator's retry) it returns the new state and what to do next.
+No Temporal, no I/O: `jobs.workflow` is the thin shell that runs these decisions durably.
 
 Slots number the rule's due times from the first enable on (1, 2, …), handled or skipped, for
 the instance's whole life; due times that pass while it is disabled take no number. A due time
@@ -12,17 +12,20 @@ COALESCE runs only the latest of those and counts the others in `skipped`, CATCH
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from wow_temporal.engine import Frozen, latest_due, parsed_cron, short_instant
 from wow_temporal.model import JobScope, Misfire, validate_cron, validate_zone, zone_info
+from wow_temporal.model.rules import never_fires
 
 __all__ = [
     "RECENT_TICKS",
+    "RULE_FIELDS",
     "AwaitOperator",
     "Handle",
     "HostRule",
@@ -30,6 +33,8 @@ __all__ = [
     "JobState",
     "JobStatus",
     "PendingTick",
+    "RuleChange",
+    "RuleField",
     "RuleLayer",
     "Sleep",
     "Step",
@@ -40,15 +45,20 @@ __all__ = [
     "disable",
     "enable",
     "initial",
+    "misfire_name",
     "notice",
     "on_failed",
     "on_handled",
     "on_interrupted",
+    "read_change",
+    "read_fields",
     "reschedule",
     "reschedule_error",
     "reschedule_refusal",
+    "reset",
     "retry",
     "set_host",
+    "shadowed",
     "step",
     "summary",
     "upcoming",
@@ -73,6 +83,19 @@ class JobStatus(StrEnum):
 
 
 RuleSource = Literal["code", "host", "tenant", "operator"]
+"""Where a field of the rule in force comes from. The instance's own layer (a tenant's for a
+TENANT instance, an operator's otherwise) beats the host's, which beats the code's."""
+
+RuleField = Literal["expression", "zone", "misfire"]
+RULE_FIELDS: tuple[RuleField, ...] = get_args(RuleField)
+
+
+def misfire_name(value: Any) -> Any:
+    """A misfire policy's name in any case, `-` for `_` (`catch_up`, `Catch-Up`), as the
+    settings read it: `CATCH_UP`. Anything else is left for the enum to refuse."""
+    if isinstance(value, str):
+        return value.strip().upper().replace("-", "_")
+    return value
 
 
 class JobRule(Frozen):
@@ -101,6 +124,11 @@ class RuleLayer(Frozen):
     zone: str | None = None
     misfire: Misfire | None = None
 
+    @field_validator("misfire", mode="before")
+    @classmethod
+    def _misfire_any_case(cls, value: Any) -> Any:
+        return misfire_name(value)
+
     def over(self, below: RuleLayer) -> RuleLayer:
         """This layer laid over `below`, field by field."""
         return RuleLayer(
@@ -109,9 +137,35 @@ class RuleLayer(Frozen):
             misfire=self.misfire if self.misfire is not None else below.misfire,
         )
 
+    def without(self, fields: Iterable[RuleField]) -> RuleLayer:
+        """This layer with `fields` removed (None: the layer below shows through)."""
+        return self.model_copy(update=dict.fromkeys(fields))
+
     @property
     def empty(self) -> bool:
         return self.expression is None and self.zone is None and self.misfire is None
+
+    def describe(self) -> str:
+        """`expression 0 0 7 * * *, zone Asia/Tokyo`, or `nothing`."""
+        given = [f"{name} {_shown(getattr(self, name))}" for name in RULE_FIELDS
+                 if getattr(self, name) is not None]
+        return ", ".join(given) or "nothing"
+
+
+def _shown(value: object) -> str:
+    return value.value if isinstance(value, Misfire) else str(value)
+
+
+class RuleChange(Frozen):
+    """A reschedule as sent: the fields it sets, and those it removes from the instance's own
+    layer (given as null), so the host's override or the code's shows through again."""
+
+    layer: RuleLayer = RuleLayer()
+    remove: tuple[RuleField, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.layer.empty and not self.remove
 
 
 class HostRule(Frozen):
@@ -192,13 +246,18 @@ class JobState(Frozen):
             misfire=layered.misfire or self.code.misfire,
         )
 
-    def source(self, field: Literal["expression", "zone", "misfire"]) -> RuleSource:
+    def source(self, field: RuleField) -> RuleSource:
         """Where the field in force comes from."""
         if getattr(self.own, field) is not None:
-            return "tenant" if self.scope is JobScope.TENANT else "operator"
+            return self.owner
         if getattr(self.host, field) is not None:
             return "host"
         return "code"
+
+    @property
+    def owner(self) -> Literal["tenant", "operator"]:
+        """Whose the instance's own layer is: its tenant's, or an operator's."""
+        return "tenant" if self.scope is JobScope.TENANT else "operator"
 
     @property
     def status(self) -> JobStatus:
@@ -298,10 +357,13 @@ def disable(state: JobState) -> JobState:
 
 
 def reschedule_error(layer: RuleLayer) -> str | None:
-    """Why `layer` cannot be a rule (a bad expression or zone), or None."""
+    """Why `layer` cannot be a rule (a bad expression or zone, or an expression no time ever
+    matches: the instance would never tick), or None."""
     try:
         if layer.expression is not None:
             validate_cron(layer.expression)
+            if not parsed_cron(layer.expression).ever_matches():
+                return never_fires(layer.expression)
         if layer.zone is not None:
             validate_zone(layer.zone)
     except ValueError as error:
@@ -309,18 +371,83 @@ def reschedule_error(layer: RuleLayer) -> str | None:
     return None
 
 
-def reschedule_refusal(layer: RuleLayer) -> str | None:
-    """Why a reschedule with `layer` is refused: nothing given, or a bad expression or zone."""
-    if layer.empty:
-        return "give at least one of 'expression', 'zone' or 'misfire'"
-    return reschedule_error(layer)
+def reschedule_refusal(change: RuleLayer | RuleChange) -> str | None:
+    """Why a reschedule is refused: nothing given, or a bad expression or zone."""
+    if isinstance(change, RuleLayer):
+        change = RuleChange(layer=change)
+    if change.empty:
+        return (
+            "give at least one of 'expression', 'zone' or 'misfire' (null removes the "
+            "instance's own, the host's or the code's then in force)"
+        )
+    return reschedule_error(change.layer)
 
 
-def reschedule(state: JobState, layer: RuleLayer, now: datetime) -> JobState:
-    """The instance's own rule, field by field over what it had; the next due time is counted
-    from now, so a new rule never finds a past slot to run."""
-    own = layer.over(state.own)
+def read_change(payload: object, *, null_removes: bool = True) -> RuleChange:
+    """A reschedule's JSON object: a field given sets the instance's own, one given as null
+    removes it (`null_removes`; else null keeps it, as before `wow.schedule.reset`), one left
+    out keeps it. `ValueError` (a pydantic `ValidationError` for a bad field) if it is not."""
+    if not isinstance(payload, dict):
+        raise ValueError('send one JSON object: {"expression": …, "zone": …, "misfire": …}')
+    layer = RuleLayer.model_validate(payload)
+    nulls = tuple(f for f in RULE_FIELDS if f in payload and payload[f] is None)
+    return RuleChange(layer=layer, remove=nulls if null_removes else ())
+
+
+def read_fields(payload: object) -> tuple[RuleField, ...] | None:
+    """What a reset removes: None (nothing sent, `{}` or `{"fields": null}`) for the whole own
+    layer, or the fields `{"fields": ["expression", …]}` names; `ValueError` saying what is
+    wrong otherwise."""
+    if payload is None:
+        return None
+    if not isinstance(payload, dict) or set(payload) - {"fields"}:
+        raise ValueError('send nothing, or {"fields": ["expression", "zone", "misfire"]} '
+                         "(any of them; none: all)")
+    fields = payload.get("fields")
+    if fields is None:
+        return None
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise ValueError('fields: a list of "expression", "zone" or "misfire"')
+    unknown = [f for f in fields if f not in RULE_FIELDS]
+    if unknown:
+        raise ValueError(f"fields: no rule field {unknown[0][:40]!r} (expression, zone, misfire)")
+    return tuple(f for f in RULE_FIELDS if f in fields)
+
+
+def reschedule(
+    state: JobState, change: RuleLayer | RuleChange, now: datetime
+) -> JobState:
+    """The instance's own rule, field by field over what it had (a `RuleChange` may also
+    remove fields); the next due time is counted from now, so a new rule never finds a past
+    slot to run."""
+    if isinstance(change, RuleLayer):
+        change = RuleChange(layer=change)
+    own = change.layer.over(state.own.without(change.remove))
     return _new_rule(state.model_copy(update={"own": own}), state, now)
+
+
+def reset(state: JobState, fields: Iterable[RuleField] | None, now: datetime) -> JobState:
+    """Remove the instance's own rule (`fields` of it, or all): the host's override, or the
+    code's, is in force again. Nothing to remove: unchanged. A changed rule counts its next
+    due time from now, as a reschedule does; slots keep counting."""
+    own = RuleLayer() if fields is None else state.own.without(fields)
+    return _new_rule(state.model_copy(update={"own": own}), state, now)
+
+
+def shadowed(state: JobState) -> list[str]:
+    """A line for each field of the host's override the instance's own layer hides: `host
+    says 0 0 7 * * *, overridden by operator's 0 0 6 * * *; …reset to follow the host`."""
+    lines = []
+    for name in RULE_FIELDS:
+        host, own = getattr(state.host, name), getattr(state.own, name)
+        if host is None or own is None or host == own:
+            continue
+        what = "" if name == "expression" else f"{name} "
+        lines.append(
+            f"host says {what}{_shown(host)}, overridden by {state.owner}'s {_shown(own)}; "
+            f"`schedule reset` (or `--field {name}`) to follow the host"
+        )
+    return lines
 
 
 def set_host(state: JobState, host: RuleLayer, now: datetime) -> JobState:
@@ -457,6 +584,7 @@ def details(state: JobState, now: datetime) -> str:
         f"rule `{rule.expression}` ({state.source('expression')}) · zone {rule.zone} "
         f"({state.source('zone')}) · misfire {rule.misfire.value} ({state.source('misfire')})"
     )
+    lines.extend(f"shadowed: {text}" for text in shadowed(state))
     if state.processor:
         lines.append(f"handled by {state.processor} · next slot {state.next_slot}")
     pending = state.pending

@@ -2,8 +2,8 @@
 
 One long-lived workflow per instance (`wow-job:…`). It sleeps until the rule is next due, hands
 each slot to the `wow.tick` activity, and applies the outcome. Operators drive it with the
-updates `wow.schedule.enable|disable|reschedule` (validated, answered) and the signals of the
-same names (for the Web UI's "Send a Signal" and `temporal workflow signal`; a signal that
+updates `wow.schedule.enable|disable|reschedule|reset` (validated, answered) and the signals of
+the same names (for the Web UI's "Send a Signal" and `temporal workflow signal`; a signal that
 cannot be applied, or of no such name, is logged and shown in the current details, and changes
 nothing).
 """
@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from wow_temporal.ids import parse_job_workflow_id
     from wow_temporal.jobs import core
     from wow_temporal.jobs.attributes import SA_STATUS
-    from wow_temporal.jobs.core import HostRule, JobState, PendingTick, RuleLayer
+    from wow_temporal.jobs.core import HostRule, JobState, PendingTick
     from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
     from wow_temporal.settings.delivery import DeliverySettings
     from wow_temporal.timers.workflow import read_payload
@@ -35,6 +35,7 @@ __all__ = [
     "ENABLE",
     "HOST",
     "RESCHEDULE",
+    "RESET",
     "RETRY",
     "HostRule",
     "JobInput",
@@ -44,6 +45,8 @@ __all__ = [
 ENABLE = "wow.schedule.enable"
 DISABLE = "wow.schedule.disable"
 RESCHEDULE = "wow.schedule.reschedule"
+RESET = "wow.schedule.reset"
+"""Remove the instance's own rule (or some fields of it): the host's, or the code's, again."""
 RETRY = "wow.schedule.retry"
 HOST = "wow.schedule.host"
 """The worker's host override (`wow.schedules.<name>.*`), brought to the instance at start."""
@@ -94,7 +97,12 @@ def _identity(workflow_id: str) -> tuple[str, str, str | None, int | None]:
 
 
 NEVER = "0 0 0 30 2 *"
-"""A Spring cron rule that never matches (February 30th)."""
+"""A Spring cron rule that never matches (February 30th): the code's rule of an instance that
+cannot read its input (internal; a rule from outside that never fires is refused)."""
+
+NULL_REMOVES = "wow.schedule.reschedule-null-removes"
+"""The patch under which a reschedule's field given as null removes the instance's own (it
+kept it before): histories recorded before replay as they ran."""
 
 
 @workflow.defn(name=JOB_WORKFLOW)
@@ -146,16 +154,36 @@ class JobWorkflow:
         return self._state
 
     @workflow.update(name=RESCHEDULE)
-    def reschedule(self, rule: RuleLayer) -> JobState:
-        """Give the instance its own rule (fields left out keep theirs)."""
-        self._change(core.reschedule(self._state, rule, self._now()))
+    def reschedule(self, rule: Any) -> JobState:
+        """Give the instance its own rule: a field given sets it, one given as null removes
+        it (the host's or the code's then in force), one left out keeps it."""
+        self._change(core.reschedule(self._state, self._read_change(rule), self._now()))
         return self._state
 
     @reschedule.validator
-    def _valid_rule(self, rule: RuleLayer) -> None:
-        error = core.reschedule_refusal(rule)
-        if error is not None:
-            raise ApplicationError(error, type="InvalidRule", non_retryable=True)
+    def _valid_rule(self, rule: Any) -> None:
+        try:
+            change = core.read_change(rule)
+        except ValueError as error:
+            raise ApplicationError(_first_line(error), type="InvalidRule",
+                                   non_retryable=True) from None
+        error_text = core.reschedule_refusal(change)
+        if error_text is not None:
+            raise ApplicationError(error_text, type="InvalidRule", non_retryable=True)
+
+    @workflow.update(name=RESET)
+    def reset(self, request: Any = None) -> JobState:
+        """Remove the instance's own rule (all of it, or `{"fields": [...]}`): the host's
+        override, or the code's, in force again. Nothing to remove: answered all the same."""
+        self._change(core.reset(self._state, core.read_fields(request), self._now()))
+        return self._state
+
+    @reset.validator
+    def _valid_reset(self, request: Any = None) -> None:
+        try:
+            core.read_fields(request)
+        except ValueError as error:
+            raise ApplicationError(str(error), type="InvalidRule", non_retryable=True) from None
 
     @workflow.update(name=RETRY)
     def retry(self) -> JobState:
@@ -218,19 +246,26 @@ class JobWorkflow:
     def reschedule_signal(self, payload: Any = None) -> None:
         """A reschedule sent as a signal: applied if valid, else logged and shown."""
         try:
-            if not isinstance(payload, dict):
-                raise ValueError(
-                    'send one JSON object: {"expression": …, "zone": …, "misfire": …}'
-                )
-            rule = RuleLayer.model_validate(payload)
-        except (ValidationError, ValueError) as error:
+            change = self._read_change(payload)
+        except ValueError as error:
             self._refused(f"{RESCHEDULE} signal refused: {_first_line(error)}")
             return
-        error_text = core.reschedule_refusal(rule)
+        error_text = core.reschedule_refusal(change)
         if error_text is not None:
             self._refused(f"{RESCHEDULE} signal refused: {error_text}")
             return
-        self._change(core.reschedule(self._state, rule, self._now()))
+        self._change(core.reschedule(self._state, change, self._now()))
+
+    @workflow.signal(name=RESET)
+    def reset_signal(self, payload: Any = None) -> None:
+        """A reset sent as a signal (nothing, or `{"fields": [...]}`): applied if valid, else
+        logged and shown."""
+        try:
+            fields = core.read_fields(payload)
+        except ValueError as error:
+            self._refused(f"{RESET} signal refused: {error}")
+            return
+        self._change(core.reset(self._state, fields, self._now()))
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
@@ -238,7 +273,7 @@ class JobWorkflow:
         notices, and nothing else changes. It does not wake the instance, so it issues no
         command: a history recorded before this handler, that left such a signal unhandled,
         replays the same."""
-        known = ", ".join((ENABLE, DISABLE, RESCHEDULE, HOST))
+        known = ", ".join((ENABLE, DISABLE, RESCHEDULE, RESET, HOST))
         self._refused(f"{name[:100]} signal refused: no such signal (send {known})", wake=False)
 
     @workflow.query(name="state")
@@ -250,6 +285,14 @@ class JobWorkflow:
 
     def _now(self) -> datetime:
         return workflow.now() + timedelta(milliseconds=self._input.clock_offset_ms)
+
+    def _read_change(self, payload: Any) -> core.RuleChange:
+        """A reschedule's payload; a null in it removes the field only under `NULL_REMOVES`
+        (asked only when there is a null: a history from before the patch, whose client sent
+        null for each field left out, replays as it ran, keeping them)."""
+        nulls = isinstance(payload, dict) and any(payload.get(f, 0) is None
+                                                  for f in core.RULE_FIELDS)
+        return core.read_change(payload, null_removes=nulls and workflow.patched(NULL_REMOVES))
 
     def _change(self, state: JobState) -> None:
         if state != self._state:

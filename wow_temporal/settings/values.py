@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
+from wow_temporal.engine.slots import parsed_cron
 from wow_temporal.model import CronText, Misfire, ZoneName, validate_key
+from wow_temporal.model.rules import never_fires
 
 __all__ = [
     "AnyPort",
@@ -100,7 +102,14 @@ AtLeastOne = Annotated[int, AfterValidator(_at_least_one)]
 LogFormat = Annotated[Literal["text", "json"], BeforeValidator(_log_format)]
 TaskQueue = Annotated[str, AfterValidator(_task_queue)]
 Pollers = Annotated[Literal["auto"] | int, BeforeValidator(_pollers)]
-CronSetting = Annotated[CronText | None, BeforeValidator(blank_is_none)]
+def _fires(expression: str | None) -> str | None:
+    """Refuse a job's expression no time ever matches (`0 0 0 30 2 *`): it would never tick."""
+    if expression is not None and not parsed_cron(expression).ever_matches():
+        raise ValueError(never_fires(expression))
+    return expression
+
+
+CronSetting = Annotated[CronText | None, BeforeValidator(blank_is_none), AfterValidator(_fires)]
 ZoneSetting = Annotated[ZoneName | None, BeforeValidator(blank_is_none)]
 MisfireSetting = Annotated[Misfire | None, BeforeValidator(_misfire)]
 JobName = Annotated[str, AfterValidator(_job_name)]
