@@ -1122,7 +1122,9 @@ async def test_listed_job_instances_say_what_showing_them_says(
         async def listing(token: str) -> list[dict[str, Any]]:
             answer = await http.get("/schedules", params={"context": context}, headers=auth(token))
             assert answer.status_code == 200, answer.text
-            found: list[dict[str, Any]] = answer.json()
+            page = answer.json()
+            assert (page["truncated"], page["limit"]) == (False, 100)
+            found: list[dict[str, Any]] = page["items"]
             return sorted(found, key=lambda info: str(info["name"]))
 
         listed = await polled(lambda: listing(OPERATOR), lambda found: len(found) == 2)
@@ -1152,7 +1154,7 @@ async def test_listed_job_instances_say_what_showing_them_says(
                 "/schedules", params={"context": context}, headers=auth(OPERATOR)
             )
         assert answer.status_code == 200, answer.text
-        found = answer.json()
+        found = answer.json()["items"]
         assert sorted((info["name"], info["status"], info["expression"]) for info in found) == [
             ("per-tenant", "Enabled", None),
             ("sweep", "Enabled", None),

@@ -648,14 +648,15 @@ def test_summary_and_details_name_the_job_and_the_rule() -> None:
     assert "Disabled" in core.details(state, T0)
 
     state = core.enable(state, T0)
-    assert "next 2026-01-05T00:01Z" in core.summary(state, T0)
+    assert "next 2026-01-05T01:01:00.000+01:00" in core.summary(state, T0)  # in its zone
     assert "Enabled" in core.details(state, T0)
     state, tick = take(state, T0 + timedelta(minutes=1))
     assert "slot 1" in core.summary(state, T0 + timedelta(minutes=1))
     state = handled(state, tick, T0 + timedelta(minutes=1, seconds=3))
     details = core.details(state, T0 + timedelta(minutes=1, seconds=3))
     assert (
-        "last ticks, latest first:\n- slot 1 · due 2026-01-05T00:01Z · skipped 0 · handled · "
+        "last ticks, latest first:\n- slot 1 · due 2026-01-05T01:01:00.000+01:00 · skipped 0 · "
+        "handled · "
         "1 command (1 ok, 0 rejected)"
     ) in details
     assert "eshop-deliveries.receive" in details

@@ -753,11 +753,11 @@ def test_summary_reads_like_a_sentence() -> None:
     spec = make_spec(at_rule())
     assert (
         core.summary(spec, datetime(2026, 12, 1, 10, 30, tzinfo=UTC))
-        == "CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z"
+        == "CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:00.000Z"
     )
     assert (
         core.summary(spec, datetime(2026, 12, 1, 10, 30, 5, tzinfo=UTC))
-        == "CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:05Z"
+        == "CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:05.000Z"
     )
     assert (
         core.summary(spec, datetime(2026, 12, 1, 10, 30, 5, 250_000, tzinfo=UTC))
@@ -765,7 +765,7 @@ def test_summary_reads_like_a_sentence() -> None:
     )
     assert (
         core.summary(spec, datetime(2026, 12, 1, 11, 30, tzinfo=timezone(timedelta(hours=1))))
-        == "CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z"
+        == "CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:00.000Z"
     )
     assert core.summary(spec, None) == "CancelOrder → eshop-order.order 42, never due"
 
@@ -775,7 +775,9 @@ def test_summary_names_the_target() -> None:
         context_name="eshop-payment", aggregate_name="payment", tenant_id="t1", aggregate_id="p7"
     )
     spec = make_spec(at_rule()).model_copy(update={"target": other})
-    assert core.summary(spec, T0) == "CancelOrder → eshop-payment.payment p7, due 2026-12-01T10:00Z"
+    assert core.summary(spec, T0) == (
+        "CancelOrder → eshop-payment.payment p7, due 2026-12-01T10:00:00.000Z"
+    )
 
 
 def test_request_id_is_timer_hash_slot() -> None:
@@ -1222,14 +1224,16 @@ def test_details_say_status_schedule_counts_and_last_outcome() -> None:
     state = core.initial(set_change(at_rule(due)))
     text = core.details(state)
     assert text.startswith(
-        "**Scheduled** · CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z"
+        "**Scheduled** · CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:00.000Z"
     )
     assert "set by commit c1 (version 1), schedule c1:e0" in text
     state, step = core.step(state, due)
     assert isinstance(step, Deliver)
     state = core.on_failed(state, step.delivery, "host answered 500")
     text = core.details(state)
-    assert text.startswith("**Parked** · CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z")
+    assert text.startswith(
+        "**Parked** · CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:00.000Z"
+    )
     assert "(slot 1)" in text
     assert "delivered 0 · rejected 0" in text
     assert "parked: host answered 500" in text
@@ -1265,7 +1269,7 @@ def test_static_details_name_the_schedule_as_started_and_when_current_details_ap
     state = core.initial(set_change(at_rule(T0 + timedelta(hours=1)), version=3))
     text = core.static_details(OWNER, "cancel", state)
     assert (
-        "Started with CancelOrder → eshop-order.order 42, due 2026-12-01T11:00Z "
+        "Started with CancelOrder → eshop-order.order 42, due 2026-12-01T11:00:00.000Z "
         "(at 2026-12-01T11:00:00+00:00), set by commit c3 (version 3)."
     ) in text
     assert "in **Current Details** once a worker has run the timer" in text
@@ -1303,7 +1307,7 @@ def test_verdicts_say_why() -> None:
     replace = core.verdict(state, set_change(cron_rule(), version=2))
     assert replace.outcome == "replaced"
     assert replace.reason.startswith("replaced c1:e0 (at 2026-12-01T11:00:00+00:00, due ")
-    assert "by c2:e0 (cron 0 */15 * * * * (UTC, COALESCE), due 2026-12-01T10:15Z)" in (
+    assert "by c2:e0 (cron 0 */15 * * * * (UTC, COALESCE), due 2026-12-01T10:15:00.000Z)" in (
         replace.reason
     )
     cancel = core.verdict(state, TimerChange(kind="cancel", version=2))

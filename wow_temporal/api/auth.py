@@ -193,7 +193,7 @@ class TenantScope:
         given = {value for value in named if value is not None}
         if len(given) > 1:
             raise ApiError(
-                400, "BadRequest", f"the request names more than one tenant: {sorted(given)}"
+                400, "InvalidRequest", f"the request names more than one tenant: {sorted(given)}"
             )
         asked = next(iter(given), None)
         if caller.tenant is None:

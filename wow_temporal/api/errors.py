@@ -40,7 +40,7 @@ class ApiError(Exception):
 
 
 _KINDS = {
-    400: "BadRequest",
+    400: "InvalidRequest",
     401: "Unauthorized",
     403: "Forbidden",
     404: "NotFound",

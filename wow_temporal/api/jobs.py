@@ -32,10 +32,12 @@ from wow_temporal.api.auth import CallerDep, TenantScope
 from wow_temporal.api.errors import ApiError, responses
 from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.engine import parsed_cron
+from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.jobs.client import (
     JobClient,
     JobError,
     JobInfo,
+    JobPage,
     NotParkedError,
     UnknownJobError,
 )
@@ -175,7 +177,7 @@ class _Instance:
         except NotParkedError as error:  # as a timer's retry answers one not parked
             raise ApiError(409, "Conflict", str(error)) from None
         except JobError as error:
-            raise ApiError(400, "BadRequest", str(error)) from None
+            raise ApiError(400, "InvalidRequest", str(error)) from None
 
 
 async def _system_instance(
@@ -388,17 +390,22 @@ async def _listing(
         str | None, filter_query("Only this tenant's (a tenant's token: its own)")
     ] = None,
     status: Annotated[str | None, filter_query("Enabled, Disabled or Parked")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000), WholeNumber] = 100,
+    limit: Annotated[
+        int,
+        Query(ge=1, le=LIST_LIMIT, description=f"At most this many (1 to {LIST_LIMIT:,})"),
+        WholeNumber,
+    ] = LIST_DEFAULT,
 ) -> _Listing:
     return _Listing(context, job, TenantScope.of(caller, tenant), status, limit)
 
 
 @job_router.get("/schedules")
-async def list_jobs(listing: Annotated[_Listing, Depends(_listing)], jobs: Jobs) -> list[JobInfo]:
+async def list_jobs(listing: Annotated[_Listing, Depends(_listing)], jobs: Jobs) -> JobPage:
     """Running job instances (as visibility lists them: it may lag a change by a second),
-    each as `GET /{context}/schedule/{id}` shows it."""
+    each as `GET /{context}/schedule/{id}` shows it; `truncated` when more matched than
+    `limit`."""
     try:
-        found = await jobs.list(
+        page = await jobs.page(
             context=listing.context,
             name=listing.job,
             tenant=listing.scope.tenant,
@@ -406,8 +413,8 @@ async def list_jobs(listing: Annotated[_Listing, Depends(_listing)], jobs: Jobs)
             limit=listing.limit,
         )
     except JobError as error:
-        raise ApiError(400, "BadRequest", str(error)) from None
-    return await _in_full(jobs, found)
+        raise ApiError(400, "InvalidRequest", str(error)) from None
+    return page.model_copy(update={"items": await _in_full(jobs, page.items)})
 
 
 async def _in_full(jobs: JobClient, found: list[JobInfo]) -> list[JobInfo]:

@@ -119,7 +119,7 @@ _LINKS: dict[tuple[str, str], dict[str, Any]] = {
     ("/commits", "post"): _timer_links("/0"),
     ("/timers", "get"): _timer_links("/items/0"),
     ("/timers/{workflowId}", "get"): _timer_links(""),
-    ("/schedules", "get"): _job_links("/0"),
+    ("/schedules", "get"): _job_links("/items/0"),
     **{
         (f"/{{context}}/schedule/{{id}}{suffix}", method): _job_links("")
         for _, suffix, method in _JOB_OPERATIONS

@@ -117,7 +117,9 @@ async def _listing(
     key: Annotated[str | None, filter_query("The schedule's key")] = None,
     status: Annotated[
         str | None,
-        filter_query("Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled"),
+        filter_query(
+            "Scheduled, Delivering, Parked, Delivered, Rejected, Cancelled, NeverDue, …"
+        ),
     ] = None,
     running: bool | None = None,
     limit: Annotated[

@@ -264,3 +264,15 @@ def _configure_tracing(settings: Settings, service: str) -> None:
     except SettingsError as error:
         raise _fail(str(error)) from None
 
+
+
+def cut_line(limit: int) -> str:
+    """What a listing says when it was cut at `--limit` (timers and schedules alike)."""
+    from wow_temporal.engine.listing import LIST_LIMIT
+
+    more = (
+        f"use --limit up to {LIST_LIMIT:,}, or narrow the filters"
+        if limit < LIST_LIMIT
+        else "narrow the filters"
+    )
+    return f"# … more: showing the first {limit:,}; {more}"

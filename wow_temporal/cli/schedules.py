@@ -4,7 +4,6 @@ of recurring jobs."""
 from __future__ import annotations
 
 import logging
-from datetime import UTC
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -21,8 +20,11 @@ from wow_temporal.cli._common import (
     _Namespace,
     _run,
     _settings,
+    cut_line,
 )
-from wow_temporal.model import InvalidScheduleError, explain, validate_key
+from wow_temporal.engine import zoned_text
+from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
+from wow_temporal.model import InvalidScheduleError, explain, validate_key, zone_info
 
 if TYPE_CHECKING:
     from wow_temporal.jobs.client import JobInfo
@@ -65,7 +67,9 @@ def schedule_list(
     name: Annotated[str | None, typer.Option("--job", help="Only this job.")] = None,
     tenant: _Tenant = None,
     status: Annotated[str | None, typer.Option(help="Enabled, Disabled or Parked.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
+    limit: Annotated[
+        int, typer.Option(min=1, max=LIST_LIMIT, help=f"At most this many (1 to {LIST_LIMIT:,}).")
+    ] = LIST_DEFAULT,
     as_json: _Json = False,
     address: _Address = None,
     namespace: _Namespace = None,
@@ -81,14 +85,17 @@ def schedule_list(
 
     async def work() -> None:
         jobs = _jobs(await _connect(settings), settings, None)
-        found = await jobs.list(
+        page = await jobs.page(
             context=context, name=name, tenant=tenant, status=status, limit=limit
         )
         if as_json:
-            _echo_json([info.model_dump(mode="json") for info in found])
+            _echo_json(page.model_dump(mode="json"))
             return
-        for info in found:
+        typer.echo(f"{'STATUS':<9} WORKFLOW ID")
+        for info in page.items:
             typer.echo(f"{info.status:<9} {info.workflow_id}")
+        if page.truncated:
+            typer.echo(cut_line(page.limit), err=True)
 
     _run(work)
 
@@ -290,13 +297,14 @@ def _echo_job(info: JobInfo, as_json: bool) -> None:
     _echo_layers(info)
     if info.processor:
         typer.echo(f"  handler   {info.processor}, next slot {info.next_slot}")
+    zone = zone_info(info.zone or "UTC")
     for due in info.next_due:
-        typer.echo(f"  next      {due.astimezone(UTC).isoformat()}")
+        typer.echo(f"  next      {zoned_text(due, zone)}")
     if info.parked:
         typer.echo(f"  parked    {info.parked}")
     for record in info.recent[-5:]:
         typer.echo(
-            f"  slot {record.slot:<4} {record.due.astimezone(UTC).isoformat()} "
+            f"  slot {record.slot:<4} {zoned_text(record.due, zone)} "
             f"{record.outcome} ({record.commands} commands, skipped {record.skipped})"
             + (f": {record.detail}" if record.detail else "")
         )

@@ -24,10 +24,12 @@ from wow_temporal.cli._common import (
     _Namespace,
     _run,
     _settings,
+    cut_line,
 )
+from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.engine.text import instant_text
 from wow_temporal.model import InvalidCommitError, explain
-from wow_temporal.timers.client import LIST_DEFAULT, LIST_LIMIT, TimerInfo, TimerPage
+from wow_temporal.timers.client import TimerInfo, TimerPage
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -97,7 +99,8 @@ def timers_list(
     tenant: Annotated[str | None, typer.Option()] = None,
     key: Annotated[str | None, typer.Option()] = None,
     status: Annotated[
-        str | None, typer.Option(help="Scheduled, Parked, Delivered, Rejected, Cancelled, …")
+        str | None,
+        typer.Option(help="Scheduled, Parked, Delivered, Rejected, Cancelled, NeverDue, …"),
     ] = None,
     running: Annotated[bool | None, typer.Option("--running/--closed")] = None,
     limit: Annotated[
@@ -165,12 +168,7 @@ def _when(info: TimerInfo) -> str:
 
 def truncated_line(page: TimerPage) -> str:
     """Said when the listing was cut at `--limit`."""
-    more = (
-        f"use --limit up to {LIST_LIMIT:,}, or narrow the filters"
-        if page.limit < LIST_LIMIT
-        else "narrow the filters"
-    )
-    return f"# … more: showing the first {page.limit:,}; {more}"
+    return cut_line(page.limit)
 
 
 @timers_app.command("show")

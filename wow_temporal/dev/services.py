@@ -17,12 +17,13 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import DevPort, dev_ports
 from wow_temporal.dev.stack import DevContext, DevService
 from wow_temporal.domain.app import App
-from wow_temporal.engine import short_instant
+from wow_temporal.engine import zoned_text
 from wow_temporal.host.echo import create_echo_host, echo_fallback
 from wow_temporal.host.relay import Timers
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.overrides import host_rules
+from wow_temporal.model import zone_info
 from wow_temporal.settings import Settings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.worker import (
@@ -224,7 +225,8 @@ class JobWorkerService(_WorkerService):
         instances = await jobs.bring_to_settings(self.app)
         shown = ", ".join(
             f"{info.name} {info.status.lower()}"
-            + (f" (next {short_instant(info.next_due[0])})" if info.next_due else "")
+            + (f" (next {zoned_text(info.next_due[0], zone_info(info.zone or 'UTC'))})"
+               if info.next_due else "")
             for info in instances
         )
         return (

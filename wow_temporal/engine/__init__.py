@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from wow_temporal.engine.frozen import CONTINUE_AS_NEW_AFTER_EVENTS, Frozen
 from wow_temporal.engine.slots import MAX_MISSED_COUNTED, Latest, NextAfter, latest_due, parsed_cron
-from wow_temporal.engine.text import Instant, instant_text, short_instant, zoned_text
+from wow_temporal.engine.text import Instant, instant_text, zoned_text
 
 __all__ = [
     "CONTINUE_AS_NEW_AFTER_EVENTS",
@@ -20,6 +20,5 @@ __all__ = [
     "instant_text",
     "latest_due",
     "parsed_cron",
-    "short_instant",
     "zoned_text",
 ]

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import PlainSerializer
 
-__all__ = ["Instant", "instant_text", "short_instant", "zoned_text"]
+__all__ = ["Instant", "instant_text", "zoned_text"]
 
 
 def instant_text(instant: datetime) -> str:
@@ -38,15 +38,3 @@ Instant = Annotated[datetime, PlainSerializer(instant_text, return_type=str, whe
 """A datetime shown in JSON as `instant_text` writes it (read as any ISO-8601 instant): for the
 models the CLI and the control API answer with, never for a workflow's state, whose payload
 keeps the microseconds."""
-
-
-def short_instant(instant: datetime) -> str:
-    """The former short form (`2026-12-01T10:30Z`), kept while the cores' summaries move to
-    `instant_text`; new code uses `instant_text`."""
-    instant = instant.astimezone(UTC)
-    text = instant.strftime("%Y-%m-%dT%H:%M")
-    if instant.second or instant.microsecond:
-        text += instant.strftime(":%S")
-        if instant.microsecond:
-            text += f".{instant.microsecond // 1000:03d}"
-    return text + "Z"

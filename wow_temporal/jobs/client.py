@@ -32,6 +32,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.domain.app import App, Job
+from wow_temporal.engine import Instant
+from wow_temporal.engine.listing import LIST_DEFAULT
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
@@ -64,6 +66,7 @@ __all__ = [
     "JobClient",
     "JobError",
     "JobInfo",
+    "JobPage",
     "NotParkedError",
     "UnknownJobError",
     "job_task_queue",
@@ -136,7 +139,7 @@ class JobInfo(BaseModel):
     """Each field of the host's override the instance's own layer hides, in words."""
     processor: str | None = None
     next_slot: int | None = None
-    next_due: list[datetime] = []
+    next_due: list[Instant] = []
     """The next due times (up to 5)."""
     parked: str | None = None
     """Why the pending tick is parked (retry it), if it is."""
@@ -145,6 +148,18 @@ class JobInfo(BaseModel):
     notices: list[str] = []
     note: str | None = None
     """Something the caller should know of this answer (e.g. sent as a signal)."""
+
+
+class JobPage(BaseModel):
+    """One listing's answer, shaped as a timers' listing is: the instances found and whether
+    more matched than the limit let through."""
+
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, serialize_by_alias=True)
+
+    items: list[JobInfo]
+    truncated: bool = False
+    """More instances match than `limit`: narrow the filters, or raise the limit."""
+    limit: int
 
 
 def static_summary(state: JobState) -> str:
@@ -317,7 +332,7 @@ class JobClient:
         name: str | None = None,
         tenant: str | None = None,
         status: str | None = None,
-        limit: int = 100,
+        limit: int = LIST_DEFAULT,
     ) -> list[JobInfo]:
         """Running instances matching the filters, as visibility lists them (for display:
         it may lag a change by a second)."""
@@ -350,6 +365,21 @@ class JobClient:
                 )
             )
         return found
+
+    async def page(
+        self,
+        *,
+        context: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = LIST_DEFAULT,
+    ) -> JobPage:
+        """`list`, saying whether more instances matched than `limit` (one more is asked for)."""
+        found = await self.list(
+            context=context, name=name, tenant=tenant, status=status, limit=limit + 1
+        )
+        return JobPage(items=found[:limit], truncated=len(found) > limit, limit=limit)
 
     async def bring_to_settings(self, app: App) -> builtins.list[JobInfo]:
         """What a worker does at start: every SYSTEM instance of `app` (each partition's, for

@@ -12,14 +12,14 @@ COALESCE runs only the latest of those and counts the others in `skipped`, CATCH
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, field_validator
 
-from wow_temporal.engine import Frozen, latest_due, parsed_cron, short_instant
+from wow_temporal.engine import Frozen, latest_due, parsed_cron, zoned_text
 from wow_temporal.model import JobScope, Misfire, validate_cron, validate_zone, zone_info
 from wow_temporal.model.rules import never_fires
 
@@ -560,18 +560,19 @@ def upcoming(state: JobState, now: datetime, count: int = 5) -> list[datetime]:
 
 
 def summary(state: JobState, now: datetime) -> str:
-    """The line a person reads in the Web UI: `receive-deliveries (0) → next 2026-10-21T06:00Z,
-    0 0 6 * * * UTC`."""
+    """The line a person reads in the Web UI: `receive-deliveries (0) → next
+    2026-10-21T06:00:00.000Z, 0 0 6 * * * UTC` (times in the rule's zone)."""
     rule = state.rule.describe()
+    shown = _in_zone(state)
     pending = state.pending
     if pending is not None and pending.parked:
         return f"{state.label} parked at slot {pending.slot}, {rule}"
     if pending is not None:
-        return f"{state.label} → slot {pending.slot} due {short_instant(pending.due)}, {rule}"
+        return f"{state.label} → slot {pending.slot} due {shown(pending.due)}, {rule}"
     if not state.enabled:
         return f"{state.label} disabled, {rule}"
     following = upcoming(state, now, 1)
-    when = f"next {short_instant(following[0])}" if following else "never due"
+    when = f"next {shown(following[0])}" if following else "never due"
     return f"{state.label} → {when}, {rule}"
 
 
@@ -595,19 +596,26 @@ def details(state: JobState, now: datetime) -> str:
         )
     nexts = upcoming(state, now)
     if nexts:
-        lines.append("next: " + ", ".join(short_instant(t) for t in nexts))
+        lines.append("next: " + ", ".join(_in_zone(state)(t) for t in nexts))
     if state.recent:  # a list, not a table: the Web UI shows Markdown tables unaligned
-        ticks = (f"- {_tick_line(record)}" for record in reversed(state.recent))
+        ticks = (f"- {_tick_line(record, state)}" for record in reversed(state.recent))
         lines.append("last ticks, latest first:\n" + "\n".join(ticks))
     for text in state.notices:
         lines.append(f"notice: {text}")
     return "\n\n".join(lines)
 
 
-def _tick_line(record: TickRecord) -> str:
+def _in_zone(state: JobState) -> Callable[[datetime], str]:
+    """How the instance's times are shown: in its rule's zone, the zone being the point."""
+    zone = zone_info(state.rule.zone)
+    return lambda instant: zoned_text(instant, zone)
+
+
+def _tick_line(record: TickRecord, state: JobState) -> str:
     """One finished tick, read alike as plain text and as Markdown: `slot 3 · due
-    2026-10-21T06:00Z · skipped 0 · handled · 2 commands (2 ok, 0 rejected)`."""
-    line = f"slot {record.slot} · due {short_instant(record.due)} · skipped {record.skipped}"
+    2026-10-21T06:00:00.000Z · skipped 0 · handled · 2 commands (2 ok, 0 rejected)`."""
+    due = _in_zone(state)(record.due)
+    line = f"slot {record.slot} · due {due} · skipped {record.skipped}"
     if record.outcome != "handled":
         return f"{line} · {record.outcome}" + (f": {record.detail}" if record.detail else "")
     return (

@@ -41,6 +41,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.engine import Instant, instant_text
+from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -117,10 +118,6 @@ VISIBILITY_RETRY_S = 30.0
 """How long deletions skip listing an aggregate's running timers after a listing failed or
 timed out: with visibility down, each would wait out its timeout, and a batch of deletions would
 take minutes for nothing (the deletion record alone stops every timer)."""
-LIST_LIMIT = 1_000
-"""The most timers one listing answers, the CLI's `--limit` and `GET /timers?limit=` alike."""
-LIST_DEFAULT = 100
-"""How many timers a listing answers unless told."""
 CHECK_LIMIT = 10_000
 """How many running timers `check` reads by default."""
 ANSWER_TIMEOUT = timedelta(seconds=10)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from wow_temporal.engine import Frozen, latest_due, short_instant, slots
+from wow_temporal.engine import Frozen, instant_text, latest_due, slots
 from wow_temporal.model import (
     AggregateRef,
     Misfire,
@@ -270,7 +270,7 @@ def verdict(state: TimerState, change: TimerChange) -> Verdict:
 
 
 def _schedule_text(spec: TimerSpec, due: datetime | None) -> str:
-    when = "never due" if due is None else "due " + short_instant(due)
+    when = "never due" if due is None else "due " + instant_text(due)
     return f"{spec.timer} ({spec.rule.describe()}, {when})"
 
 
@@ -603,5 +603,5 @@ def _where(spec: TimerSpec, state: TimerState) -> str:
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:
     """A line a person reads: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
-    when = "never due" if due is None else "due " + short_instant(due)
+    when = "never due" if due is None else "due " + instant_text(due)
     return f"{spec.command.simple_name} → {spec.target}, {when}"
