@@ -710,7 +710,7 @@ async def test_core_retry_warnings_are_plain_log_lines(tmp_path: Path) -> None:
         (
             ["timers", "list", "--status", "bogus"],
             "error: --status: unknown timer status 'bogus'; one of Scheduled, Delivering, "
-            "Parked, Delivered, Rejected, Cancelled, Terminated, Failed, TimedOut",
+            "Parked, Delivered, Rejected, Cancelled, NeverDue, Terminated, Failed, TimedOut",
         ),
         (
             ["timers", "list", "--limit", "many"],
@@ -829,3 +829,29 @@ async def test_timers_retry_says_what_is_true_of_the_retried_timer(
             timeout=15,
         )
     assert delivered.request_id == f"c-{aggregate_id}:e-1#1"
+
+
+_INTERRUPTED_WHILE_LOADING = """
+import importlib.abc, os, signal, sys
+
+class InterruptOnLoad(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "wow_temporal.cli":
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl+C while the command line loads
+        return None
+
+sys.meta_path.insert(0, InterruptOnLoad())
+sys.argv = ["wow-temporal", "cron", "0 0 6 * * *"]
+from wow_temporal._entry import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_command_line_loads_exits_130_quietly() -> None:
+    """Issue #38: a Ctrl+C in the half second the console script spends importing printed a
+    KeyboardInterrupt's traceback from deep inside an import; now it exits 130, silent."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_WHILE_LOADING],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
