@@ -5,13 +5,12 @@ Each name is imported when first used (PEP 562), so the command line starts with
 Temporal, FastAPI and the domain for a `--help`, and a Ctrl+C while it starts is quiet.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from wow_temporal.connect import connect, connect_timers
+if _TYPE_CHECKING:
+    from wow_temporal.connection import connect, connect_timers
     from wow_temporal.cron import CronExpression, CronSyntaxError
     from wow_temporal.domain import (
         App,
@@ -91,8 +90,8 @@ _EXPORTS = {
     "TimerInfo": "wow_temporal.timers.client",
     "TimerNotFoundError": "wow_temporal.timers.client",
     "aggregate": "wow_temporal.domain",
-    "connect": "wow_temporal.connect",
-    "connect_timers": "wow_temporal.connect",
+    "connect": "wow_temporal.connection",
+    "connect_timers": "wow_temporal.connection",
     "load_settings": "wow_temporal.settings",
     "on_command": "wow_temporal.domain",
     "on_event": "wow_temporal.domain",
@@ -151,12 +150,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """The public name `name`, imported from its module on first use."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'wow_temporal' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 

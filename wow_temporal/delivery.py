@@ -413,11 +413,16 @@ def refuse_early(early_ms: float, message: str, error_type: str) -> None:
         )
 
 
-def _spent(attempt: int, failures: int, budget: int) -> str:
-    """Why the budget is spent, in words: the attempts, and how many the host failed."""
+def spent(attempt: int, failures: int, budget: int, failing: str = "the host") -> str:
+    """Why a delivery's or a tick's budget is spent, in words: the attempts, how many of them
+    `failing` failed, and how many were lost with a worker."""
     lost = attempt - failures
-    other = f"; {lost} lost with a worker, timed out or started early" if lost > 0 else ""
-    return f"attempt {attempt} of {budget} failed: the host failed {failures} times{other}"
+    if lost <= 0:
+        return f"attempt {attempt} of {budget} failed: {failing} failed all {attempt}"
+    return (
+        f"attempt {attempt} of {budget} failed: {failing} failed {failures} of them; {lost} "
+        "lost with a worker, timed out or started early"
+    )
 
 
 def _raise_failure(
@@ -435,7 +440,7 @@ def _raise_failure(
         )
         record_delivery("parked")
         raise ApplicationError(
-            f"{_spent(attempt, failures, request.max_failures)}; last: {error}",
+            f"{spent(attempt, failures, request.max_failures)}; last: {error}",
             details,
             type=DELIVERY_PARKED,
             non_retryable=True,

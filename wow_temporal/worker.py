@@ -25,7 +25,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from wow_temporal.connect import PROBE_TIMEOUT, connect, connect_reason, probe
+from wow_temporal.connection import PROBE_TIMEOUT, connect, connect_reason, probe
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.domain.app import App
 from wow_temporal.health import HealthServer, Readiness

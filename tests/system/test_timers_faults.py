@@ -206,5 +206,5 @@ async def test_an_attempt_lost_with_a_killed_worker_is_one_of_the_attempts_the_w
     assert [r.behaviour for r in wow_host.requests] == ["hang", "fail"]
     assert shown.state is not None and shown.state.status is Status.PARKED
     assert shown.state.parked_error.startswith(
-        "attempt 2 of 2 failed: the host failed 1 times; 1 lost with a worker"
+        "attempt 2 of 2 failed: the host failed 1 of them; 1 lost with a worker"
     )

@@ -382,7 +382,7 @@ async def test_host_failures_are_counted_across_attempts_and_park_at_the_budget(
         await attempt(env, 3, kept).run(DeliveryActivities(sender).deliver, request)
     assert caught.value.type == DELIVERY_PARKED
     assert caught.value.non_retryable
-    assert "attempt 3 of 3 failed: the host failed 3 times; last: " in str(caught.value)
+    assert "attempt 3 of 3 failed: the host failed all 3; last: " in str(caught.value)
 
 
 async def test_an_attempt_lost_with_its_worker_is_one_of_the_budgets_attempts(
@@ -402,7 +402,7 @@ async def test_an_attempt_lost_with_its_worker_is_one_of_the_budgets_attempts(
     assert caught.value.type == DELIVERY_PARKED
     assert caught.value.non_retryable
     assert caught.value.message.startswith(
-        "attempt 3 of 3 failed: the host failed 2 times; 1 lost with a worker, timed out or "
+        "attempt 3 of 3 failed: the host failed 2 of them; 1 lost with a worker, timed out or "
         "started early; last: "
     )
 

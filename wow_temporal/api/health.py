@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from wow_temporal.api.errors import ApiError, ErrorBody
-from wow_temporal.connect import probe
+from wow_temporal.connection import probe
 
 READY_TIMEOUT = timedelta(seconds=2)
 """How long `/ready` waits for Temporal before answering 503."""

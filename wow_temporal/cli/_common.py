@@ -74,7 +74,7 @@ async def _connect(settings: Settings, runtime: Runtime | None = None) -> Client
     """Connect as `connect.connect` does (on `runtime`, exporting metrics, if given), Temporal's
     core logging through Python's; a `_CommandError` (exit 1) naming the address when
     Temporal does not answer."""
-    from wow_temporal.connect import connect, connect_reason
+    from wow_temporal.connection import connect, connect_reason
     from wow_temporal.logs import configure_temporal_runtime
 
     if runtime is None:

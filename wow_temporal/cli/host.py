@@ -113,7 +113,7 @@ async def _serve(
     never wait for Temporal."""
     import uvicorn
 
-    from wow_temporal.connect import connect, connect_reason
+    from wow_temporal.connection import connect, connect_reason
     from wow_temporal.host.runtime import HostRuntime
     from wow_temporal.timers.client import TimerClient
 

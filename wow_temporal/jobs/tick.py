@@ -26,6 +26,7 @@ from wow_temporal.delivery import (
     ScheduleDetails,
     UnreadableCommand,
     refuse_early,
+    spent,
 )
 from wow_temporal.domain.app import App, Job
 from wow_temporal.domain.commands import Command
@@ -48,6 +49,9 @@ __all__ = [
 
 TICK_FAILURE = "TickFailure"
 """A technical failure of the handler or of a send: retried."""
+_FAILING = "the handler or the host"
+"""What a tick's failed attempts failed on, in its parking message."""
+
 TICK_PARKED = "TickParked"
 """The handler or the host failed `max_failures` times: the tick is parked (final)."""
 EARLY_TICK = "EarlyTick"
@@ -276,13 +280,15 @@ class TickActivities:
         """Count a technical failure; raise it to be retried, or park the tick at the budget."""
         progress.failures += 1
         activity.heartbeat(progress.model_dump())
-        if progress.failures >= request.max_failures:
+        attempt = max(activity.info().attempt, progress.failures)
+        if attempt >= request.max_failures:  # the retry policy's last attempt: park here
             log.warning(
-                "parking %s slot %d after %d failures: %s",
-                request.workflow_id, request.slot, progress.failures, reason,
+                "parking %s slot %d after %d attempts, %d failures: %s",
+                request.workflow_id, request.slot, attempt, progress.failures, reason,
             )
+            why = spent(attempt, progress.failures, request.max_failures, _FAILING)
             raise ApplicationError(
-                f"failed {progress.failures} times; last: {reason}",
+                f"{why}; last: {reason}",
                 type=TICK_PARKED,
                 non_retryable=True,
                 category=ApplicationErrorCategory.BENIGN,
