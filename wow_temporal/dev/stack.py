@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO, runtime_checkable
+from urllib.parse import quote
 
 from temporalio.client import Client, Interceptor
 from temporalio.runtime import Runtime
@@ -211,6 +212,10 @@ def _print_where(
     _print(out, "wow-temporal dev")
     _print(out, f"  Temporal gRPC:   {server.address}")
     _print(out, f"  Temporal Web UI: {server.ui_url or '(headless)'}")
+    if server.ui_url:  # the default list shows a parked timer as Running: one click to them
+        parked = quote('WowStatus="Parked"', safe="")
+        listing = f"{server.ui_url}/namespaces/{quote(server.namespace, safe='')}/workflows"
+        _print(out, f"  Parked timers:   {listing}?query={parked}")
     _print(out, f"  Namespace:       {server.namespace}")
     _print(out, f"  Database:        {server.db_path}")
     _print(out, f"  Server log:      {server.log_path}")
