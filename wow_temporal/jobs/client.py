@@ -15,8 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -58,7 +57,7 @@ from wow_temporal.jobs.workflow import (
     RETRY,
     JobInput,
 )
-from wow_temporal.model import JobScope, Misfire, validate_key
+from wow_temporal.model import JobScope, Misfire, WireModel, validate_key
 from wow_temporal.settings.delivery import DeliverySettings
 from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_or_signal
 
@@ -108,13 +107,7 @@ class JobInfo(BaseModel):
     """A job instance as operators see it (CLI, control API): camelCase in JSON, as the
     control API speaks it (`workflowId`, `nextDue`), snake_case in Python."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-    )
+    model_config = WireModel.model_config
 
     workflow_id: str
     context: str
@@ -154,7 +147,7 @@ class JobPage(BaseModel):
     """One listing's answer, shaped as a timers' listing is: the instances found and whether
     more matched than the limit let through."""
 
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, serialize_by_alias=True)
+    model_config = WireModel.model_config
 
     items: list[JobInfo]
     truncated: bool = False

@@ -50,7 +50,7 @@ from wow_temporal.ids import (
 )
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
-from wow_temporal.model import AggregateRef, Commit, has_control
+from wow_temporal.model import AggregateRef, Commit, WireModel, has_control
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
 from wow_temporal.timers.admission import Admission, Admitted, admit
@@ -177,15 +177,9 @@ def _check_fence() -> None:
         raise FenceLapsedError("the lease this hand-over ran under lapsed: stopped before sending")
 
 
-_CAMEL = ConfigDict(
-    frozen=True,
-    alias_generator=to_camel,
-    validate_by_name=True,
-    validate_by_alias=True,
-    serialize_by_alias=True,
-)
+_CAMEL = WireModel.model_config
 """The answers' models: snake_case in Python, camelCase in JSON (the control API's and the
-CLI's `--json` alike, as Wow's commits and the query parameters are)."""
+CLI's `--json` alike), as Wow's commits and the query parameters are."""
 
 
 _STATE_TIMES = (("next_due",), ("pending", "due"), ("spec", "first_due"))
