@@ -31,19 +31,19 @@ from pydantic_core import CoreSchema
 from wow_temporal.api.auth import CallerDep, TenantScope
 from wow_temporal.api.errors import ApiError, responses
 from wow_temporal.api.params import WholeNumber, filter_query
-from wow_temporal.engine import parsed_cron
 from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.jobs.client import (
     JobClient,
     JobError,
     JobInfo,
+    JobNotAnsweredError,
     JobPage,
     NotParkedError,
     UnknownJobError,
 )
 from wow_temporal.jobs.core import RuleChange, RuleField, RuleLayer, misfire_name
 from wow_temporal.model import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
-from wow_temporal.model.rules import never_fires
+from wow_temporal.model.rules import fires_problem
 from wow_temporal.wire import TENANT_ID_HEADER
 
 __all__ = ["JobInfo", "RescheduleRequest", "ResetRequest", "job_router"]
@@ -51,8 +51,9 @@ __all__ = ["JobInfo", "RescheduleRequest", "ResetRequest", "job_router"]
 
 def _fires(expression: str) -> str:
     """Refuse an expression no time ever matches (`0 0 0 30 2 *`): the job would never tick."""
-    if not parsed_cron(expression).ever_matches():
-        raise ValueError(never_fires(expression))
+    problem = fires_problem(expression)
+    if problem is not None:
+        raise ValueError(problem)
     return expression
 
 
@@ -176,6 +177,8 @@ class _Instance:
             raise ApiError(404, "UnknownJob", str(error)) from None
         except NotParkedError as error:  # as a timer's retry answers one not parked
             raise ApiError(409, "Conflict", str(error)) from None
+        except JobNotAnsweredError as error:  # as a timer's operation with no worker
+            raise ApiError(503, "NoWorkerAnswered", str(error)) from None
         except JobError as error:
             raise ApiError(400, "InvalidRequest", str(error)) from None
 

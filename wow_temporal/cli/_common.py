@@ -132,7 +132,7 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     input, a refusal) or 1 (Temporal unreachable, no worker answered)."""
     from temporalio.service import RPCError
 
-    from wow_temporal.jobs.client import JobError
+    from wow_temporal.jobs.client import JobError, JobNotAnsweredError
     from wow_temporal.timers.client import TimerError, TimerNotAnsweredError
 
     global _bridge_used
@@ -141,7 +141,7 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(work())  # type: ignore[arg-type]
     except _CommandError as error:
         raise _fail(str(error), error.code) from None
-    except TimerNotAnsweredError as error:  # not bad input: no worker runs
+    except (TimerNotAnsweredError, JobNotAnsweredError) as error:  # not bad input: no worker
         raise _fail(str(error), 1) from None
     except (
         TimerError, JobError, SettingsError, InvalidCommitError, InvalidScheduleError

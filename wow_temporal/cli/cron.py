@@ -11,7 +11,7 @@ from wow_temporal.cli._common import _fail
 from wow_temporal.cron import CronExpression, CronSyntaxError
 from wow_temporal.engine.text import instant_text, zoned_text
 from wow_temporal.model import InvalidScheduleError, zone_info
-from wow_temporal.model.rules import EARLIEST_INSTANT, LATEST_INSTANT, never_fires
+from wow_temporal.model.rules import EARLIEST_INSTANT, LATEST_INSTANT, fires_problem
 
 _RANGE = f"{instant_text(EARLIEST_INSTANT)} and {instant_text(LATEST_INSTANT)}"
 """The instants `--from` takes, as every time is printed."""
@@ -41,8 +41,9 @@ def cron(
         tz = zone_info(zone)
     except (CronSyntaxError, InvalidScheduleError) as error:
         raise _fail(str(error)) from None
-    if not parsed.ever_matches():
-        raise _fail(never_fires(expression))
+    problem = fires_problem(expression, zone) if from_ is None else fires_problem(expression)
+    if problem is not None:
+        raise _fail(problem)
     if from_ is None:
         start = datetime.now(tz)
     else:

@@ -65,6 +65,7 @@ __all__ = [
     "JobClient",
     "JobError",
     "JobInfo",
+    "JobNotAnsweredError",
     "JobPage",
     "NotParkedError",
     "UnknownJobError",
@@ -96,6 +97,11 @@ class JobError(ValueError):
 
 class UnknownJobError(JobError, LookupError):
     """No such job, or no instance of it (for that tenant)."""
+
+
+class JobNotAnsweredError(JobError):
+    """No worker took the operation, or answered it, in time: not bad input (the API's 503
+    `NoWorkerAnswered`, the CLI's exit 1), as a timer's operation with no worker."""
 
 
 class NotParkedError(JobError):
@@ -606,12 +612,12 @@ class JobClient:
                 signal=payloads if update in (ENABLE, DISABLE, RESCHEDULE, RESET, HOST) else None,
             )
         except NotAccepted:
-            raise JobError(
+            raise JobNotAnsweredError(
                 f"no worker answered within {self.answer_timeout.total_seconds():g}s: "
                 "start one (wow-temporal worker --app …) and try again"
             ) from None
         except NotAnswered:
-            raise JobError(
+            raise JobNotAnsweredError(
                 f"{update} was accepted but not answered within "
                 f"{RESULT_TIMEOUT.total_seconds():g}s (a tick in flight is still stopping): "
                 "show the instance to see when it is in force"

@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from wow_temporal.engine import Frozen, latest_due, parsed_cron, zoned_text
 from wow_temporal.model import JobScope, Misfire, validate_cron, validate_zone, zone_info
-from wow_temporal.model.rules import never_fires
+from wow_temporal.model.rules import fires_problem
 
 __all__ = [
     "RECENT_TICKS",
@@ -360,12 +360,11 @@ def reschedule_error(layer: RuleLayer) -> str | None:
     """Why `layer` cannot be a rule (a bad expression or zone, or an expression no time ever
     matches: the instance would never tick), or None."""
     try:
-        if layer.expression is not None:
-            validate_cron(layer.expression)
-            if not parsed_cron(layer.expression).ever_matches():
-                return never_fires(layer.expression)
         if layer.zone is not None:
             validate_zone(layer.zone)
+        if layer.expression is not None:
+            validate_cron(layer.expression)
+            return fires_problem(layer.expression, layer.zone)
     except ValueError as error:
         return str(error)
     return None

@@ -201,8 +201,9 @@ class ScheduleRule(WireModel):
         before this check must still read its input and replay (its first due is None, and
         it ends at once, as it always did)."""
         expression = self.cron_expression
-        if expression is not None and not parsed_cron(expression).ever_matches():
-            raise InvalidScheduleError(never_fires(expression))
+        problem = None if expression is None else fires_problem(expression, self.zone)
+        if problem is not None:
+            raise InvalidScheduleError(problem)
 
     @property
     def kind(self) -> RuleKind:
@@ -349,6 +350,22 @@ def never_fires(expression: str) -> str:
         f"cron {expression!r} never fires: no time ever matches it (no date of the calendar "
         "has its day-of-month, month and day-of-week), so it would never be due"
     )
+
+
+def fires_problem(expression: str, zone: str | None = None) -> str | None:
+    """Why a cron rule would never be due, or None: no time matches `expression` at all, or
+    (with `zone`) every time that matches from now on is one the zone's clocks skip (`0 30 2 ?
+    3 SUNL` in Europe/Berlin: 02:30 on the last Sunday of March is always in the DST gap). One
+    answer for every edge a rule comes in by (timers, jobs, settings, the `cron` command)."""
+    parsed = parsed_cron(expression)
+    if not parsed.ever_matches():
+        return never_fires(expression)
+    if zone is not None and parsed.next(datetime.now(zone_info(zone))) is None:
+        return (
+            f"cron {expression!r} never fires in {zone}: every time it matches from now on is "
+            "one the zone's clocks skip (a DST gap), so it would never be due"
+        )
+    return None
 
 
 def iso_duration(delay: timedelta) -> str:

@@ -7,9 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
-from wow_temporal.engine.slots import parsed_cron
 from wow_temporal.model import CronText, Misfire, ZoneName, validate_key
-from wow_temporal.model.rules import never_fires
+from wow_temporal.model.rules import fires_problem
 
 __all__ = [
     "AnyPort",
@@ -104,8 +103,9 @@ TaskQueue = Annotated[str, AfterValidator(_task_queue)]
 Pollers = Annotated[Literal["auto"] | int, BeforeValidator(_pollers)]
 def _fires(expression: str | None) -> str | None:
     """Refuse a job's expression no time ever matches (`0 0 0 30 2 *`): it would never tick."""
-    if expression is not None and not parsed_cron(expression).ever_matches():
-        raise ValueError(never_fires(expression))
+    problem = None if expression is None else fires_problem(expression)
+    if problem is not None:
+        raise ValueError(problem)
     return expression
 
 
