@@ -425,6 +425,18 @@ def spent(attempt: int, failures: int, budget: int, failing: str = "the host") -
     )
 
 
+def park_reason(cause: BaseException | None, budget: int, what: str = "the delivery") -> str:
+    """Why a delivery or a tick failed for good, from its activity's last failure: its own
+    words when an attempt parked it; else the budget's last attempt was lost with a worker or
+    timed out, which Temporal's bare timeout message would not say."""
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    return (
+        f"attempt {budget} of {budget} was lost with a worker or timed out ({cause}): the "
+        f"budget is spent; {what} may have been decided, and a retry sends the same request id"
+    )
+
+
 def _raise_failure(
     request: DeliveryRequest, failures: int, error: DeliveryFailure, attempt: int = 0
 ) -> NoReturn:

@@ -65,3 +65,20 @@ def test_an_instant_field_is_written_so_in_json_and_kept_in_python() -> None:
     assert shown.model_dump(mode="json") == {"at": "2026-12-05T06:00:00.000Z"}
     assert shown.model_dump_json() == '{"at":"2026-12-05T06:00:00.000Z"}'
     assert _Shown.model_validate_json(shown.model_dump_json()).at == at.replace(microsecond=0)
+
+
+def test_a_job_instance_answers_its_times_in_the_one_format() -> None:
+    """Issue #38 (review): a job's `recent` ticks answered microseconds; every time of a job
+    instance's JSON is `instant_text`'s, as a timer's are."""
+    from wow_temporal.jobs.client import JobInfo
+    from wow_temporal.jobs.core import TickRecord
+
+    t = datetime(2026, 12, 5, 6, 0, 0, 123456, tzinfo=UTC)
+    tick = TickRecord(slot=1, due=t, skipped=0, outcome="handled", at=t)
+    shown = JobInfo(
+        workflow_id="w", context="c", name="n", status="Enabled", next_due=[t], recent=[tick]
+    ).model_dump(mode="json")
+    assert shown["nextDue"] == ["2026-12-05T06:00:00.123Z"]
+    assert (shown["recent"][0]["due"], shown["recent"][0]["at"]) == (
+        "2026-12-05T06:00:00.123Z", "2026-12-05T06:00:00.123Z"
+    )

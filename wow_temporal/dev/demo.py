@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -306,7 +306,23 @@ async def _run_the_morning_job(walk: _Walk) -> None:
                 f"{stock['state']['on_hand']} on hand"
             )
     finally:
-        await _put_back(walk, found)
+        await _uncancelled(_put_back(walk, found))
+
+
+async def _uncancelled(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even if the demo is cancelled again meanwhile (a second Ctrl+C, a
+    SIGHUP then a SIGTERM): putting the job back must not be cut short by a second signal; the
+    cancellation goes on once it is done."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 _FIELDS = ("expression", "zone", "misfire")

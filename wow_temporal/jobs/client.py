@@ -13,9 +13,9 @@ import builtins
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializerFunctionWrapHandler, WrapSerializer
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.domain.app import App, Job
-from wow_temporal.engine import Instant
+from wow_temporal.engine import Instant, instant_text
 from wow_temporal.engine.listing import LIST_DEFAULT
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
@@ -109,6 +109,23 @@ class NotParkedError(JobError):
     state, as a timer's retry that is not parked is."""
 
 
+def _shown_times(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+    """A finished tick in JSON with its instants in the one format (`instant_text`); the
+    record stays as the workflow keeps it."""
+    data = handler(value)
+    for name in ("due", "at"):
+        if isinstance(data, dict) and isinstance(data.get(name), str):
+            data[name] = instant_text(datetime.fromisoformat(data[name]))
+    return data
+
+
+ShownTick = Annotated[
+    TickRecord,
+    WrapSerializer(lambda value, handler: _shown_times(value, handler), when_used="json"),
+]
+"""A finished tick as the CLI and the control API answer it (the schema: `TickRecord`)."""
+
+
 class JobInfo(BaseModel):
     """A job instance as operators see it (CLI, control API): camelCase in JSON, as the
     control API speaks it (`workflowId`, `nextDue`), snake_case in Python."""
@@ -142,7 +159,7 @@ class JobInfo(BaseModel):
     """The next due times (up to 5)."""
     parked: str | None = None
     """Why the pending tick is parked (retry it), if it is."""
-    recent: list[TickRecord] = []
+    recent: list[ShownTick] = []
     """The last ticks, oldest first."""
     notices: list[str] = []
     note: str | None = None
@@ -405,6 +422,9 @@ class JobClient:
                     )
             if job.definition.sharded:
                 answers.extend(await self._retire_partitions(app.context, job))
+        for answer in answers:  # the worker's override is not in force there: say so at start
+            for hidden in answer.shadowed:
+                log.warning("job instance %s: %s", answer.workflow_id, hidden)
         return answers
 
     async def _retire_partitions(self, context: str, job: Job) -> builtins.list[JobInfo]:

@@ -21,6 +21,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from wow_temporal.delivery import park_reason
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
     from wow_temporal.ids import parse_job_workflow_id
     from wow_temporal.jobs import core
@@ -364,7 +365,7 @@ class JobWorkflow:
                     )
                 else:
                     cause = error.cause
-                    reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                    reason = park_reason(cause, self._input.delivery.max_attempts, "the tick")
                     self._state = core.on_failed(self._state, tick, self._now(), reason)
             else:
                 self._state = core.on_handled(

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         DeliveryOutcome,
         DeliveryRequest,
         ScheduleDetails,
+        park_reason,
     )
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
     from wow_temporal.metrics import record_change_received
@@ -374,7 +375,7 @@ class TimerWorkflow:
                     self._state = core.on_abandoned(self._state, delivery)
                 else:
                     cause = error.cause
-                    reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                    reason = park_reason(cause, self._input.delivery.max_attempts)
                     self._state = core.on_failed(self._state, delivery, reason or str(error))
             else:
                 decided = outcome.status
