@@ -23,6 +23,7 @@ app = typer.Typer(
     name="wow-temporal",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",  # a docstring's paragraphs reflow to the terminal
     help="Wow-style scheduled commands and recurring jobs, run durably on Temporal.",
 )
 # Registered here, in the order `wow-temporal --help` lists them; the groups come last.

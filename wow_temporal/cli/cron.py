@@ -30,11 +30,13 @@ def cron(
     count: Annotated[int, typer.Option(min=1, max=10_000, help="How many fire times.")] = 5,
 ) -> None:
     """Print the next fire times of a Spring six-field cron expression, in its zone
-(`2026-12-05T07:00:00.000+01:00`; `Z` in UTC).
+    (`2026-12-05T07:00:00.000+01:00`; `Z` in UTC).
 
-    An expression no time ever matches is refused (exit 2), as a schedule rule of it is. The
-    times stop at the end of the calendar (year 9999), said on stderr, when fewer than
-    `--count` are left before it.
+    An expression that would never be due (no time matches it, or, from now, every match is
+    in its zone's DST gap) is refused with exit 2, as a schedule rule of it is.
+
+    The times stop at the end of the calendar (year 9999), said on stderr, when fewer than
+    --count are left before it.
     """
     try:
         parsed = CronExpression.parse(expression)

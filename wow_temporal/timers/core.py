@@ -602,6 +602,6 @@ def _where(spec: TimerSpec, state: TimerState) -> str:
 
 
 def summary(spec: TimerSpec, due: datetime | None) -> str:
-    """A line a person reads: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30Z`."""
+    """A line a person reads: `CancelOrder → eshop-order.order 42, due 2026-12-01T10:30:00.000Z`."""
     when = "never due" if due is None else "due " + instant_text(due)
     return f"{spec.command.simple_name} → {spec.target}, {when}"
