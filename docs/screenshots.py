@@ -4,7 +4,7 @@ Starts `wow-temporal dev` on free ports and a data directory of its own, hands o
 whose timers end each way (Delivered, Rejected, Cancelled, Parked, still Scheduled; the echo
 convention decides them by aggregate id), waits until the control API shows each status, and
 takes a headless Chromium screenshot of the default workflows list (with the job's instance).
-Then a parked and a delivered timer's page and the job's page, through ChromeDriver. Not part
+Then a parked timer's page and the job's page, through ChromeDriver. Not part
 of the test suite (it needs Chromium and ChromeDriver: Debian's `chromium`, `chromium-driver`);
 run it after changing what the Web UI shows, and look at the pictures.
 """
@@ -237,7 +237,6 @@ def main() -> None:
                 browser.shoot(listing, args.out / "web-ui-list.png", 760)
                 for name, workflow_id, tab in (
                     ("web-ui-timer-parked.png", timer_id("fail-1"), "user-metadata"),
-                    ("web-ui-timer-delivered.png", timer_id("ok-1"), "history"),
                     ("web-ui-job.png", JOB_ID, "user-metadata"),
                 ):
                     page = workflow_url(ui, urls["grpc"], workflow_id, tab)
