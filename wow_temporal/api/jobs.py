@@ -33,6 +33,7 @@ from wow_temporal.api.errors import ApiError, responses
 from wow_temporal.api.params import WholeNumber, filter_query
 from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.jobs.client import (
+    NOT_ANSWERED,
     JobClient,
     JobError,
     JobInfo,
@@ -441,11 +442,9 @@ async def _in_full(jobs: JobClient, found: list[JobInfo]) -> list[JobInfo]:
                     max(deadline - loop.time(), 0),
                 )
             except TimeoutError:
-                return listed.model_copy(update={"note": _NOT_ANSWERED})
+                return listed.model_copy(update={"note": NOT_ANSWERED})
             except JobError:  # it ended since, or this client cannot address it
                 return listed
 
     return list(await asyncio.gather(*(shown(listed) for listed in found)))
 
-
-_NOT_ANSWERED = "no worker answered the query in time: only the listed status is known"

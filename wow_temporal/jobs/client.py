@@ -91,6 +91,10 @@ _MAX_ID_PART = 200
 Source = Literal["code", "host", "tenant", "operator"]
 
 
+NOT_ANSWERED = "no worker answered the query in time: only the listed status is known"
+"""The note of an instance shown without its state (no worker answered), however it timed out."""
+
+
 class JobError(ValueError):
     """A job operation refused (bad input, or not possible in the instance's state)."""
 
@@ -336,7 +340,7 @@ class JobClient:
                 return JobInfo(
                     workflow_id=workflow_id, context=context, name=name, tenant=tenant,
                     partition=partition, status=raw,
-                    note="no worker answered the query: only the status is known",
+                    note=NOT_ANSWERED,
                 )
             raise
         return _info(workflow_id, state, self._now())
