@@ -45,7 +45,7 @@ from wow_temporal.ids import deletion_record_id, job_workflow_id
 from wow_temporal.jobs import core as job_core
 from wow_temporal.jobs.core import HostRule, JobRule, RuleLayer
 from wow_temporal.jobs.directory import TenantDirectory, directory_id
-from wow_temporal.jobs.workflow import DISABLE, ENABLE, RESCHEDULE, JobInput, JobWorkflow
+from wow_temporal.jobs.workflow import DISABLE, ENABLE, RESCHEDULE, RESET, JobInput, JobWorkflow
 from wow_temporal.model import Commit
 from wow_temporal.testing import ScheduleSpec, schedule_spec
 from wow_temporal.testing.time_skipping import start_time_skipping
@@ -456,6 +456,26 @@ async def record_job_reschedule(env: WorkflowEnvironment) -> None:
         await spec.advance_time(timedelta(hours=2))
         assert [t.due_at.minute for t in spec.ticks] == [0, 0, 30, 30], spec.ticks
         await save("job_reschedule", handle)
+
+
+@job_case
+async def record_job_reset(env: WorkflowEnvironment) -> None:
+    """An hourly job rescheduled (update) to half past in Tokyo; a reschedule's null removes
+    its zone (signal); a reset of its expression (signal), then of all of it (update): the
+    code's rule again, ticking on the hour."""
+    saga = Jobs("rec-reset")
+    async with schedule_spec([saga], context="rec-reset", start=START, env=env) as spec:
+        await spec.enable("hourly")
+        await spec.advance_time(timedelta(hours=1))
+        await spec.reschedule("hourly", expression="0 30 * * * *", zone="Asia/Tokyo")
+        handle = job_handle(spec, "hourly")
+        await handle.signal(RESCHEDULE, {"zone": None})
+        await spec.advance_time(timedelta(hours=1))
+        await handle.signal(RESET, {"fields": ["expression"]})
+        await handle.execute_update(RESET, {"fields": None})
+        await spec.advance_time(timedelta(hours=2))
+        assert [t.due_at.minute for t in spec.ticks] == [0, 30, 0, 0], spec.ticks
+        await save("job_reset", handle)
 
 
 @job_case
