@@ -83,13 +83,7 @@ from bench.harness.postgres import Postgres
 from wow_temporal.dev.ports import free_port
 
 QUICK = {
-    "steady": 30,
-    "over": 2.0,
-    "burst": 30,
-    "in_flight": 20,
-    "batch": 1,
-    "lead": 2.0,
-    "settle": 0.5,
+    "steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0, "settle": 0.5
 }
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1, "settle": 15.0}
 SIDES = ("wow", "bare", "dbos-sqlite", "dbos-pg")
