@@ -14,6 +14,11 @@ that still ends after its due time is counted and printed).
   config of `wow_temporal.dev.server` (`EmbeddedTemporal`), one `wow-temporal worker`, the
   control API (`wow-temporal api`); a timer is a commit of one `wow.ScheduleSet` (rule `at`)
   handed over through `POST /commits`.
+- `bare`: bare Temporal as a user writes it by hand (`bench._bare_rivals`, its own process:
+  a workflow per key, id = the key, started with `start_delay` until due, one activity that
+  POSTs the command; worker (SDK defaults, sandbox on) and starter (`POST /timers`, as DBOS's)
+  in that one process) on a dev server started as the `wow` side's: the floor the `wow` side
+  is measured against.
 - `dbos-sqlite`, `dbos-pg`: DBOS Transact (`bench._dbos_timers`, its own process: a workflow per
   key, `SetWorkflowID(key)`, `DBOS.sleep_async` until due, the POST in a step; FastAPI
   `POST /timers` starting the workflows), its system database on DBOS's SQLite default or on a
@@ -23,14 +28,17 @@ Printed for each side: the start rate (timers handed over a second), steady late
 (arrival at the host - due), burst lateness p50/p99, the burst's drain rate (burst / (last
 burst arrival - due)), and the CPU seconds per 1,000 timers, from the first start to the last
 arrival, split by process (Temporal server with its children, worker, control API / the DBOS
-process, PostgreSQL's postmaster and backends; not the host's or this process's). Then the
-ratios wow/DBOS-SQLite and wow/DBOS-PG. None may arrive early, twice or not at all.
+process, the bare worker + starter, PostgreSQL's postmaster and backends; not the host's or
+this process's), and for the Temporal sides the server's own counters per 1,000 timers from its
+`/metrics` (`bench._bare_side.COUNTERS`). Then the ratios wow/bare, wow/DBOS-SQLite and
+wow/DBOS-PG (against bare also per process and per server counter). None may arrive early,
+twice or not at all.
 
 Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
-[--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,dbos-sqlite,dbos-pg]`
+[--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,bare,dbos-sqlite,dbos-pg]`
 (`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The
 CPU is read at the last first arrival; repeats are counted `--settle` s longer. A full-size run
-takes ~6 minutes: run it in the background under `timeout`.
+takes ~8 minutes: run it in the background under `timeout`.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from pathlib import Path
 
 import httpx
 
+from bench._bare_side import Bare, DevServer
 from bench.harness import (
     CLI,
     HostProcess,
@@ -72,13 +81,12 @@ from bench.harness import (
 )
 from bench.harness.postgres import Postgres
 from wow_temporal.dev.ports import free_port
-from wow_temporal.dev.server import EmbeddedTemporal
 
 QUICK = {
     "steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0, "settle": 0.5
 }
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1, "settle": 15.0}
-SIDES = ("wow", "dbos-sqlite", "dbos-pg")
+SIDES = ("wow", "bare", "dbos-sqlite", "dbos-pg")
 START_FLOOR = 50.0  # starts a second the default lead allows for: every start before any due
 LEAD_S = 2.0  # and this much more before the first steady timer is due
 BURST_GAP_S = 3.0  # the burst is due this long after the last steady timer
@@ -107,6 +115,10 @@ class Rival(ABC):
     def cpu(self) -> dict[str, float]:
         """CPU seconds each of its processes has used so far."""
 
+    async def counters(self) -> dict[str, float]:
+        """Its server's own counters so far (none but a Temporal side's)."""
+        return {}
+
     async def stop(self) -> None:
         await self.http.aclose()
 
@@ -117,7 +129,7 @@ class Wow(Rival):
     name = "wow"
 
     async def start(self) -> None:
-        self.server = EmbeddedTemporal(self.tmp / "temporal", headless=True)
+        self.server = DevServer(self.tmp / "temporal")
         await self.server.start()
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -144,6 +156,9 @@ class Wow(Rival):
             "worker": cpu_seconds(self.worker.pid),
             "api": cpu_seconds(self.api.pid),
         }
+
+    async def counters(self) -> dict[str, float]:
+        return await self.server.counters()
 
     async def stop(self) -> None:
         await super().stop()
@@ -193,6 +208,9 @@ class Dbos(Rival):
             await asyncio.to_thread(self.pg.stop)
 
 
+Side = Rival | Bare
+
+
 @dataclass
 class Result:
     """One side's figures (ms, per second, CPU seconds per 1,000 timers) and its counts."""
@@ -207,6 +225,7 @@ class Result:
     drain_rate: float
     started_after_due: int
     cpu_per_1000: dict[str, float]
+    server_per_1000: dict[str, float]
     delivered: int
     early: int
     twice: int
@@ -225,7 +244,7 @@ def plan(prefix: str, steady: int, over: float, first_ms: int) -> list[Timer]:
 
 
 async def hand_all(
-    rival: Rival, timers: list[Timer], args: argparse.Namespace, handed: dict[str, int]
+    rival: Side, timers: list[Timer], args: argparse.Namespace, handed: dict[str, int]
 ) -> float:
     """Hand the timers over in order, `--batch` a request, `--in-flight` at once, noting when
     each was handed (epoch ms); seconds."""
@@ -257,11 +276,11 @@ async def wait_all(host: HostProcess, prefix: str, count: int, within: float) ->
         await asyncio.sleep(0.2)
 
 
-async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> Result:
+async def measure(rival: Side, host: HostProcess, args: argparse.Namespace) -> Result:
     """Run the plan on one side (started already) and read what arrived."""
     prefix = rival.name.replace("-", "")
     total = args.steady + args.burst
-    began, cpu0 = time.perf_counter(), rival.cpu()
+    began, cpu0, counted0 = time.perf_counter(), rival.cpu(), await rival.counters()
     first_ms = int((time.time() + args.lead) * 1000)
     steady = plan(prefix, args.steady, args.over, first_ms)
     due = first_ms + int((args.over + BURST_GAP_S) * 1000)
@@ -269,7 +288,7 @@ async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> 
     handed: dict[str, int] = {}
     start_s = await hand_all(rival, steady + burst, args, handed)
     await wait_all(host, prefix, total, due / 1000 - time.time() + 60 + args.burst / 2)
-    cpu1 = rival.cpu()
+    cpu1, counted1 = rival.cpu(), await rival.counters()
     await asyncio.sleep(args.settle)  # a repeat (an attempt whose answer was lost) comes later
     seen = await arrivals_by_key(host, prefix)
     dues = dict(steady + burst)
@@ -288,6 +307,7 @@ async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> 
         drain_rate=len(burst_late) / max(drain_s, 1e-3),
         started_after_due=sum(1 for k, d in dues.items() if handed.get(k, 0) > d),
         cpu_per_1000={k: (cpu1[k] - cpu0[k]) * per_1000 for k in cpu0},
+        server_per_1000={k: (counted1[k] - v) * per_1000 for k, v in counted0.items()},
         delivered=sum(1 for k in dues if k in seen),
         early=sum(1 for k, d in dues.items() if any(t < d for t in seen.get(k, ()))),
         twice=sum(len(v) - 1 for v in seen.values()),
@@ -296,9 +316,11 @@ async def measure(rival: Rival, host: HostProcess, args: argparse.Namespace) -> 
     )
 
 
-def rival_of(name: str, tmp: Path, host_url: str) -> Rival:
+def rival_of(name: str, tmp: Path, host_url: str) -> Side:
     if name == "wow":
         return Wow(tmp, host_url)
+    if name == "bare":
+        return Bare(tmp, host_url)
     return Dbos(tmp, host_url, pg=name == "dbos-pg")
 
 
@@ -349,8 +371,8 @@ def _cpu_text(r: Result) -> str:
 
 def text(report: Report) -> None:
     print(
-        f"=== wow-temporal against DBOS Transact: {report.steady} timers due over "
-        f"{report.over:g} s + {report.burst} due at one instant; {report.in_flight} requests "
+        f"=== wow-temporal against bare Temporal and DBOS Transact: {report.steady} timers due "
+        f"over {report.over:g} s + {report.burst} due at one instant; {report.in_flight} requests "
         f"in flight, {report.batch} a request, first due {report.lead:g} s after the first "
         f"start; {report.seconds:.0f} s in all ==="
     )
@@ -369,12 +391,19 @@ def text(report: Report) -> None:
             f"{'':12} delivered {r.delivered}/{r.timers}, early {r.early}, twice {r.twice}, "
             f"missing {r.missing}; {r.seconds:.0f} s"
         )
+        if r.server_per_1000:
+            counted = ", ".join(f"{k} {v:.0f}" for k, v in r.server_per_1000.items())
+            print(f"{'':12} server per 1,000 timers: {counted}")
     ratios = verdicts(report).ratios
     others = [r.side for r in report.results if r.side != "wow"] if report.of("wow") else []
     for other in others:
         slug = other.replace("-", "_")
         shown = "  ".join(f"{n} {ratios[f'{n}_vs_{slug}']:.2f}" for n in _RATIOS)
         print(f"wow / {other}: {shown}")
+        wow = report.of("wow")
+        split = _split(wow, report.of(other)) if wow else {}
+        if split:
+            print(f"{'':12} " + "  ".join(f"{n} {ratios[f'{n}_vs_{slug}']:.2f}" for n in split))
 
 
 _RATIOS: dict[str, Callable[[Result], float]] = {
@@ -384,14 +413,28 @@ _RATIOS: dict[str, Callable[[Result], float]] = {
     "steady_p99": lambda r: r.steady_p99_ms,
     "burst_p99": lambda r: r.burst_p99_ms,
 }
-"""The ratios wow/DBOS printed: CPU and p99s lower is better for wow, rates higher."""
+"""The ratios wow/other printed: CPU and p99s lower is better for wow, rates higher."""
+
+
+def _split(wow: Result, other: Result | None) -> dict[str, float]:
+    """The ratios wow/other by what both sides have (the Temporal sides: the server's CPU, its
+    counters): `cpu_server`, `server_persistence_requests`, ..."""
+    if other is None:
+        return {}
+    pairs = [("cpu", wow.cpu_per_1000, other.cpu_per_1000)]
+    pairs.append(("server", wow.server_per_1000, other.server_per_1000))
+    return {
+        f"{p}_{k}": ratio(v, of[k]) for p, mine, of in pairs for k, v in mine.items() if k in of
+    }
 
 
 def verdicts(report: Report) -> Verdicts:
     """None early, twice or missing on any side, each side delivered some; wow's ratios to
-    each DBOS side; each side's figures."""
+    each other side (to bare also per process and per server counter); each side's figures."""
     zero: dict[str, int] = defaultdict(int)
-    positive, figures, ratios = {}, {}, {}
+    positive: dict[str, float] = {}
+    figures: dict[str, float] = {}
+    ratios: dict[str, float] = {}
     for r in report.results:
         slug = r.side.replace("-", "_")
         for count in ("early", "twice", "missing"):
@@ -399,12 +442,14 @@ def verdicts(report: Report) -> Verdicts:
         positive[f"{slug}_delivered"] = float(r.delivered)
         figures |= {f"{slug}_{name}": of(r) for name, of in _RATIOS.items()}
         figures |= {f"{slug}_cpu_{k}": v for k, v in r.cpu_per_1000.items()}
+        figures |= {f"{slug}_server_{k}": v for k, v in r.server_per_1000.items()}
         figures[f"{slug}_started_after_due"] = float(r.started_after_due)
     wow = report.of("wow")
     for other in (r for r in report.results if r.side != "wow"):
         if wow is not None:
             slug = other.side.replace("-", "_")
             ratios |= {f"{n}_vs_{slug}": ratio(of(wow), of(other)) for n, of in _RATIOS.items()}
+            ratios |= {f"{n}_vs_{slug}": v for n, v in _split(wow, other).items()}
     for count in ("early", "twice", "missing"):
         zero.setdefault(count, 0)
     return Verdicts(
