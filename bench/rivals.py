@@ -35,10 +35,12 @@ wow/DBOS-PG (against bare also per process and per server counter). None may arr
 twice or not at all.
 
 Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
-[--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,bare,dbos-sqlite,dbos-pg]`
-(`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The
-CPU is read at the last first arrival; repeats are counted `--settle` s longer. A full-size run
-takes ~8 minutes: run it in the background under `timeout`.
+[--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,bare,dbos-sqlite,dbos-pg]
+[--wow-env WOW_KEY=VALUE …]` (`--wow-env`: a setting of the wow side's worker and API, to
+measure one cut against the same bare side; `--quick`: 30 over 2 s + 30, the first due 2 s
+after the first start, 0.5 s to settle). The CPU is read at the last first arrival; repeats are
+counted `--settle` s longer. A full-size run takes ~8 minutes: run it in the background under
+`timeout`.
 """
 
 from __future__ import annotations
@@ -128,12 +130,16 @@ class Wow(Rival):
 
     name = "wow"
 
+    def __init__(self, tmp: Path, host_url: str, settings: dict[str, str] | None = None) -> None:
+        super().__init__(tmp, host_url)
+        self.settings = settings or {}  # `--wow-env`: the worker's and the API's
+
     async def start(self) -> None:
         self.server = DevServer(self.tmp / "temporal")
         await self.server.start()
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        env = worker_env(self.server.address, self.server.namespace, self.host_url)
+        env = worker_env(self.server.address, self.server.namespace, self.host_url, **self.settings)
         self.worker = Proc.worker(self.tmp / "worker.log", env)
         self.api = Proc(
             "the control API",
@@ -316,9 +322,17 @@ async def measure(rival: Side, host: HostProcess, args: argparse.Namespace) -> R
     )
 
 
-def rival_of(name: str, tmp: Path, host_url: str) -> Side:
+def _settings(given: list[str]) -> dict[str, str]:
+    pairs = [item.partition("=") for item in given]  # `--wow-env WOW_KEY=VALUE` items
+    bad = [key for key, sep, _ in pairs if not sep or not key.startswith("WOW_")]
+    if bad:
+        raise SystemExit(f"--wow-env: WOW_KEY=VALUE, got {bad[0]!r}")
+    return {key: value for key, _, value in pairs}
+
+
+def rival_of(name: str, tmp: Path, host_url: str, wow_env: dict[str, str]) -> Side:
     if name == "wow":
-        return Wow(tmp, host_url)
+        return Wow(tmp, host_url, wow_env)
     if name == "bare":
         return Bare(tmp, host_url)
     return Dbos(tmp, host_url, pg=name == "dbos-pg")
@@ -351,7 +365,7 @@ async def run(args: argparse.Namespace) -> Report:
         await host.start()
         try:
             for name in names:
-                rival = rival_of(name, tmp / name, host.url)
+                rival = rival_of(name, tmp / name, host.url, _settings(args.wow_env))
                 try:
                     await rival.start()
                     print(f"{name} up; measuring", file=sys.stderr)
@@ -477,6 +491,8 @@ def main() -> int:
         "(default 15: past a lost answer's 10 s timeout and retry)",
     )
     p.add_argument("--sides", default=",".join(SIDES), help="which sides, in order")
+    p.add_argument("--wow-env", action="append", default=[], metavar="WOW_KEY=VALUE",
+                   help="a setting of the wow side's worker and API (repeatable): one cut")
     args = sized(p.parse_args(), QUICK, FULL)
     if args.lead is None:
         args.lead = (args.steady + args.burst) / START_FLOOR + LEAD_S
