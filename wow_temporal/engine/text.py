@@ -6,11 +6,11 @@ due times)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, tzinfo
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import PlainSerializer
+from pydantic import PlainSerializer, WrapSerializer
 
-__all__ = ["Instant", "instant_text", "zoned_text"]
+__all__ = ["Instant", "instant_text", "shown_instants", "zoned_text"]
 
 
 def instant_text(instant: datetime) -> str:
@@ -38,3 +38,20 @@ Instant = Annotated[datetime, PlainSerializer(instant_text, return_type=str, whe
 """A datetime shown in JSON as `instant_text` writes it (read as any ISO-8601 instant): for the
 models the CLI and the control API answer with, never for a workflow's state, whose payload
 keeps the microseconds."""
+
+
+def shown_instants(*paths: tuple[str, ...]) -> WrapSerializer:
+    """A model's JSON with the instants at `paths` (keys from its top) as `instant_text` writes
+    them, for a workflow's own state shown to a person: the model, and its payload, keep the
+    microseconds. Pydantic documents the model itself (the lambda has no return annotation)."""
+
+    def shown(data: Any) -> Any:
+        for *outer, last in paths:
+            node = data
+            for name in outer:
+                node = node.get(name) if isinstance(node, dict) else None
+            if isinstance(node, dict) and isinstance(node.get(last), str):
+                node[last] = instant_text(datetime.fromisoformat(node[last]))
+        return data
+
+    return WrapSerializer(lambda value, handler: shown(handler(value)), when_used="json")

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, SerializerFunctionWrapHandler, WrapSerializer
+from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -31,8 +31,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.domain.app import App, Job
-from wow_temporal.engine import Instant, instant_text
 from wow_temporal.engine.listing import LIST_DEFAULT
+from wow_temporal.engine.text import Instant, shown_instants
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
@@ -113,20 +113,7 @@ class NotParkedError(JobError):
     state, as a timer's retry that is not parked is."""
 
 
-def _shown_times(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
-    """A finished tick in JSON with its instants in the one format (`instant_text`); the
-    record stays as the workflow keeps it."""
-    data = handler(value)
-    for name in ("due", "at"):
-        if isinstance(data, dict) and isinstance(data.get(name), str):
-            data[name] = instant_text(datetime.fromisoformat(data[name]))
-    return data
-
-
-ShownTick = Annotated[
-    TickRecord,
-    WrapSerializer(lambda value, handler: _shown_times(value, handler), when_used="json"),
-]
+ShownTick = Annotated[TickRecord, shown_instants(("due",), ("at",))]
 """A finished tick as the CLI and the control API answer it (the schema: `TickRecord`)."""
 
 

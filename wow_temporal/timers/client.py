@@ -22,8 +22,6 @@ from opentelemetry.trace import Span
 from pydantic import (
     BaseModel,
     ConfigDict,
-    SerializerFunctionWrapHandler,
-    WrapSerializer,
     field_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -42,6 +40,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.engine import Instant, instant_text
 from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
+from wow_temporal.engine.text import shown_instants
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -182,28 +181,8 @@ _CAMEL = WireModel.model_config
 CLI's `--json` alike), as Wow's commits and the query parameters are."""
 
 
-_STATE_TIMES = (("next_due",), ("pending", "due"), ("spec", "first_due"))
-"""Where a timer's state holds an instant of its own (a rule's `at` is written as given)."""
-
-
-def _shown_times(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
-    """A timer's state in JSON with its instants as `instant_text` writes them; the model
-    stays as the workflow keeps it (its payload keeps the microseconds)."""
-    data = handler(value)
-    for *outer, last in _STATE_TIMES:
-        node = data
-        for name in outer:
-            node = node.get(name) if isinstance(node, dict) else None
-        if isinstance(node, dict) and isinstance(node.get(last), str):
-            node[last] = instant_text(datetime.fromisoformat(node[last]))
-    return data
-
-
 ShownState = Annotated[
-    TimerState,
-    # A lambda, which has no return annotation: pydantic then documents TimerState itself
-    # (`_shown_times`'s `Any` would make the answer's schema say nothing).
-    WrapSerializer(lambda value, handler: _shown_times(value, handler), when_used="json"),
+    TimerState, shown_instants(("next_due",), ("pending", "due"), ("spec", "first_due"))
 ]
 """A timer's state as the CLI and the control API answer it (the schema: `TimerState`)."""
 
