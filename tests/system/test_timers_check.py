@@ -95,8 +95,8 @@ async def test_check_lists_what_a_build_without_the_upcaster_refuses(
         check, "tests.apps.notes:notes_v2_without_upcaster", dev_server, "--json"
     )
     assert as_json.returncode == 1, as_json.stderr
-    found = [f for f in json.loads(as_json.stdout) if tenant in f["workflow_id"]]
-    assert sorted(f["workflow_id"] for f in found) == ids
+    found = [f for f in json.loads(as_json.stdout) if tenant in f["workflowId"]]
+    assert sorted(f["workflowId"] for f in found) == ids
     assert {(f["outcome"], f["type"], f["revision"]) for f in found} == {
         ("refused", REMIND, None)
     }

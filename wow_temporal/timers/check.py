@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 from wow_temporal.domain.app import App
 from wow_temporal.domain.system import SYSTEM_COMMANDS
 from wow_temporal.domain.upcasting import FIRST_REVISION, UpcastError
-from wow_temporal.model import AggregateRef, ScheduledCommand, explain
+from wow_temporal.model import AggregateRef, ScheduledCommand, WireModel, explain
 from wow_temporal.timers import core
 from wow_temporal.timers.client import CHECK_LIMIT, TimerClient, TimerError, TimerFilter
 from wow_temporal.timers.core import TimerChange, TimerState
@@ -103,9 +103,10 @@ def judge(command: ScheduledCommand, target: AggregateRef, apps: Sequence[App]) 
 
 
 class Finding(BaseModel):
-    """A timer the check reports: its command refused by the apps, or its state unreadable."""
+    """A timer the check reports: its command refused by the apps, or its state unreadable
+    (camelCase in JSON, `workflowId`, as every answer of the CLI and the control API)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = WireModel.model_config
 
     workflow_id: str
     outcome: Literal["refused", "unreadable"]
