@@ -44,21 +44,13 @@ from wow_temporal.jobs.client import (
 )
 from wow_temporal.jobs.core import RuleChange, RuleField, RuleLayer, misfire_name
 from wow_temporal.model import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
-from wow_temporal.model.rules import fires_problem
+from wow_temporal.model.rules import firing
 from wow_temporal.wire import TENANT_ID_HEADER
 
 __all__ = ["JobInfo", "RescheduleRequest", "ResetRequest", "job_router"]
 
 
-def _fires(expression: str) -> str:
-    """Refuse an expression no time ever matches (`0 0 0 30 2 *`): the job would never tick."""
-    problem = fires_problem(expression)
-    if problem is not None:
-        raise ValueError(problem)
-    return expression
-
-
-FiringCron = Annotated[CronText, AfterValidator(_fires)]
+FiringCron = Annotated[CronText, AfterValidator(firing)]
 AnyCaseMisfire = Annotated[Misfire, BeforeValidator(misfire_name)]
 
 

@@ -7,9 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from wow_temporal.engine import parsed_cron
 from wow_temporal.model import JobScope, Misfire, validate_cron, validate_key, validate_zone
-from wow_temporal.model.rules import never_fires
+from wow_temporal.model.rules import fires_problem
 
 __all__ = ["JOB_ATTRIBUTE", "JobDefinition", "check_handler", "on_schedule"]
 
@@ -67,12 +66,13 @@ def _checked(
         validate_cron(cron)
     except ValueError as error:
         raise ValueError(f"{where}: cron {cron!r}: {error}") from None
-    if not parsed_cron(cron).ever_matches():
-        raise ValueError(f"{where}: {never_fires(cron)}")
     try:
         validate_zone(zone)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
+    problem = fires_problem(cron, zone)
+    if problem is not None:
+        raise ValueError(f"{where}: {problem}")
     try:
         scope = JobScope(scope)
         misfire = Misfire(misfire)

@@ -368,6 +368,15 @@ def fires_problem(expression: str, zone: str | None = None) -> str | None:
     return None
 
 
+def firing(expression: str) -> str:
+    """`expression`, or `ValueError` saying why it would never be due: a pydantic validator for
+    the edges that take a job's expression alone (the API's reschedule, the settings)."""
+    problem = fires_problem(expression)
+    if problem is not None:
+        raise ValueError(problem)
+    return expression
+
+
 def iso_duration(delay: timedelta) -> str:
     """ISO-8601 duration as Java's `Duration.toString()` writes it (`PT30M`, `PT36H`, `PT0.5S`)."""
     total_us = delay.days * 86_400_000_000 + delay.seconds * 1_000_000 + delay.microseconds

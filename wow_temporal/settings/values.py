@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 from wow_temporal.model import CronText, Misfire, ZoneName, validate_key
-from wow_temporal.model.rules import fires_problem
+from wow_temporal.model.rules import firing
 
 __all__ = [
     "AnyPort",
@@ -101,15 +101,11 @@ AtLeastOne = Annotated[int, AfterValidator(_at_least_one)]
 LogFormat = Annotated[Literal["text", "json"], BeforeValidator(_log_format)]
 TaskQueue = Annotated[str, AfterValidator(_task_queue)]
 Pollers = Annotated[Literal["auto"] | int, BeforeValidator(_pollers)]
-def _fires(expression: str | None) -> str | None:
-    """Refuse a job's expression no time ever matches (`0 0 0 30 2 *`): it would never tick."""
-    problem = None if expression is None else fires_problem(expression)
-    if problem is not None:
-        raise ValueError(problem)
-    return expression
-
-
-CronSetting = Annotated[CronText | None, BeforeValidator(blank_is_none), AfterValidator(_fires)]
+CronSetting = Annotated[
+    CronText | None,
+    BeforeValidator(blank_is_none),
+    AfterValidator(lambda expression: None if expression is None else firing(expression)),
+]
 ZoneSetting = Annotated[ZoneName | None, BeforeValidator(blank_is_none)]
 MisfireSetting = Annotated[Misfire | None, BeforeValidator(_misfire)]
 JobName = Annotated[str, AfterValidator(_job_name)]
