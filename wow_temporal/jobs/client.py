@@ -373,19 +373,10 @@ class JobClient:
             )
         return found
 
-    async def page(
-        self,
-        *,
-        context: str | None = None,
-        name: str | None = None,
-        tenant: str | None = None,
-        status: str | None = None,
-        limit: int = LIST_DEFAULT,
-    ) -> JobPage:
-        """`list`, saying whether more instances matched than `limit` (one more is asked for)."""
-        found = await self.list(
-            context=context, name=name, tenant=tenant, status=status, limit=limit + 1
-        )
+    async def page(self, *, limit: int = LIST_DEFAULT, **filters: str | None) -> JobPage:
+        """`list` with the same filters, saying whether more instances matched than `limit`
+        (one more is asked for)."""
+        found = await self.list(limit=limit + 1, **filters)
         return JobPage(items=found[:limit], truncated=len(found) > limit, limit=limit)
 
     async def bring_to_settings(self, app: App) -> builtins.list[JobInfo]:
