@@ -23,13 +23,14 @@ same host serves both sides. Measured:
 4. Ingest: commits applied per second (`TimerClient.apply`, 50 at a time) for schedules far in the
    future, beside bare `start_workflow` calls with a start delay.
 5. The cost of telemetry: the wow end-to-end throughput of 1 (due on arrival, `TimerClient.apply`
-   -> `wow.deliver` over HTTP) with tracing and metrics on, as production switches them on (the
-   SDK tracer provider of `configure_tracing`, exporting in batches to an exporter that drops the
-   spans; Temporal's tracing interceptor on the client; a `traceparent` on every commit; a runtime
-   serving Prometheus metrics, scraped once at the end), against the same with them off (no
-   interceptor, no `traceparent`, a runtime without metrics). Each side has its own client,
-   runtime, task queue and timer worker; interleaved rounds (3 by default), the best kept. Runs
-   last: the tracer provider it installs is the process's.
+   -> `wow.deliver` over HTTP) with tracing and metrics on, as production switches them on (an
+   SDK tracer provider, as `configure_tracing` installs with an `otlp-endpoint`, exporting in
+   batches to an exporter that drops the spans; Temporal's tracing interceptor on the client; a
+   `traceparent` on every commit; a runtime serving Prometheus metrics, scraped once at the
+   end), against the same with them off (no interceptor, no `traceparent`, a runtime without
+   metrics). Each side has its own client, runtime, task queue and timer worker; interleaved
+   rounds (3 by default), the best kept. Runs last: the tracer provider it installs is the
+   process's.
 
 Run: `python -m bench.timers [--quick] [--json] [--n N] [--rounds R] [--only telemetry]`
 (`--only telemetry`: section 5 alone). Exits 0; targets are printed as PASS/MISS, never asserted
@@ -86,7 +87,7 @@ from wow_temporal.metrics import metrics_runtime
 from wow_temporal.settings import TelemetrySettings
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.workflow import DeliverySettings
-from wow_temporal.tracing import client_interceptors, configure_tracing
+from wow_temporal.tracing import client_interceptors
 from wow_temporal.wire import (
     COMMAND_SEND_PATH,
     DUPLICATE_REQUEST_ID,
@@ -603,9 +604,10 @@ async def telemetered(
 ) -> tuple[Telemetered, Telemetered, DiscardSpans]:
     """The side with tracing and metrics on, the side with them off, and where the spans go."""
     telemetry = TelemetrySettings()
-    configure_tracing(telemetry, "bench")  # process-global, kept if installed already
     provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
+    if not isinstance(provider, TracerProvider):  # process-global: spans recorded, as exported
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
     exporter = DiscardSpans(provider)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     on_client = await server.connect(
@@ -653,7 +655,7 @@ async def measure_telemetry(
     """The wow end-to-end pipeline (`pipeline`) with tracing and metrics on, as production
     switches them on, against the same with them off; interleaved rounds, best kept.
 
-    On: the process's SDK tracer provider (`configure_tracing`) exporting in batches to an
+    On: the process's SDK tracer provider (as with an `otlp-endpoint`) exporting in batches to an
     exporter that drops the spans, Temporal's tracing interceptor on the client (so on its
     worker), a `traceparent` on every commit, and a runtime serving Prometheus metrics. Off:
     a client without interceptors on a runtime without metrics, commits without a

@@ -7,9 +7,10 @@ set its timer (its `traceparent`), which a later replacement or a continue-as-ne
 lose, with a link to the Temporal activity that ran it. The host gets the delivery span as the
 command's `traceparent`.
 
-With no SDK tracer provider installed (`wow.telemetry.tracing: false`, or a library user who
-set none), the OpenTelemetry API passes the incoming context through unchanged: a commit's
-`traceparent` still reaches the delivered command.
+Spans are recorded only where they go somewhere: with `wow.telemetry.otlp-endpoint` set, or a
+tracer provider the application installed. Without one (`wow.telemetry.tracing: false`, or no
+exporter), the OpenTelemetry API passes the incoming context through unchanged: a commit's
+`traceparent` still reaches the delivered command, at no cost per timer.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "continued_span",
     "current_traceparent",
     "flush_spans",
+    "spans_recorded",
     "trace_id_of",
     "traceparent_context",
     "within_request_trace",
@@ -54,15 +56,17 @@ _configured = False
 
 
 def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
-    """Install an OpenTelemetry SDK tracer provider for this process (once), exporting over
-    OTLP/HTTP when `otlp-endpoint` is set; keep one the application installed itself.
-    `OTEL_SERVICE_NAME` wins over `service_name`. False when tracing is off. `SettingsError`
-    if the endpoint needs the `[otlp]` extra (and then nothing changed)."""
+    """Record spans in this process where they go somewhere: install an OpenTelemetry SDK
+    tracer provider exporting over OTLP/HTTP when `otlp-endpoint` is set, or keep (and export
+    from) one the application installed itself. With neither, none is installed: a span nobody
+    takes is not made, and the OpenTelemetry API passes a commit's `traceparent` through
+    unchanged. `OTEL_SERVICE_NAME` wins over `service_name`. True when spans are recorded.
+    `SettingsError` if the endpoint needs the `[otlp]` extra (and then nothing changed)."""
     global _configured
     if not telemetry.tracing:
         return False
     if _configured:
-        return True
+        return spans_recorded()
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -72,6 +76,8 @@ def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
         exporter = _otlp_exporter(telemetry.otlp_endpoint)
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
+        if exporter is None:
+            return False  # nowhere to go: no span is recorded
         name = os.environ.get("OTEL_SERVICE_NAME") or service_name
         provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
         trace.set_tracer_provider(provider)
@@ -79,6 +85,14 @@ def configure_tracing(telemetry: TelemetrySettings, service_name: str) -> bool:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     _configured = True
     return True
+
+
+def spans_recorded() -> bool:
+    """Whether this process records spans: an OpenTelemetry SDK tracer provider is installed
+    (by `configure_tracing`, or by the application)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
 
 
 def _otlp_exporter(endpoint: str) -> SpanExporter:
@@ -135,12 +149,15 @@ class _OutageLog(SpanExporter):
                 reason = " ".join(self._said.first.split())[:300] or "no reason given"
                 log.warning(
                     "cannot export spans to the collector at %s, dropping them while it does "
-                    "not take them: %s", self._endpoint, reason,
+                    "not take them: %s",
+                    self._endpoint,
+                    reason,
                 )
         return result
 
     def shutdown(self) -> None:
         self._exporter.shutdown()
+        logging.getLogger(_OTLP_LOGGER).removeFilter(self._said)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self._exporter.force_flush(timeout_millis)
@@ -158,9 +175,11 @@ def flush_spans(timeout_s: float = 3.0) -> None:
 
 
 def client_interceptors(telemetry: TelemetrySettings) -> list[Any]:
-    """Temporal's `TracingInterceptor` when tracing is on (a client's interceptors are its
-    workers' too)."""
-    if not telemetry.tracing:
+    """Temporal's `TracingInterceptor` when tracing is on and spans are recorded (a client's
+    interceptors are its workers' too): without a tracer provider its spans would go nowhere,
+    and a commit's trace reaches the host through the timer's own state. Configure tracing (or
+    install the application's provider) before connecting."""
+    if not telemetry.tracing or not spans_recorded():
         return []
     from temporalio.contrib.opentelemetry import TracingInterceptor
 
@@ -278,4 +297,3 @@ def within_request_trace(traceparent: str | None) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
-

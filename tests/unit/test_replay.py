@@ -18,17 +18,16 @@ import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.common import RawValue
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.jobs.directory import TenantsWorkflow
     from wow_temporal.jobs.workflow import JobWorkflow
-    from wow_temporal.settings import TelemetrySettings
     from wow_temporal.timers.core import TimerState
     from wow_temporal.timers.deletion import DeletionWorkflow
     from wow_temporal.timers.workflow import TimerWorkflow
-    from wow_temporal.tracing import client_interceptors
     from wow_temporal.worker import WORKFLOW_RUNNER
 
 HISTORIES = Path(__file__).parent.parent / "histories"  # no resolve() in the workflow sandbox
@@ -49,12 +48,12 @@ def workflow_type(path: Path) -> str:
 
 def replayer(*workflows: type, traced: bool = False) -> Replayer:
     """A replayer of `workflows`; `traced`: with the tracing interceptor production workers
-    have (`wow.telemetry.tracing`, on by default)."""
+    have when their spans are exported (`wow.tracing.client_interceptors`)."""
     return Replayer(
         workflows=list(workflows),
         data_converter=pydantic_data_converter,
         workflow_runner=WORKFLOW_RUNNER,
-        interceptors=client_interceptors(TelemetrySettings(tracing=traced)),
+        interceptors=[TracingInterceptor()] if traced else [],
     )
 
 
