@@ -6,6 +6,7 @@ Temporal timer of `bench._bare_rivals` (its own process: worker and starter)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,11 @@ COUNTERS = {
 calls and the seconds they took, its visibility store's calls, the RPCs it served."""
 
 
+BY_OPERATION = ("service_requests", "persistence_requests")
+"""The counters also given by operation (`service_requests:DescribeWorkflowExecution`, ...)."""
+_OPERATION = re.compile(r'operation="([^"]*)"')
+
+
 class DevServer(EmbeddedTemporal):
     """`wow_temporal.dev.server`'s server as `./run dev` starts it, headless, on `tmp`, its
     `/metrics` (always served by the dev server, on a random port otherwise) on a free port."""
@@ -37,7 +43,8 @@ class DevServer(EmbeddedTemporal):
         self.http = httpx.AsyncClient(timeout=10)
 
     async def counters(self) -> dict[str, float]:
-        """`COUNTERS` so far; empty if `/metrics` does not answer."""
+        """`COUNTERS` so far, and `BY_OPERATION` by operation; empty if `/metrics` does not
+        answer."""
         found = dict.fromkeys(COUNTERS, 0.0)
         metric_of = {metric: name for name, metric in COUNTERS.items()}
         try:
@@ -49,6 +56,10 @@ class DevServer(EmbeddedTemporal):
             name = metric_of.get(head.partition("{")[0])
             if name is not None:
                 found[name] += float(value)
+                operation = _OPERATION.search(head)
+                if operation and name in BY_OPERATION:
+                    each = f"{name}:{operation.group(1)}"
+                    found[each] = found.get(each, 0.0) + float(value)
         return found
 
     async def stop(self) -> None:

@@ -85,7 +85,13 @@ from bench.harness.postgres import Postgres
 from wow_temporal.dev.ports import free_port
 
 QUICK = {
-    "steady": 30, "over": 2.0, "burst": 30, "in_flight": 20, "batch": 1, "lead": 2.0, "settle": 0.5
+    "steady": 30,
+    "over": 2.0,
+    "burst": 30,
+    "in_flight": 20,
+    "batch": 1,
+    "lead": 2.0,
+    "settle": 0.5,
 }
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1, "settle": 15.0}
 SIDES = ("wow", "bare", "dbos-sqlite", "dbos-pg")
@@ -313,7 +319,7 @@ async def measure(rival: Side, host: HostProcess, args: argparse.Namespace) -> R
         drain_rate=len(burst_late) / max(drain_s, 1e-3),
         started_after_due=sum(1 for k, d in dues.items() if handed.get(k, 0) > d),
         cpu_per_1000={k: (cpu1[k] - cpu0[k]) * per_1000 for k in cpu0},
-        server_per_1000={k: (counted1[k] - v) * per_1000 for k, v in counted0.items()},
+        server_per_1000={k: (v - counted0.get(k, 0.0)) * per_1000 for k, v in counted1.items()},
         delivered=sum(1 for k in dues if k in seen),
         early=sum(1 for k, d in dues.items() if any(t < d for t in seen.get(k, ()))),
         twice=sum(len(v) - 1 for v in seen.values()),
@@ -406,7 +412,8 @@ def text(report: Report) -> None:
             f"missing {r.missing}; {r.seconds:.0f} s"
         )
         if r.server_per_1000:
-            counted = ", ".join(f"{k} {v:.0f}" for k, v in r.server_per_1000.items())
+            totals = {k: v for k, v in r.server_per_1000.items() if ":" not in k}
+            counted = ", ".join(f"{k} {v:.0f}" for k, v in totals.items())
             print(f"{'':12} server per 1,000 timers: {counted}")
     ratios = verdicts(report).ratios
     others = [r.side for r in report.results if r.side != "wow"] if report.of("wow") else []
@@ -438,7 +445,10 @@ def _split(wow: Result, other: Result | None) -> dict[str, float]:
     pairs = [("cpu", wow.cpu_per_1000, other.cpu_per_1000)]
     pairs.append(("server", wow.server_per_1000, other.server_per_1000))
     return {
-        f"{p}_{k}": ratio(v, of[k]) for p, mine, of in pairs for k, v in mine.items() if k in of
+        f"{p}_{k}": ratio(v, of[k])
+        for p, mine, of in pairs
+        for k, v in mine.items()
+        if k in of and ":" not in k  # totals; by operation in the figures only
     }
 
 
@@ -491,8 +501,13 @@ def main() -> int:
         "(default 15: past a lost answer's 10 s timeout and retry)",
     )
     p.add_argument("--sides", default=",".join(SIDES), help="which sides, in order")
-    p.add_argument("--wow-env", action="append", default=[], metavar="WOW_KEY=VALUE",
-                   help="a setting of the wow side's worker and API (repeatable): one cut")
+    p.add_argument(
+        "--wow-env",
+        action="append",
+        default=[],
+        metavar="WOW_KEY=VALUE",
+        help="a setting of the wow side's worker and API (repeatable): one cut",
+    )
     args = sized(p.parse_args(), QUICK, FULL)
     if args.lead is None:
         args.lead = (args.steady + args.burst) / START_FLOOR + LEAD_S

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -39,6 +41,21 @@ _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
 }
 
 
+_PROBES = {
+    "Text": "= ''",
+    "Keyword": "= ''",
+    "Int": "= 0",
+    "Double": "= 0",
+    "Bool": "= false",
+    "Datetime": "= '2000-01-01T00:00:00Z'",
+    "KeywordList": "= ''",
+}
+"""A condition each type takes in a visibility query, to ask whether the server uses a name."""
+
+USABLE_WITHIN = 30.0
+"""How long registration waits for the server to use what it added (seconds)."""
+
+
 def indexed_value_types(
     attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
 ) -> dict[str, IndexedValueType.ValueType]:
@@ -59,8 +76,10 @@ async def register_search_attributes(
 ) -> list[str]:
     """Register the custom search attributes on `namespace`; idempotent.
 
-    Returns the names actually added (empty when all already existed). Raises
-    `EmbeddedTemporalError` if a name exists with a different type.
+    Returns the names actually added (empty when all already existed), once the server uses
+    them (a server that caches them, as production ones do, refuses a start naming them for a
+    moment; for at most `USABLE_WITHIN` seconds). Raises `EmbeddedTemporalError` if a name
+    exists with a different type.
     """
     wanted = indexed_value_types(attributes)
     existing = await client.operator_service.list_search_attributes(
@@ -84,4 +103,19 @@ async def register_search_attributes(
     except RPCError as err:
         if err.status != RPCStatusCode.ALREADY_EXISTS:
             raise
+    await _until_usable(client, {n: attributes[n] for n in missing})
     return sorted(missing)
+
+
+async def _until_usable(client: Client, attributes: Mapping[str, str]) -> None:
+    """Until a visibility query naming every one of `attributes` is taken (or the wait is up)."""
+    query = " AND ".join(f"{name} {_PROBES[kind]}" for name, kind in attributes.items())
+    deadline = time.monotonic() + USABLE_WITHIN
+    while True:
+        try:
+            await client.count_workflows(query)
+            return
+        except RPCError as err:
+            if err.status != RPCStatusCode.INVALID_ARGUMENT or time.monotonic() > deadline:
+                return
+        await asyncio.sleep(0.2)

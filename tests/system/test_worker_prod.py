@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from typer.testing import CliRunner
 
 from tests.helpers.builders import commit
@@ -39,6 +41,7 @@ from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.health import HealthServer, Readiness
 from wow_temporal.settings import load_settings
 from wow_temporal.testing.wow_host import FakeWowHost
+from wow_temporal.timers.attributes import SA_KEY
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.worker import timer_worker
@@ -401,6 +404,16 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
     assert result.returncode == 0, result.stderr
     every = ", ".join(f"{name} ({SEARCH_ATTRIBUTES[name]})" for name in sorted(SEARCH_ATTRIBUTES))
     assert result.stdout.splitlines() == [f"namespace {namespace}: registered {every}"]
+    # Usable as setup returns: this server caches search attributes as a production one does,
+    # and refused a start naming them for a moment before setup waited for them.
+    used = await Client.connect(dev_server.address, namespace=namespace)
+    handle = await used.start_workflow(
+        "wow.Probe",
+        id=f"probe-{namespace}",
+        task_queue=f"nobody-{namespace}",
+        search_attributes=TypedSearchAttributes([SearchAttributePair(SA_KEY, "k")]),
+    )
+    await handle.terminate("probe")
     again = await asyncio.to_thread(_console, "setup", *flags, env=env)
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines() == [
