@@ -14,6 +14,8 @@ that still ends after its due time is counted and printed).
   config of `wow_temporal.dev.server` (`EmbeddedTemporal`), one `wow-temporal worker`, the
   control API (`wow-temporal api`); a timer is a commit of one `wow.ScheduleSet` (rule `at`)
   handed over through `POST /commits`.
+- `wow-relay`: the same, the commits handed straight to `TimerClient.apply_many` as the domain
+  host's relay hands them, from a process of its own (`bench._wow_relay`) in place of the API.
 - `bare`: bare Temporal as a user writes it by hand (`bench._bare_rivals`, its own process:
   a workflow per key, id = the key, started with `start_delay` until due, one activity that
   POSTs the command; worker (SDK defaults, sandbox on) and starter (`POST /timers`, as DBOS's)
@@ -30,16 +32,17 @@ burst arrival - due)), and the CPU seconds per 1,000 timers, from the first star
 arrival, split by process (Temporal server with its children, worker, control API / the DBOS
 process, the bare worker + starter, PostgreSQL's postmaster and backends; not the host's or
 this process's), and for the Temporal sides the server's own counters per 1,000 timers from its
-`/metrics` (`bench._bare_side.COUNTERS`). Then the ratios wow/bare, wow/DBOS-SQLite and
-wow/DBOS-PG (against bare also per process and per server counter). None may arrive early,
+`/metrics` (`bench._bare_side.COUNTERS`; in the JSON also by operation). Then the ratios of
+`wow` and `wow-relay` to bare, DBOS-SQLite and DBOS-PG (against bare also per process and per
+server counter; `relay_…` for `wow-relay`). None may arrive early,
 twice or not at all.
 
 Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
-[--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,bare,dbos-sqlite,dbos-pg]
-[--wow-env WOW_KEY=VALUE …]` (`--wow-env`: a setting of the wow side's worker and API, to
-measure one cut against the same bare side; `--quick`: 30 over 2 s + 30, the first due 2 s
-after the first start, 0.5 s to settle). The CPU is read at the last first arrival; repeats are
-counted `--settle` s longer. A full-size run takes ~8 minutes: run it in the background under
+[--in-flight 20] [--batch 1] [--lead S] [--settle 15]
+[--sides wow,wow-relay,bare,dbos-sqlite,dbos-pg] [--wow-env WOW_KEY=VALUE …]` (`--wow-env`: a
+setting of the wow sides' worker, API and relay, to measure one cut against the same bare side;
+`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The CPU is read at the last first arrival; repeats are
+counted `--settle` s longer. A full-size run takes ~11 minutes: run it in the background under
 `timeout`.
 """
 
@@ -55,17 +58,17 @@ import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from bench._bare_side import Bare, DevServer
+from bench._rivals_report import Report, Result, text, verdicts
+from bench._wow_relay import WowRelay
 from bench.harness import (
     CLI,
     HostProcess,
     Proc,
-    Verdicts,
     answers,
     bench_main,
     commit,
@@ -74,7 +77,6 @@ from bench.harness import (
     parser,
     percentile,
     pool,
-    ratio,
     schedule_set,
     scratch,
     sized,
@@ -94,7 +96,7 @@ QUICK = {
     "settle": 0.5,
 }
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1, "settle": 15.0}
-SIDES = ("wow", "bare", "dbos-sqlite", "dbos-pg")
+SIDES = ("wow", "wow-relay", "bare", "dbos-sqlite", "dbos-pg")
 START_FLOOR = 50.0  # starts a second the default lead allows for: every start before any due
 LEAD_S = 2.0  # and this much more before the first steady timer is due
 BURST_GAP_S = 3.0  # the burst is due this long after the last steady timer
@@ -220,33 +222,7 @@ class Dbos(Rival):
             await asyncio.to_thread(self.pg.stop)
 
 
-Side = Rival | Bare
-
-
-@dataclass
-class Result:
-    """One side's figures (ms, per second, CPU seconds per 1,000 timers) and its counts."""
-
-    side: str
-    timers: int
-    start_rate: float
-    steady_p50_ms: float
-    steady_p99_ms: float
-    burst_p50_ms: float
-    burst_p99_ms: float
-    drain_rate: float
-    started_after_due: int
-    cpu_per_1000: dict[str, float]
-    server_per_1000: dict[str, float]
-    delivered: int
-    early: int
-    twice: int
-    missing: int
-    seconds: float
-
-    @property
-    def cpu_total(self) -> float:
-        return sum(self.cpu_per_1000.values())
+Side = Rival | Bare | WowRelay
 
 
 def plan(prefix: str, steady: int, over: float, first_ms: int) -> list[Timer]:
@@ -339,24 +315,11 @@ def _settings(given: list[str]) -> dict[str, str]:
 def rival_of(name: str, tmp: Path, host_url: str, wow_env: dict[str, str]) -> Side:
     if name == "wow":
         return Wow(tmp, host_url, wow_env)
+    if name == "wow-relay":
+        return WowRelay(tmp, host_url, wow_env)
     if name == "bare":
         return Bare(tmp, host_url)
     return Dbos(tmp, host_url, pg=name == "dbos-pg")
-
-
-@dataclass
-class Report:
-    steady: int
-    over: float
-    burst: int
-    in_flight: int
-    batch: int
-    lead: float
-    results: list[Result]
-    seconds: float
-
-    def of(self, side: str) -> Result | None:
-        return next((r for r in self.results if r.side == side), None)
 
 
 async def run(args: argparse.Namespace) -> Report:
@@ -382,103 +345,6 @@ async def run(args: argparse.Namespace) -> Report:
             await host.stop()
     fields = (args.steady, args.over, args.burst, args.in_flight, args.batch, args.lead)
     return Report(*fields, results, time.perf_counter() - began)
-
-
-def _cpu_text(r: Result) -> str:
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_per_1000.items())
-    return f"{r.cpu_total:6.1f} s ({parts})"
-
-
-def text(report: Report) -> None:
-    print(
-        f"=== wow-temporal against bare Temporal and DBOS Transact: {report.steady} timers due "
-        f"over {report.over:g} s + {report.burst} due at one instant; {report.in_flight} requests "
-        f"in flight, {report.batch} a request, first due {report.lead:g} s after the first "
-        f"start; {report.seconds:.0f} s in all ==="
-    )
-    print(
-        f"{'side':12} {'start/s':>8} {'steady p50/p99 ms':>18} {'burst p50/p99 ms':>17} "
-        f"{'drain/s':>8}  CPU per 1,000 timers"
-    )
-    for r in report.results:
-        late = f" ({r.started_after_due} started after due)" if r.started_after_due else ""
-        print(
-            f"{r.side:12} {r.start_rate:8.0f} {r.steady_p50_ms:8.0f}/{r.steady_p99_ms:<9.0f} "
-            f"{r.burst_p50_ms:8.0f}/{r.burst_p99_ms:<8.0f} {r.drain_rate:8.1f}  {_cpu_text(r)}"
-            f"{late}"
-        )
-        print(
-            f"{'':12} delivered {r.delivered}/{r.timers}, early {r.early}, twice {r.twice}, "
-            f"missing {r.missing}; {r.seconds:.0f} s"
-        )
-        if r.server_per_1000:
-            totals = {k: v for k, v in r.server_per_1000.items() if ":" not in k}
-            counted = ", ".join(f"{k} {v:.0f}" for k, v in totals.items())
-            print(f"{'':12} server per 1,000 timers: {counted}")
-    ratios = verdicts(report).ratios
-    others = [r.side for r in report.results if r.side != "wow"] if report.of("wow") else []
-    for other in others:
-        slug = other.replace("-", "_")
-        shown = "  ".join(f"{n} {ratios[f'{n}_vs_{slug}']:.2f}" for n in _RATIOS)
-        print(f"wow / {other}: {shown}")
-        wow = report.of("wow")
-        split = _split(wow, report.of(other)) if wow else {}
-        if split:
-            print(f"{'':12} " + "  ".join(f"{n} {ratios[f'{n}_vs_{slug}']:.2f}" for n in split))
-
-
-_RATIOS: dict[str, Callable[[Result], float]] = {
-    "cpu_per_1000": lambda r: r.cpu_total,
-    "start_rate": lambda r: r.start_rate,
-    "drain_rate": lambda r: r.drain_rate,
-    "steady_p99": lambda r: r.steady_p99_ms,
-    "burst_p99": lambda r: r.burst_p99_ms,
-}
-"""The ratios wow/other printed: CPU and p99s lower is better for wow, rates higher."""
-
-
-def _split(wow: Result, other: Result | None) -> dict[str, float]:
-    """The ratios wow/other by what both sides have (the Temporal sides: the server's CPU, its
-    counters): `cpu_server`, `server_persistence_requests`, ..."""
-    if other is None:
-        return {}
-    pairs = [("cpu", wow.cpu_per_1000, other.cpu_per_1000)]
-    pairs.append(("server", wow.server_per_1000, other.server_per_1000))
-    return {
-        f"{p}_{k}": ratio(v, of[k])
-        for p, mine, of in pairs
-        for k, v in mine.items()
-        if k in of and ":" not in k  # totals; by operation in the figures only
-    }
-
-
-def verdicts(report: Report) -> Verdicts:
-    """None early, twice or missing on any side, each side delivered some; wow's ratios to
-    each other side (to bare also per process and per server counter); each side's figures."""
-    zero: dict[str, int] = defaultdict(int)
-    positive: dict[str, float] = {}
-    figures: dict[str, float] = {}
-    ratios: dict[str, float] = {}
-    for r in report.results:
-        slug = r.side.replace("-", "_")
-        for count in ("early", "twice", "missing"):
-            zero[count] += getattr(r, count)
-        positive[f"{slug}_delivered"] = float(r.delivered)
-        figures |= {f"{slug}_{name}": of(r) for name, of in _RATIOS.items()}
-        figures |= {f"{slug}_cpu_{k}": v for k, v in r.cpu_per_1000.items()}
-        figures |= {f"{slug}_server_{k}": v for k, v in r.server_per_1000.items()}
-        figures[f"{slug}_started_after_due"] = float(r.started_after_due)
-    wow = report.of("wow")
-    for other in (r for r in report.results if r.side != "wow"):
-        if wow is not None:
-            slug = other.side.replace("-", "_")
-            ratios |= {f"{n}_vs_{slug}": ratio(of(wow), of(other)) for n, of in _RATIOS.items()}
-            ratios |= {f"{n}_vs_{slug}": v for n, v in _split(wow, other).items()}
-    for count in ("early", "twice", "missing"):
-        zero.setdefault(count, 0)
-    return Verdicts(
-        must_be_zero=dict(zero), must_be_positive=positive, ratios=ratios, figures=figures
-    )
 
 
 def main() -> int:

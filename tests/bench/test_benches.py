@@ -119,15 +119,23 @@ BENCHES = {
     "rivals": Bench(
         150,
         zero=("early", "twice", "missing"),
-        positive=("wow_delivered", "bare_delivered", "dbos_sqlite_delivered", "dbos_pg_delivered"),
+        positive=(
+            "wow_delivered",
+            "wow_relay_delivered",
+            "bare_delivered",
+            "dbos_sqlite_delivered",
+            "dbos_pg_delivered",
+        ),
         ratios=(
             *(
-                f"{name}_vs_{side}"
+                f"{ours}{name}_vs_{side}"
+                for ours in ("", "relay_")
                 for name in ("cpu_per_1000", "start_rate", "drain_rate", "steady_p99", "burst_p99")
                 for side in ("bare", "dbos_sqlite", "dbos_pg")
             ),
             "cpu_server_vs_bare",  # the Temporal sides' CPU by process and server counters
             "server_persistence_requests_vs_bare",
+            "relay_cpu_server_vs_bare",
         ),
     ),
     "soak_eshop": Bench(  # its replicas on PostgreSQL: the holder killed once, PostgreSQL stopped
