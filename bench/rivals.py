@@ -41,9 +41,9 @@ Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--b
 [--in-flight 20] [--batch 1] [--lead S] [--settle 15]
 [--sides wow,wow-relay,bare,dbos-sqlite,dbos-pg] [--wow-env WOW_KEY=VALUE …]` (`--wow-env`: a
 setting of the wow sides' worker, API and relay, to measure one cut against the same bare side;
-`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The CPU is read at the last first arrival; repeats are
-counted `--settle` s longer. A full-size run takes ~11 minutes: run it in the background under
-`timeout`.
+`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The
+CPU is read at the last first arrival; repeats are counted `--settle` s longer. A full-size
+run takes ~11 minutes: run it in the background under `timeout`.
 """
 
 from __future__ import annotations
