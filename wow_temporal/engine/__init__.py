@@ -1,7 +1,8 @@
-"""What timers and jobs share, pure (no Temporal, no I/O): frozen state models, how long a
-run's history grows before it continues as new, the one cache of parsed cron expressions, the
-one missed-slot algorithm, and how an instant is shown to a person. Each core keeps its own
-state machine for what truly differs.
+"""What timers and jobs share. Pure (no Temporal, no I/O), re-exported here: frozen state
+models, how long a run's history grows before it continues as new, the one cache of parsed cron
+expressions, the one missed-slot algorithm, and how an instant is shown to a person. Its
+Temporal half, imported from its module: `waiting`, the one way both workflows wait. Each core
+keeps its own state machine for what truly differs.
 """
 
 from __future__ import annotations

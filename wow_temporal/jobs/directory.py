@@ -12,11 +12,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
+    from wow_temporal.engine.waiting import history_is_long
     from wow_temporal.ids import job_workflow_id
     from wow_temporal.jobs.core import HostRule
 
 __all__ = ["CONTINUE_AS_NEW_AFTER_EVENTS", "TenantDirectory", "TenantsWorkflow", "directory_id"]
-
 
 
 class TenantDirectory(BaseModel):
@@ -43,10 +43,7 @@ class TenantsWorkflow:
 
     @workflow.run
     async def run(self, directory: TenantDirectory) -> None:
-        await workflow.wait_condition(
-            lambda: workflow.info().get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
-            or workflow.info().is_continue_as_new_suggested()
-        )
+        await workflow.wait_condition(lambda: history_is_long(CONTINUE_AS_NEW_AFTER_EVENTS))
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self._directory)
 

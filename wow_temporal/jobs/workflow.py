@@ -10,7 +10,6 @@ nothing).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.delivery import park_reason
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
+    from wow_temporal.engine.waiting import Changes, history_is_long, wait
     from wow_temporal.ids import parse_job_workflow_id
     from wow_temporal.jobs import core
     from wow_temporal.jobs.attributes import SA_STATUS
@@ -51,7 +51,6 @@ RESET = "wow.schedule.reset"
 RETRY = "wow.schedule.retry"
 HOST = "wow.schedule.host"
 """The worker's host override (`wow.schedules.<name>.*`), brought to the instance at start."""
-
 
 
 class JobInput(BaseModel):
@@ -119,7 +118,7 @@ class JobWorkflow:
         self._state = input.state
         if input.enabled_at is not None:
             self._state = core.enable(self._state, min(self._now(), input.enabled_at))
-        self._changes = 0
+        self._changes = Changes()
         self._running: workflow.ActivityHandle[TickResult] | None = None
         self._shown_status: str | None = workflow.info().typed_search_attributes.get(SA_STATUS)
 
@@ -166,8 +165,9 @@ class JobWorkflow:
         try:
             change = core.read_change(rule)
         except ValueError as error:
-            raise ApplicationError(_first_line(error), type="InvalidRule",
-                                   non_retryable=True) from None
+            raise ApplicationError(
+                _first_line(error), type="InvalidRule", non_retryable=True
+            ) from None
         error_text = core.reschedule_refusal(change)
         if error_text is not None:
             raise ApplicationError(error_text, type="InvalidRule", non_retryable=True)
@@ -291,14 +291,15 @@ class JobWorkflow:
         """A reschedule's payload; a null in it removes the field only under `NULL_REMOVES`
         (asked only when there is a null: a history from before the patch, whose client sent
         null for each field left out, replays as it ran, keeping them)."""
-        nulls = isinstance(payload, dict) and any(payload.get(f, 0) is None
-                                                  for f in core.RULE_FIELDS)
+        nulls = isinstance(payload, dict) and any(
+            payload.get(f, 0) is None for f in core.RULE_FIELDS
+        )
         return core.read_change(payload, null_removes=nulls and workflow.patched(NULL_REMOVES))
 
     def _change(self, state: JobState) -> None:
         if state != self._state:
             self._state = state
-            self._changes += 1
+            self._changes.bump()
             self._show()
 
     def _refused(self, text: str, *, wake: bool = True) -> None:
@@ -309,21 +310,13 @@ class JobWorkflow:
         if not wake:
             workflow.set_current_details(core.details(self._state, self._now()))
             return
-        self._changes += 1
+        self._changes.bump()
         self._show()
 
     async def _wait(self, until: datetime | None) -> None:
         """Sleep until `until` (forever if None), or until something changes."""
-        seen = self._changes
-        timeout = None
-        if until is not None:
-            timeout = max(until - self._now(), timedelta(milliseconds=1))
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self._changes != seen or workflow.info().is_continue_as_new_suggested(),
-                timeout=timeout,
-                timeout_summary=core.summary(self._state, self._now()),
-            )
+        now = self._now()
+        await wait(self._changes, until, now=now, summary=core.summary(self._state, now))
 
     async def _handle(self, tick: PendingTick) -> None:
         """Run the tick activity until it ends, or until a disable interrupts it."""
@@ -369,8 +362,12 @@ class JobWorkflow:
                     self._state = core.on_failed(self._state, tick, self._now(), reason)
             else:
                 self._state = core.on_handled(
-                    self._state, tick, self._now(), commands=result.commands,
-                    delivered=result.delivered, rejected=result.rejected,
+                    self._state,
+                    tick,
+                    self._now(),
+                    commands=result.commands,
+                    delivered=result.delivered,
+                    rejected=result.rejected,
                 )
                 if result.host is not None:  # the worker's override, if it has changed
                     self._state = core.set_host(self._state, result.host.layer, self._now())
@@ -386,11 +383,7 @@ class JobWorkflow:
             self._shown_status = status
 
     def _should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        return self._running is None and (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self._input.continue_as_new_after
-        )
+        return self._running is None and history_is_long(self._input.continue_as_new_after)
 
 
 def _first_line(error: Exception) -> str:
@@ -399,4 +392,3 @@ def _first_line(error: Exception) -> str:
         where = ".".join(str(part) for part in first["loc"]) or "payload"
         return f"{where}: {first['msg']}"
     return str(error).splitlines()[0]
-

@@ -11,8 +11,7 @@ is not recalled, and no attempt starts after the change.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -29,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         park_reason,
     )
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
+    from wow_temporal.engine.waiting import Changes, history_is_long, wait
     from wow_temporal.metrics import record_change_received
     from wow_temporal.settings.delivery import DeliverySettings
     from wow_temporal.timers import core
@@ -57,6 +57,9 @@ after it, before the attempt settled (runs recorded before it cancelled that set
 _CANCEL_IN_SETTLE = "wow-cancel-in-settle"
 """Patch: so does one that came while an attempt a newer set replaced was settling (runs
 recorded before it took the request as applying to whatever was in force once it settled)."""
+_WAKE_ON_SUGGESTED = "wow-wake-on-suggested"
+"""Patch: a timer's wait also ends when Temporal suggests continuing as new, as a job's does
+(runs recorded before it waited on)."""
 _SHOWN_AS_STATE = "wow-shown-as-state"
 """Patch: what visibility shows is the state's status at every step: a timer with nothing due
 ends `NeverDue` (not Completed with no `WowStatus`, read as Delivered), and `WowDue` is moved
@@ -108,7 +111,7 @@ class TimerWorkflow:
             input = TimerInput(state=core.unreadable_input(why))
         self._state = input.state
         self._input = input
-        self._changes = 0
+        self._changes = Changes()
         self._flight: _Flight | None = None
         self._activation = -1
         """The history length of the activation that last handed a change over."""
@@ -153,9 +156,7 @@ class TimerWorkflow:
         came_with = self._applied_before if met.at == self._activation else None
         before = core.cancel_requested(self._state, came_with)
         state = core.cancel_requested(self._state, met.came_with, in_force=met.in_force)
-        if (state.spec is None) != (before.spec is None) and not workflow.patched(
-            _CANCEL_IN_FORCE
-        ):
+        if (state.spec is None) != (before.spec is None) and not workflow.patched(_CANCEL_IN_FORCE):
             return before
         return state
 
@@ -286,7 +287,7 @@ class TimerWorkflow:
             self._state = state
             workflow.set_current_details(core.details(state))
             if self._should_continue_as_new() and workflow.patched(_CONTINUE_ON_IGNORED):
-                self._changes += 1  # wake the loop: ignored changes fill the history too
+                self._changes.bump()  # wake the loop: ignored changes fill the history too
         else:
             self._update(state)
         return answer
@@ -294,7 +295,7 @@ class TimerWorkflow:
     def _update(self, state: TimerState) -> None:
         if state != self._state:
             self._state = state
-            self._changes += 1
+            self._changes.bump()
 
     async def _settled(self) -> None:
         """Wait until no delivery is in flight (the main loop records how it ended)."""
@@ -302,14 +303,10 @@ class TimerWorkflow:
 
     async def _wait(self, until: datetime | None) -> None:
         """Sleep until `until` (forever if None), or until a change arrives."""
-        seen = self._changes
-        timeout = None if until is None else max(until - workflow.now(), timedelta(milliseconds=1))
         spec = self._state.spec
         label = core.summary(spec, until) if spec is not None else None
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self._changes != seen, timeout=timeout, timeout_summary=label
-            )
+        now = workflow.now()
+        await wait(self._changes, until, now=now, summary=label, patch=_WAKE_ON_SUGGESTED)
 
     async def _deliver(self, delivery: core.Delivery) -> None:
         """Run the delivery activity for one slot until it is decided, failed or no longer
@@ -335,9 +332,7 @@ class TimerWorkflow:
         )
         self._flight = _Flight(delivery, handle)
         try:
-            await workflow.wait_condition(
-                lambda: handle.done() or self._state.pending != delivery
-            )
+            await workflow.wait_condition(lambda: handle.done() or self._state.pending != delivery)
         except asyncio.CancelledError:
             # A cancel request: note what was in force when it came, since it reaches `run`
             # only once the attempt in flight has settled (a later activation).
@@ -419,11 +414,7 @@ class TimerWorkflow:
     def _should_continue_as_new(self) -> bool:
         """Past the history's bound, with no delivery in flight (a parked slot is carried in
         the state; runs recorded before the patch continued only with nothing pending)."""
-        info = workflow.info()
-        long = (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self._input.continue_as_new_after
-        )
+        long = history_is_long(self._input.continue_as_new_after)
         if not long or self._flight is not None:
             return False
         return self._state.pending is None or workflow.patched(_CONTINUE_ON_IGNORED)
