@@ -151,7 +151,7 @@ class SimTemporal:
         self.delivered: list[Delivered] = []
         self.rejected: list[Delivered] = []
         """Slots the host refused: its log stopped them before they were due."""
-        self.decided: dict[str, core.Outcome] = {}
+        self.decided: dict[str, core.Decided] = {}
         self.delivery_takes: tuple[float, ...] = (0,)
         """Seconds a command takes until the host answers, one picked per command."""
         self.lose = 0.0
@@ -325,7 +325,7 @@ class SimTemporal:
 
     def _send(
         self, run: _Run, state: TimerState, delivery: core.Delivery
-    ) -> _Flight | core.Outcome:
+    ) -> _Flight | core.Decided:
         """The delivery activity: the deletion record checked (`cancelled`: nothing is sent),
         then the command the workflow's request makes is sent to the host."""
         request = delivery_request(state, delivery)
@@ -337,7 +337,7 @@ class SimTemporal:
         takes = timedelta(seconds=self.rng.choice(self.delivery_takes))
         return _Flight(delivery, request, self.now + takes, self.step)
 
-    def _host(self, flight: _Flight) -> core.Outcome | None:
+    def _host(self, flight: _Flight) -> core.Decided | None:
         """The host's answer to a command in flight, None while there is none: it comes once
         the command has taken its time, while a worker runs the activity, unless lost (the
         activity tries again). The host decides a request id once, and answers a repeat so."""

@@ -107,8 +107,6 @@ TIMER_TASK_QUEUE = "wow-timers"
 APPLY_CONCURRENCY = 32
 """Aggregates whose commits `apply_many` hands over at once."""
 
-Outcome = VerdictOutcome
-
 TIMER_WORKFLOW = "wow.Timer"
 """The timer workflow's type, by name: its run takes its input raw (`TimerInput` as JSON), so
 that one it cannot read parks it instead of failing every workflow task."""
@@ -194,7 +192,7 @@ class Applied(BaseModel):
 
     workflow_id: str
     kind: Literal["set", "cancel", "delete"]
-    outcome: Outcome
+    outcome: VerdictOutcome
     """`started` a timer (or `cancelled`: a cancel with nothing pending starts one that keeps
     it), `handed-over` to the running timer (applied when a worker runs it), or `ignored`."""
     reason: str = ""

@@ -27,10 +27,10 @@ from wow_temporal.timers.status import SHOWN_STATUSES, Status
 
 __all__ = [
     "AwaitOperator",
+    "Decided",
     "Deliver",
     "Delivery",
     "Finish",
-    "Outcome",
     "Shown",
     "Sleep",
     "Status",
@@ -61,7 +61,7 @@ __all__ = [
     "verdict",
 ]
 
-Outcome = Literal["delivered", "rejected", "cancelled"]
+Decided = Literal["delivered", "rejected", "cancelled"]
 """How the host (or the deletion check before sending) decided one delivery."""
 
 
@@ -225,7 +225,8 @@ def apply(state: TimerState, change: TimerChange) -> TimerState:
         )
     return _cancelled(
         state.model_copy(update={"applied": change.order}),
-        "cancelled by " + ("the aggregate's deletion" if change.kind == "delete" else "key")
+        "cancelled by "
+        + ("the aggregate's deletion" if change.kind == "delete" else "key")
         + f" (version {change.version})",
     )
 
@@ -431,7 +432,7 @@ _WINDOWS_BEFORE_0_2 = (
 # --- delivery outcomes ------------------------------------------------------------------------
 
 
-def on_outcome(state: TimerState, delivery: Delivery, outcome: Outcome, detail: str) -> TimerState:
+def on_outcome(state: TimerState, delivery: Delivery, outcome: Decided, detail: str) -> TimerState:
     """`delivery` was decided: move to the next slot, end a one-shot, or end a deleted timer.
 
     An outcome of a delivery that is no longer pending (replaced or cancelled while in flight)

@@ -82,7 +82,7 @@ def _raise(orders: dict[_K, Order], key: _K, order: Order) -> None:
 
 
 @dataclass(frozen=True)
-class Step:
+class HandOver:
     """One change to hand to one key's timer, and the change it answers for."""
 
     key: str
@@ -107,7 +107,7 @@ class Folded:
 
     owner: AggregateRef
     deletion: tuple[Position, TimerChange] | None
-    steps: list[Step]
+    steps: list[HandOver]
     skipped: dict[Position, str]
 
 
@@ -136,11 +136,11 @@ def fold(
             latest[item.key] = (at, item.change)
         else:
             skipped[at] = _by(item.change, kept[1])
-    steps: list[Step] = []
+    steps: list[HandOver] = []
     for key, (at, change) in latest.items():
         if deletion is not None and change.order < deletion[1].order:
             skipped[at] = _by(change, deletion[1])
-            steps.append(Step(key, deletion[1], deletion[0], stop_only=True))
+            steps.append(HandOver(key, deletion[1], deletion[0], stop_only=True))
             continue
         moot = None if later is None else later.supersedes(owner, key, change)
         if moot is not None:
@@ -148,9 +148,9 @@ def fold(
             # not when the later change is handed over.
             skipped[at] = moot
             stop = TimerChange(kind="cancel", version=change.version, index=change.index)
-            steps.append(Step(key, stop, at, stop_only=True))
+            steps.append(HandOver(key, stop, at, stop_only=True))
             continue
-        steps.append(Step(key, change, at))
+        steps.append(HandOver(key, change, at))
     steps.sort(key=lambda step: step.at)
     return Folded(owner, deletion, steps, skipped)
 
