@@ -62,26 +62,21 @@ from pathlib import Path
 
 import httpx
 
-from bench._bare_side import Bare, DevServer
+from bench._bare_side import Bare
 from bench._rivals_report import Report, Result, text, verdicts
-from bench._wow_relay import WowRelay
+from bench._wow_sides import Wow, WowRelay
 from bench.harness import (
-    CLI,
     HostProcess,
     Proc,
     answers,
     bench_main,
-    commit,
     cpu_seconds,
-    iso_ms,
     parser,
     percentile,
     pool,
-    schedule_set,
     scratch,
     sized,
     tree_cpu_seconds,
-    worker_env,
 )
 from bench.harness.postgres import Postgres
 from wow_temporal.dev.ports import free_port
@@ -133,55 +128,6 @@ class Rival(ABC):
         await self.http.aclose()
 
 
-class Wow(Rival):
-    """The dev server, one `wow-temporal worker`, the control API; commits via `POST /commits`."""
-
-    name = "wow"
-
-    def __init__(self, tmp: Path, host_url: str, settings: dict[str, str] | None = None) -> None:
-        super().__init__(tmp, host_url)
-        self.settings = settings or {}  # `--wow-env`: the worker's and the API's
-
-    async def start(self) -> None:
-        self.server = DevServer(self.tmp / "temporal")
-        await self.server.start()
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        env = worker_env(self.server.address, self.server.namespace, self.host_url, **self.settings)
-        self.worker = Proc.worker(self.tmp / "worker.log", env)
-        self.api = Proc(
-            "the control API",
-            [str(CLI), "api"],
-            self.tmp / "api.log",
-            answers(self.url + "/ready"),
-            env={**env, "WOW_API_PORT": str(port)},
-        )
-        await asyncio.gather(self.worker.start(), self.api.start())
-
-    async def hand(self, timers: list[Timer]) -> None:
-        commits = [commit(key, schedule_set({"at": iso_ms(due)})) for key, due in timers]
-        body = commits[0] if len(commits) == 1 else commits
-        (await self.http.post(self.url + "/commits", json=body)).raise_for_status()
-
-    def cpu(self) -> dict[str, float]:
-        assert self.server.pid is not None
-        return {
-            "server": tree_cpu_seconds(self.server.pid),
-            "worker": cpu_seconds(self.worker.pid),
-            "api": cpu_seconds(self.api.pid),
-        }
-
-    async def counters(self) -> dict[str, float]:
-        return await self.server.counters()
-
-    async def stop(self) -> None:
-        await super().stop()
-        with contextlib.suppress(AttributeError):
-            await asyncio.gather(self.api.stop(grace=10), self.worker.stop(grace=10))
-        with contextlib.suppress(AttributeError):
-            await self.server.stop()
-
-
 class Dbos(Rival):
     """`bench._dbos_timers` on DBOS's SQLite default, or on PostgreSQL (`pg`)."""
 
@@ -222,7 +168,7 @@ class Dbos(Rival):
             await asyncio.to_thread(self.pg.stop)
 
 
-Side = Rival | Bare | WowRelay
+Side = Rival | Bare | Wow
 
 
 def plan(prefix: str, steady: int, over: float, first_ms: int) -> list[Timer]:
