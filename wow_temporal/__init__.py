@@ -30,6 +30,7 @@ if _TYPE_CHECKING:
         on_sourcing,
         upcaster,
     )
+    from wow_temporal.errors import WowTemporalError
     from wow_temporal.model import (
         AggregateDeleted,
         AggregateRef,
@@ -89,6 +90,7 @@ _EXPORTS = {
     "TimerFilter": "wow_temporal.timers.client",
     "TimerInfo": "wow_temporal.timers.client",
     "TimerNotFoundError": "wow_temporal.timers.client",
+    "WowTemporalError": "wow_temporal.errors",
     "aggregate": "wow_temporal.domain",
     "connect": "wow_temporal.connection",
     "connect_timers": "wow_temporal.connection",
@@ -136,6 +138,7 @@ __all__ = [
     "TimerFilter",
     "TimerInfo",
     "TimerNotFoundError",
+    "WowTemporalError",
     "aggregate",
     "connect",
     "connect_timers",

@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from wow_temporal.domain.app import App, Job
 from wow_temporal.engine.listing import LIST_DEFAULT
 from wow_temporal.engine.text import Instant, shown_instants
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
@@ -95,7 +96,7 @@ NOT_ANSWERED = "no worker answered the query in time: only the listed status is 
 """The note of an instance shown without its state (no worker answered), however it timed out."""
 
 
-class JobError(ValueError):
+class JobError(WowTemporalError, ValueError):
     """A job operation refused (bad input, or not possible in the instance's state)."""
 
 

@@ -41,6 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from wow_temporal.engine import Instant, instant_text
 from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.engine.text import shown_instants
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -134,7 +135,7 @@ _EXECUTION_STATUS = {
 """Temporal's execution statuses as its visibility queries spell them."""
 
 
-class TimerError(ValueError):
+class TimerError(WowTemporalError, ValueError):
     """An operation on a timer that cannot be done; the message says why."""
 
 
@@ -146,11 +147,11 @@ class TimerNotAnsweredError(TimerError):
     """No worker answered an operator's request in time; what happens to it is said."""
 
 
-class SlowHandOverError(Exception):
+class SlowHandOverError(WowTemporalError):
     """One aggregate's changes took longer than `apply_many`'s `within` to hand over."""
 
 
-class FenceLapsedError(RuntimeError):
+class FenceLapsedError(WowTemporalError, RuntimeError):
     """The lease a hand-over runs under lapsed (`fenced`): it stops before its next request."""
 
 

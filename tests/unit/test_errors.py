@@ -1,0 +1,70 @@
+"""Every public error of the package derives from one root, `WowTemporalError` (issue #40):
+a caller catches whatever wow-temporal raises with one `except`, and the built-in bases
+callers already catch (`ValueError`, `LookupError`, `RuntimeError`) are kept."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import wow_temporal
+from wow_temporal.errors import WowTemporalError
+from wow_temporal.jobs.client import JobError, UnknownJobError
+from wow_temporal.settings import SettingsError
+from wow_temporal.timers.client import TimerError, TimerNotFoundError
+
+
+def _public_errors() -> dict[str, type[BaseException]]:
+    """Each public exception class defined in a module of the package, by its full name."""
+    found: dict[str, type[BaseException]] = {}
+    for module_info in pkgutil.walk_packages(wow_temporal.__path__, "wow_temporal."):
+        module = importlib.import_module(module_info.name)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
+            ):
+                found[f"{module.__name__}.{name}"] = value
+    return found
+
+
+def test_every_public_error_of_every_module_derives_from_the_root() -> None:
+    errors = _public_errors()
+    assert len(errors) > 30  # the walk reaches the package's modules at all
+    assert "wow_temporal.timers.client.TimerNotFoundError" in errors
+    assert "wow_temporal.dev.errors.PortInUseError" in errors
+    outside = sorted(name for name, cls in errors.items() if not issubclass(cls, WowTemporalError))
+    assert not outside, f"public errors that do not derive from WowTemporalError: {outside}"
+
+
+def test_the_root_is_exported_from_the_package() -> None:
+    assert wow_temporal.WowTemporalError is WowTemporalError
+    assert "WowTemporalError" in wow_temporal.__all__
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (TimerError, ValueError),
+        (JobError, ValueError),
+        (SettingsError, ValueError),
+        (TimerNotFoundError, LookupError),
+        (UnknownJobError, LookupError),
+    ],
+)
+def test_the_builtin_bases_callers_catch_are_kept(
+    error: type[Exception], builtin: type[Exception]
+) -> None:
+    assert issubclass(error, WowTemporalError)
+    assert issubclass(error, builtin)
+
+
+def test_timers_and_jobs_errors_derive_alike() -> None:
+    for family, not_found in ((TimerError, TimerNotFoundError), (JobError, UnknownJobError)):
+        assert not_found.__bases__ == (family, LookupError)
+        assert family.__bases__ == (WowTemporalError, ValueError)
