@@ -4,15 +4,24 @@ callers already catch (`ValueError`, `LookupError`, `RuntimeError`) are kept."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 import wow_temporal
 from wow_temporal.errors import WowTemporalError
 from wow_temporal.jobs.client import JobError, UnknownJobError
+from wow_temporal.search_attributes import (
+    SearchAttributeError,
+    indexed_value_types,
+    register_search_attributes,
+)
 from wow_temporal.settings import SettingsError
 from wow_temporal.timers.client import TimerError, TimerNotFoundError
 
@@ -53,6 +62,7 @@ def test_the_root_is_exported_from_the_package() -> None:
         (TimerError, ValueError),
         (JobError, ValueError),
         (SettingsError, ValueError),
+        (SearchAttributeError, ValueError),
         (TimerNotFoundError, LookupError),
         (UnknownJobError, LookupError),
     ],
@@ -68,3 +78,41 @@ def test_timers_and_jobs_errors_derive_alike() -> None:
     for family, not_found in ((TimerError, TimerNotFoundError), (JobError, UnknownJobError)):
         assert not_found.__bases__ == (family, LookupError)
         assert family.__bases__ == (WowTemporalError, ValueError)
+
+
+def test_search_attributes_raise_their_own_error() -> None:
+    with pytest.raises(SearchAttributeError, match="Nope"):
+        indexed_value_types({"WowProbe": "Nope"})
+
+
+async def test_a_name_registered_with_another_type_is_a_search_attribute_error() -> None:
+    """What `setup` reports (exit 1) on a namespace that has `WowDue` as a Keyword."""
+    listed = SimpleNamespace(
+        custom_attributes=indexed_value_types({"WowDue": "Keyword"}), system_attributes={}
+    )
+
+    async def list_search_attributes(request: Any) -> SimpleNamespace:
+        return listed
+
+    client: Any = SimpleNamespace(
+        operator_service=SimpleNamespace(list_search_attributes=list_search_attributes)
+    )
+    with pytest.raises(SearchAttributeError, match="WowDue"):
+        await register_search_attributes(client, "default")
+
+
+def test_search_attributes_import_nothing_of_the_dev_stack() -> None:
+    """`setup` registers them on a production namespace: the dev stack is not its concern."""
+    source = Path(wow_temporal.__file__).with_name("search_attributes.py").read_text()
+    imported = [
+        node.module or ""
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+    ] + [
+        alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    ]
+    assert "wow_temporal.errors" in imported  # the walk reads the imports at all
+    assert not [name for name in imported if name.startswith("wow_temporal.dev")]
