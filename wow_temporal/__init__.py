@@ -31,6 +31,13 @@ if _TYPE_CHECKING:
         upcaster,
     )
     from wow_temporal.errors import WowTemporalError
+    from wow_temporal.jobs.client import (
+        JobClient,
+        JobError,
+        JobFilter,
+        JobInfo,
+        JobNotFoundError,
+    )
     from wow_temporal.model import (
         AggregateDeleted,
         AggregateRef,
@@ -71,6 +78,11 @@ _EXPORTS = {
     "Decision": "wow_temporal.domain",
     "InvalidCommitError": "wow_temporal.model",
     "InvalidScheduleError": "wow_temporal.model",
+    "JobClient": "wow_temporal.jobs.client",
+    "JobError": "wow_temporal.jobs.client",
+    "JobFilter": "wow_temporal.jobs.client",
+    "JobInfo": "wow_temporal.jobs.client",
+    "JobNotFoundError": "wow_temporal.jobs.client",
     "JobScope": "wow_temporal.model",
     "Misfire": "wow_temporal.model",
     "NamedAggregate": "wow_temporal.model",
@@ -119,6 +131,11 @@ __all__ = [
     "Decision",
     "InvalidCommitError",
     "InvalidScheduleError",
+    "JobClient",
+    "JobError",
+    "JobFilter",
+    "JobInfo",
+    "JobNotFoundError",
     "JobScope",
     "Misfire",
     "NamedAggregate",

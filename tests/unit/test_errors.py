@@ -16,7 +16,7 @@ import pytest
 
 import wow_temporal
 from wow_temporal.errors import WowTemporalError
-from wow_temporal.jobs.client import JobError, UnknownJobError
+from wow_temporal.jobs.client import JobError, JobNotFoundError
 from wow_temporal.search_attributes import (
     SearchAttributeError,
     indexed_value_types,
@@ -64,7 +64,7 @@ def test_the_root_is_exported_from_the_package() -> None:
         (SettingsError, ValueError),
         (SearchAttributeError, ValueError),
         (TimerNotFoundError, LookupError),
-        (UnknownJobError, LookupError),
+        (JobNotFoundError, LookupError),
     ],
 )
 def test_the_builtin_bases_callers_catch_are_kept(
@@ -74,8 +74,9 @@ def test_the_builtin_bases_callers_catch_are_kept(
     assert issubclass(error, builtin)
 
 
-def test_timers_and_jobs_errors_derive_alike() -> None:
-    for family, not_found in ((TimerError, TimerNotFoundError), (JobError, UnknownJobError)):
+def test_timers_and_jobs_have_the_same_error_shapes() -> None:
+    """`JobNotFoundError` is to `JobError` what `TimerNotFoundError` is to `TimerError`."""
+    for family, not_found in ((TimerError, TimerNotFoundError), (JobError, JobNotFoundError)):
         assert not_found.__bases__ == (family, LookupError)
         assert family.__bases__ == (WowTemporalError, ValueError)
 

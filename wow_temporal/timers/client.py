@@ -21,10 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from opentelemetry.trace import Span
 from pydantic import (
     BaseModel,
-    ConfigDict,
     field_validator,
 )
-from pydantic.alias_generators import to_camel
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -39,7 +37,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.engine import Instant, instant_text
-from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
+from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.engine.text import shown_instants
 from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import (
@@ -242,9 +240,7 @@ class TimerPage(BaseModel):
 class TimerFilter(BaseModel):
     """Which timers to list: each filter given narrows it (camelCase on the wire)."""
 
-    model_config = ConfigDict(
-        frozen=True, alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
-    )
+    model_config = FILTER_CONFIG
 
     aggregate: str | None = None
     """`context.aggregate`, e.g. `eshop-order.order`."""
