@@ -28,6 +28,8 @@ from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from typing import Final
 
+from wow_temporal.errors import WowTemporalError
+
 __all__ = ["CronExpression", "CronSyntaxError"]
 
 _MAX_ATTEMPTS: Final = 366
@@ -84,7 +86,7 @@ _JAVA_WHITESPACE: Final = "".join(chr(i) for i in range(33))
 """What Java's ``String.trim()`` strips: every character up to and including the space."""
 
 
-class CronSyntaxError(ValueError):
+class CronSyntaxError(WowTemporalError, ValueError):
     """A cron expression that Spring would refuse; the message names the field and the rule."""
 
     def __init__(self, expression: str, field: str | None, reason: str) -> None:

@@ -46,6 +46,7 @@ from pydantic import Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.host.guard import origin_headers
 from wow_temporal.metrics import record_delivery, record_lateness_bound
 from wow_temporal.model import AggregateRef, ScheduledCommand, Scope, WireModel
@@ -173,7 +174,7 @@ class DeliveryOutcome(WireModel):
     """The host answered `DuplicateRequestId`: an earlier attempt already decided it."""
 
 
-class DeliveryFailure(Exception):
+class DeliveryFailure(WowTemporalError):
     """A technical failure (connection, timeout, 5xx, 429, garbage): retry the delivery."""
 
     def __init__(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.model import AggregateRef
 
 __all__ = [
@@ -40,7 +41,7 @@ _ESCAPED = re.compile(r"%(25|3A|2E)", re.IGNORECASE)
 _UNESCAPES = {"25": "%", "3A": ":", "2E": "."}
 
 
-class InvalidIdError(ValueError):
+class InvalidIdError(WowTemporalError, ValueError):
     """Text that is not a workflow id of the kind asked for; the message says why."""
 
 

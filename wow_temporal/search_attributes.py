@@ -15,9 +15,14 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.dev.errors import EmbeddedTemporalError
+from wow_temporal.errors import WowTemporalError
 
-__all__ = ["SEARCH_ATTRIBUTES", "indexed_value_types", "register_search_attributes"]
+__all__ = [
+    "SEARCH_ATTRIBUTES",
+    "SearchAttributeError",
+    "indexed_value_types",
+    "register_search_attributes",
+]
 
 SEARCH_ATTRIBUTES: dict[str, str] = {
     "WowAggregate": "Keyword",
@@ -52,6 +57,12 @@ _PROBES = {
 }
 """A condition each type takes in a visibility query, to ask whether the server uses a name."""
 
+
+class SearchAttributeError(WowTemporalError, ValueError):
+    """Search attributes that cannot be registered: a type Temporal does not have, or a name
+    the namespace already has with another type (the message names them)."""
+
+
 USABLE_WITHIN = 30.0
 """How long registration waits for the server to use what it added (seconds)."""
 
@@ -59,11 +70,11 @@ USABLE_WITHIN = 30.0
 def indexed_value_types(
     attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
 ) -> dict[str, IndexedValueType.ValueType]:
-    """`attributes` (name -> type name) as the operator service takes them; `ValueError` for
-    a type name Temporal does not have."""
+    """`attributes` (name -> type name) as the operator service takes them;
+    `SearchAttributeError` for a type name Temporal does not have."""
     unknown = sorted(kind for kind in attributes.values() if kind not in _INDEXED_VALUE_TYPES)
     if unknown:
-        raise ValueError(
+        raise SearchAttributeError(
             f"unknown search attribute types {unknown}; use {list(_INDEXED_VALUE_TYPES)}"
         )
     return {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
@@ -78,7 +89,7 @@ async def register_search_attributes(
 
     Returns the names actually added (empty when all already existed), once the server uses
     them (a server that caches them, as production ones do, refuses a start naming them for a
-    moment; for at most `USABLE_WITHIN` seconds). Raises `EmbeddedTemporalError` if a name
+    moment; for at most `USABLE_WITHIN` seconds). Raises `SearchAttributeError` if a name
     exists with a different type.
     """
     wanted = indexed_value_types(attributes)
@@ -89,7 +100,7 @@ async def register_search_attributes(
     known.update(existing.system_attributes)
     clashes = [n for n, t in wanted.items() if n in known and known[n] != t]
     if clashes:
-        raise EmbeddedTemporalError(
+        raise SearchAttributeError(
             f"search attributes already registered with another type in {namespace!r}: "
             + ", ".join(sorted(clashes))
         )

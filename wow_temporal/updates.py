@@ -26,6 +26,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from wow_temporal.errors import WowTemporalError
+
 __all__ = ["NotAccepted", "NotAnswered", "SentAsSignal", "update_or_signal"]
 
 T = TypeVar("T")
@@ -41,11 +43,11 @@ class SentAsSignal:
         self.closed = closed
 
 
-class NotAccepted(Exception):
+class NotAccepted(WowTemporalError):
     """No worker accepted the update in time, and it has no signal to fall back on."""
 
 
-class NotAnswered(Exception):
+class NotAnswered(WowTemporalError):
     """A worker accepted the update but did not answer it in time (it is still applied)."""
 
 

@@ -20,6 +20,8 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
+from wow_temporal.errors import WowTemporalError
+
 __all__ = [
     "AGGREGATE_CONTEXT_HEADER",
     "AGGREGATE_ID_HEADER",
@@ -199,7 +201,7 @@ class WireCommand:
     """The JSON object the request carries."""
 
 
-class WireError(ValueError):
+class WireError(WowTemporalError, ValueError):
     """A command request Wow refuses as it stands: `code` (`BadRequest`, `CommandValidation`)
     and a message saying what is wrong."""
 

@@ -28,6 +28,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from wow_temporal.connection import PROBE_TIMEOUT, connect, connect_reason, probe
 from wow_temporal.delivery import CommandSender, DeliveryActivities
 from wow_temporal.domain.app import App
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.health import HealthServer, Readiness
 from wow_temporal.jobs.client import JobClient, job_task_queue
 from wow_temporal.jobs.core import HostRule
@@ -195,7 +196,7 @@ def job_worker(
     )
 
 
-class WorkerFailedError(RuntimeError):
+class WorkerFailedError(WowTemporalError, RuntimeError):
     """A worker stopped by itself (a fatal error of the Temporal SDK): the process should exit
     non-zero so that it is restarted."""
 

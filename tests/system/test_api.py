@@ -1033,7 +1033,7 @@ async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) 
             headers=auth(OPERATOR),
         )
         assert response.status_code == 404
-        assert response.json()["error"] == "UnknownJob"
+        assert response.json()["error"] == "JobNotFound"
         assert response.json()["message"].startswith(
             "no instance of job receive-deliveries in context eshop-inventory"
         )
@@ -1041,7 +1041,7 @@ async def test_job_routes_answer_unknown_job_and_validate_their_input(api: Api) 
     rule = {"expression": "0 0 7 * * *", "zone": "Europe/Amsterdam", "misfire": "CATCH_UP"}
     response = await api.http.post(reschedule, json=rule, headers=auth(OPERATOR))
     assert response.status_code == 404
-    assert response.json()["error"] == "UnknownJob"
+    assert response.json()["error"] == "JobNotFound"
 
     bad_name = await api.http.post(
         "/eshop-inventory/schedule/bad.name!/wow.schedule.enable", headers=auth(OPERATOR)

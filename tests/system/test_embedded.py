@@ -39,7 +39,11 @@ from wow_temporal.dev.errors import (
 )
 from wow_temporal.dev.ports import free_port, port_is_free
 from wow_temporal.dev.server import DEV_DYNAMIC_CONFIG, EmbeddedTemporal, _alive
-from wow_temporal.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
+from wow_temporal.search_attributes import (
+    SEARCH_ATTRIBUTES,
+    SearchAttributeError,
+    register_search_attributes,
+)
 from wow_temporal.testing.time_skipping import skip_time, start_time_skipping
 
 
@@ -218,7 +222,7 @@ async def test_restart_keeps_workflows_and_registration_is_idempotent(tmp_path: 
             "WowRestartProbe"
         ]
         assert await register_search_attributes(client, server.namespace, extra) == []
-        with pytest.raises(EmbeddedTemporalError, match="WowRestartProbe"):
+        with pytest.raises(SearchAttributeError, match="WowRestartProbe"):
             await register_search_attributes(
                 client, server.namespace, {"WowRestartProbe": "Keyword"}
             )

@@ -36,7 +36,7 @@ from wow_temporal import (
 )
 from wow_temporal.api import create_app
 from wow_temporal.delivery import CommandSender
-from wow_temporal.jobs.client import JobClient, JobError, UnknownJobError
+from wow_temporal.jobs.client import JobClient, JobError, JobNotFoundError
 from wow_temporal.jobs.core import HostRule, JobState, RuleLayer
 from wow_temporal.testing.wow_host import Arrival, FakeWowHost
 from wow_temporal.timers.client import TimerClient
@@ -287,7 +287,7 @@ async def test_bad_input_at_the_job_edges_is_refused_and_changes_nothing(
         )
         assert unknown.status_code == 404
         assert "no job no-such-job" in unknown.json()["message"]
-        with pytest.raises(UnknownJobError):
+        with pytest.raises(JobNotFoundError):
             await s.jobs.disable(ctx, "no-such-job")
         for headers in ({"Command-Tenant-Id": " "}, {"Command-Tenant-Id": "t" * 500}):
             odd_tenant = await s.http.post(

@@ -4,9 +4,12 @@ public is exported by accident."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 import wow_temporal
 
@@ -50,22 +53,8 @@ def test_nothing_public_is_exported_by_accident() -> None:
     assert public == set(wow_temporal.__all__)
 
 
-def test_the_old_import_path_of_the_wire_model_still_works_until_0_2() -> None:
-    import wow_temporal.model as model
-    import wow_temporal.schedule as schedule
-
-    assert schedule.__all__ == model.__all__
-    for name in model.__all__:
-        assert getattr(schedule, name) is getattr(model, name), name
-
-
-def test_the_old_module_paths_of_the_dev_stack_still_import_until_0_2() -> None:
-    import wow_temporal.dev as dev
-    import wow_temporal.embedded as embedded
-    from wow_temporal.dev import stack
-    from wow_temporal.testing import skip_time
-
-    assert dev.run_dev is stack.run_dev and dev.READY_LINE == stack.READY_LINE
-    assert embedded.skip_time is skip_time
-    for name in embedded.__all__:
-        assert getattr(embedded, name) is not None, name
+@pytest.mark.parametrize("old", ["wow_temporal.embedded", "wow_temporal.schedule"])
+def test_no_old_import_path_remains(old: str) -> None:
+    """Nothing was ever released: each name has one path (`wow_temporal.dev`, `.model`)."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)

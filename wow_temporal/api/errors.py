@@ -16,6 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
+from wow_temporal.errors import WowTemporalError
+
 log = logging.getLogger(__name__)
 
 
@@ -26,7 +28,7 @@ class ErrorBody(BaseModel):
     message: str
 
 
-class ApiError(Exception):
+class ApiError(WowTemporalError):
     """An answer other than 2xx, raised anywhere in a route."""
 
     def __init__(

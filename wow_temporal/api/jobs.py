@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    ValidationError,
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
@@ -36,14 +37,22 @@ from wow_temporal.jobs.client import (
     NOT_ANSWERED,
     JobClient,
     JobError,
+    JobFilter,
     JobInfo,
     JobNotAnsweredError,
+    JobNotFoundError,
     JobPage,
     NotParkedError,
-    UnknownJobError,
 )
 from wow_temporal.jobs.core import RuleChange, RuleField, RuleLayer, misfire_name
-from wow_temporal.model import CronText, InvalidScheduleError, Misfire, ZoneName, validate_key
+from wow_temporal.model import (
+    CronText,
+    InvalidScheduleError,
+    Misfire,
+    ZoneName,
+    explain,
+    validate_key,
+)
 from wow_temporal.model.rules import firing
 from wow_temporal.wire import TENANT_ID_HEADER
 
@@ -166,8 +175,8 @@ class _Instance:
             return await operation(
                 self.context, self.name, tenant=self.scope.tenant, partition=self.partition
             )
-        except UnknownJobError as error:
-            raise ApiError(404, "UnknownJob", str(error)) from None
+        except JobNotFoundError as error:
+            raise ApiError(404, "JobNotFound", str(error)) from None
         except NotParkedError as error:  # as a timer's retry answers one not parked
             raise ApiError(409, "Conflict", str(error)) from None
         except JobNotAnsweredError as error:  # as a timer's operation with no worker
@@ -371,10 +380,7 @@ async def show_tenant_job(
 class _Listing:
     """What `GET /schedules` asks for, its tenant worked out."""
 
-    context: str | None
-    job: str | None
-    scope: TenantScope
-    status: str | None
+    where: JobFilter
     limit: int
 
 
@@ -392,7 +398,12 @@ async def _listing(
         WholeNumber,
     ] = LIST_DEFAULT,
 ) -> _Listing:
-    return _Listing(context, job, TenantScope.of(caller, tenant), status, limit)
+    scope = TenantScope.of(caller, tenant)
+    try:
+        where = JobFilter(context=context, name=job, tenant=scope.tenant, status=status)
+    except ValidationError as error:  # an unknown status: bad input, as any other parameter's
+        raise ApiError(400, "InvalidRequest", explain(error)) from None
+    return _Listing(where, limit)
 
 
 @job_router.get("/schedules")
@@ -400,16 +411,7 @@ async def list_jobs(listing: Annotated[_Listing, Depends(_listing)], jobs: Jobs)
     """Running job instances (as visibility lists them: it may lag a change by a second),
     each as `GET /{context}/schedule/{id}` shows it; `truncated` when more matched than
     `limit`."""
-    try:
-        page = await jobs.page(
-            context=listing.context,
-            name=listing.job,
-            tenant=listing.scope.tenant,
-            status=listing.status,
-            limit=listing.limit,
-        )
-    except JobError as error:
-        raise ApiError(400, "InvalidRequest", str(error)) from None
+    page = await jobs.page(listing.where, limit=listing.limit)
     return page.model_copy(update={"items": await _in_full(jobs, page.items)})
 
 

@@ -75,19 +75,18 @@ def schedule_list(
     namespace: _Namespace = None,
 ) -> None:
     """List the running job instances (as visibility lists them: it may lag a second)."""
-    from wow_temporal.jobs.core import JobStatus
+    from wow_temporal.jobs.client import JobFilter
 
-    if status is not None and status.lower() not in {s.value.lower() for s in JobStatus}:
-        known = ", ".join(s.value for s in JobStatus)
-        raise _fail(f"--status {status!r}: use one of {known}")
+    try:
+        where = JobFilter(context=context, name=name, tenant=tenant, status=status)
+    except ValidationError as error:
+        raise _fail(f"--{explain(error)}") from None
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
 
     async def work() -> None:
         jobs = _jobs(await _connect(settings), settings, None)
-        page = await jobs.page(
-            context=context, name=name, tenant=tenant, status=status, limit=limit
-        )
+        page = await jobs.page(where, limit=limit)
         if as_json:
             _echo_json(page.model_dump(mode="json"))
             return

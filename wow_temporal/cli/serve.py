@@ -197,8 +197,11 @@ def api(
 def setup(address: _Address = None, namespace: _Namespace = None) -> None:
     """Register the search attributes on TEMPORAL_NAMESPACE (idempotent) and say which were
     added and which were already there."""
-    from wow_temporal.dev.errors import EmbeddedTemporalError
-    from wow_temporal.search_attributes import SEARCH_ATTRIBUTES, register_search_attributes
+    from wow_temporal.search_attributes import (
+        SEARCH_ATTRIBUTES,
+        SearchAttributeError,
+        register_search_attributes,
+    )
 
     settings = _settings(address=address, namespace=namespace)
     _configure_logging(settings, logging.WARNING)
@@ -207,7 +210,7 @@ def setup(address: _Address = None, namespace: _Namespace = None) -> None:
         client = await _connect(settings)
         try:
             return client.namespace, await register_search_attributes(client, client.namespace)
-        except EmbeddedTemporalError as error:  # a name taken with another type
+        except SearchAttributeError as error:  # a name taken with another type
             raise _CommandError(str(error), 1) from None
 
     where, added = _run(work)

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import job_workflow_id, timer_workflow_id
 from wow_temporal.model import NamedAggregate
 from wow_temporal.wire import (
@@ -37,7 +38,7 @@ JOB_CONTEXT = STOCK.context_name
 SYSTEM_TENANT = "(0)"
 
 
-class DemoError(RuntimeError):
+class DemoError(WowTemporalError, RuntimeError):
     """The dev stack is not there, or did not do what the walk expects."""
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from wow_temporal.errors import WowTemporalError
+
 __all__ = [
     "DataDirInUseError",
     "EmbeddedTemporalError",
@@ -15,11 +17,11 @@ __all__ = [
 ]
 
 
-class TemporalBinaryNotFoundError(RuntimeError):
+class TemporalBinaryNotFoundError(WowTemporalError, RuntimeError):
     """A Temporal server binary that pip should have installed is missing."""
 
 
-class EmbeddedTemporalError(RuntimeError):
+class EmbeddedTemporalError(WowTemporalError, RuntimeError):
     """The embedded server failed to start or to answer in time."""
 
 

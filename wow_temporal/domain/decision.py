@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from wow_temporal.domain.messages import type_name
 from wow_temporal.domain.upcasting import revision_of
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.model import (
     AggregateRef,
     ScheduleCancelled,
@@ -23,7 +24,7 @@ from wow_temporal.model import (
 __all__ = ["DecideScope", "Decision", "UndeclaredError"]
 
 
-class UndeclaredError(TypeError):
+class UndeclaredError(WowTemporalError, TypeError):
     """A function produced an event or scheduled a command type it did not declare."""
 
 

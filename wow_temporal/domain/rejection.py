@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.wire import ERROR_STATUS, error_status  # Wow's statuses are the wire's
 
 __all__ = ["ERROR_STATUS", "CommandRejected", "Rejection"]
@@ -21,7 +22,7 @@ class Rejection:
         return error_status(self.code)
 
 
-class CommandRejected(Exception):
+class CommandRejected(WowTemporalError):
     """Raise it from a command function to refuse the command: a business guard, answered with
     `code` (`IllegalState` by default). A `ValueError` is refused as `IllegalArgument`."""
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wow_temporal.domain.messages import type_name
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.wire import REVISION_HEADER
 
 __all__ = [
@@ -109,7 +110,7 @@ def upcaster(
     return mark
 
 
-class UpcastError(ValueError):
+class UpcastError(WowTemporalError, ValueError):
     """A body the app cannot bring to a revision it reads (no upcaster path, or an upcaster
     that failed on it): the command cannot be read as sent."""
 

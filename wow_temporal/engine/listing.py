@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["LIST_DEFAULT", "LIST_LIMIT"]
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
+__all__ = ["FILTER_CONFIG", "LIST_DEFAULT", "LIST_LIMIT"]
 
 LIST_LIMIT = 1_000
 """The most one listing answers: `--limit` and `?limit=` of timers and schedules alike."""
 LIST_DEFAULT = 100
 """How many a listing answers unless told."""
+FILTER_CONFIG = ConfigDict(
+    frozen=True, alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+)
+"""A listing's filters (`TimerFilter`, `JobFilter`): snake_case in Python, camelCase on the
+wire, as the control API's query parameters are."""

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from wow_temporal.errors import WowTemporalError
+
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore, PostgresProcessRecorder
     from psycopg import sql
@@ -27,7 +29,7 @@ _CREATE_TABLES_LOCK = 0x776F775F686F7374
 """The advisory lock a host holds while it makes the store's tables ("wow_host")."""
 
 
-class DsnError(ValueError):
+class DsnError(WowTemporalError, ValueError):
     """A PostgreSQL URI that cannot be used (malformed, or psycopg is not installed)."""
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from wow_temporal.domain.app import App
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.lease import LeaseKeeper, replica_name
 from wow_temporal.host.postgres import is_postgres
@@ -27,7 +28,7 @@ from wow_temporal.host.store import EventStore
 __all__ = ["HostRuntime", "StoreInUseError"]
 
 
-class StoreInUseError(RuntimeError):
+class StoreInUseError(WowTemporalError, RuntimeError):
     """Another host process serves this store file."""
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from wow_temporal.domain.app import App
 from wow_temporal.domain.commands import Command
 from wow_temporal.domain.saga import EventHandler, Rejected, RejectedHandler, SagaContext
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.host.follower import Follower
 from wow_temporal.host.service import CommandMessage, CommandResult, DomainHost
 from wow_temporal.model import Commit, CommitEvent
@@ -29,7 +30,7 @@ __all__ = ["SagaFollower", "saga_followers"]
 logger = logging.getLogger("wow_temporal.host")
 
 
-class SagaFailure(Exception):
+class SagaFailure(WowTemporalError):
     """A saga's handler or one of its commands failed for a technical reason: retried."""
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from eventsourcing.persistence import IntegrityError, ProcessRecorder, StoredEvent, Tracking
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteProcessRecorder
 
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.host.lease import Leases, SoleLeases
 from wow_temporal.host.postgres import Dsn, is_postgres, open_postgres
 from wow_temporal.ids import encode_part
@@ -54,7 +55,7 @@ COMMIT_TOPIC = "wow.DomainEventStream"
 _REQUEST_TOPIC = "wow.RequestId"
 
 
-class DuplicateRequestError(Exception):
+class DuplicateRequestError(WowTemporalError):
     """A commit's request id was already committed (the first commit is `record`)."""
 
     def __init__(self, record: RequestRecord) -> None:
@@ -62,7 +63,7 @@ class DuplicateRequestError(Exception):
         self.record = record
 
 
-class VersionConflictError(Exception):
+class VersionConflictError(WowTemporalError):
     """Another commit took this aggregate version first."""
 
 

@@ -3,7 +3,10 @@
 `JobClient` is the one code path behind the Python API, the control API's job routes, the CLI
 and the worker (which brings every SYSTEM instance to its settings at start). Changes are
 Temporal updates on the instance's workflow id (strongly consistent, validated, answered); an
-instance that does not exist yet is started first, if the client knows the job's code.
+instance that does not exist yet is started first, if the client knows the job's code. It
+shows the timers' face: `list` and `page` take a `JobFilter` as `TimerClient`'s take a
+`TimerFilter`, and `JobError`, `JobNotFoundError` are shaped as `TimerError`,
+`TimerNotFoundError`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -31,8 +34,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.domain.app import App, Job
-from wow_temporal.engine.listing import LIST_DEFAULT
+from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT
 from wow_temporal.engine.text import Instant, shown_instants
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
 from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
@@ -64,11 +68,12 @@ from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_
 __all__ = [
     "JobClient",
     "JobError",
+    "JobFilter",
     "JobInfo",
     "JobNotAnsweredError",
+    "JobNotFoundError",
     "JobPage",
     "NotParkedError",
-    "UnknownJobError",
     "job_task_queue",
     "static_summary",
 ]
@@ -95,11 +100,11 @@ NOT_ANSWERED = "no worker answered the query in time: only the listed status is 
 """The note of an instance shown without its state (no worker answered), however it timed out."""
 
 
-class JobError(ValueError):
+class JobError(WowTemporalError, ValueError):
     """A job operation refused (bad input, or not possible in the instance's state)."""
 
 
-class UnknownJobError(JobError, LookupError):
+class JobNotFoundError(JobError, LookupError):
     """No such job, or no instance of it (for that tenant)."""
 
 
@@ -167,6 +172,45 @@ class JobPage(BaseModel):
     truncated: bool = False
     """More instances match than `limit`: narrow the filters, or raise the limit."""
     limit: int
+
+
+class JobFilter(BaseModel):
+    """Which running job instances to list: each filter given narrows it (camelCase on the
+    wire), as `TimerFilter` does timers."""
+
+    model_config = FILTER_CONFIG
+
+    context: str | None = None
+    name: str | None = None
+    """The job's name (`--job` of `schedule list`, `job` of `GET /schedules`)."""
+    tenant: str | None = None
+    status: core.JobStatus | None = None
+    """`Enabled`, `Disabled` or `Parked`, in any case."""
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _known_status(cls, value: object) -> object:
+        if isinstance(value, str) and not isinstance(value, core.JobStatus):
+            wanted = {s.value.lower(): s for s in core.JobStatus}.get(value.lower())
+            if wanted is None:
+                known = ", ".join(s.value for s in core.JobStatus)
+                raise JobError(f"unknown status {value!r}: use one of {known}")
+            return wanted
+        return value
+
+    def query(self) -> str:
+        """The visibility query, as typed in the Web UI's search box."""
+        clauses = ["WorkflowType = 'wow.Job'", "ExecutionStatus = 'Running'"]
+        if self.context is not None:
+            prefix = job_workflow_id(self.context, "x")[:-1]  # `wow-job:{context}:`
+            clauses.append(f"WorkflowId STARTS_WITH {_quote(prefix)}")
+        if self.name is not None:
+            clauses.append(f"{SA_JOB.name} = {_quote(self.name)}")
+        if self.tenant is not None:
+            clauses.append(f"{SA_TENANT.name} = {_quote(self.tenant)}")
+        if self.status is not None:
+            clauses.append(f"{SA_STATUS.name} = {_quote(self.status.value)}")
+        return " AND ".join(clauses)
 
 
 def static_summary(state: JobState) -> str:
@@ -305,7 +349,8 @@ class JobClient:
             description = await handle.describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
-                raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
+                missing = self._no_instance(context, name, tenant, partition)
+                raise JobNotFoundError(missing) from None
             raise
         if description.status != WorkflowExecutionStatus.RUNNING:
             status = description.status.name.title() if description.status else "Unknown"
@@ -333,32 +378,13 @@ class JobClient:
         return _info(workflow_id, state, self._now())
 
     async def list(
-        self,
-        *,
-        context: str | None = None,
-        name: str | None = None,
-        tenant: str | None = None,
-        status: str | None = None,
-        limit: int = LIST_DEFAULT,
+        self, where: JobFilter | None = None, *, limit: int = LIST_DEFAULT
     ) -> list[JobInfo]:
-        """Running instances matching the filters, as visibility lists them (for display:
-        it may lag a change by a second)."""
-        clauses = ["WorkflowType = 'wow.Job'", "ExecutionStatus = 'Running'"]
-        if context is not None:
-            prefix = job_workflow_id(context, "x")[:-1]  # `wow-job:{context}:`
-            clauses.append(f"WorkflowId STARTS_WITH {_quote(prefix)}")
-        if name is not None:
-            clauses.append(f"{SA_JOB.name} = {_quote(name)}")
-        if tenant is not None:
-            clauses.append(f"{SA_TENANT.name} = {_quote(tenant)}")
-        if status is not None:
-            wanted = {s.value.lower(): s.value for s in core.JobStatus}.get(status.lower())
-            if wanted is None:
-                known = ", ".join(s.value for s in core.JobStatus)
-                raise JobError(f"unknown status {status!r}: use one of {known}")
-            clauses.append(f"{SA_STATUS.name} = {_quote(wanted)}")
+        """Running instances matching `where`, as visibility lists them (for display: it may
+        lag a change by a second)."""
+        query = (where or JobFilter()).query()
         found = []
-        async for execution in self.client.list_workflows(" AND ".join(clauses), limit=limit):
+        async for execution in self.client.list_workflows(query, limit=limit):
             try:
                 ctx, job, inst_tenant, partition = parse_job_workflow_id(execution.id)
             except InvalidIdError:
@@ -373,10 +399,9 @@ class JobClient:
             )
         return found
 
-    async def page(self, *, limit: int = LIST_DEFAULT, **filters: str | None) -> JobPage:
-        """`list` with the same filters, saying whether more instances matched than `limit`
-        (one more is asked for)."""
-        found = await self.list(limit=limit + 1, **filters)
+    async def page(self, where: JobFilter | None = None, *, limit: int = LIST_DEFAULT) -> JobPage:
+        """`list`, saying whether more instances matched than `limit` (one more is asked for)."""
+        found = await self.list(where, limit=limit + 1)
         return JobPage(items=found[:limit], truncated=len(found) > limit, limit=limit)
 
     async def bring_to_settings(self, app: App) -> builtins.list[JobInfo]:
@@ -457,7 +482,7 @@ class JobClient:
             async with gate:
                 try:
                     await self._change(context, job.name, tenant, None, HOST, wanted)
-                except UnknownJobError:
+                except JobNotFoundError:
                     pass  # terminated by an operator
                 except (JobError, RPCError) as error:
                     failed.append(tenant)
@@ -574,14 +599,15 @@ class JobClient:
                 raise
             job = self._job(context, name)
             if not create or job is None:
-                raise UnknownJobError(self._no_instance(
+                raise JobNotFoundError(self._no_instance(
                     context, name, tenant, partition, creating=create
                 )) from None
             enable = update == ENABLE or (
                 update == HOST and isinstance(argument, HostRule) and argument.enabled is not False
             )
             if update not in (ENABLE, HOST):
-                raise UnknownJobError(self._no_instance(context, name, tenant, partition)) from None
+                missing = self._no_instance(context, name, tenant, partition)
+                raise JobNotFoundError(missing) from None
             state = await self._start(workflow_id, context, job, tenant, partition, enable=enable)
         if isinstance(state, str):
             return JobInfo(

@@ -23,6 +23,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from wow_temporal.engine import parsed_cron
+from wow_temporal.errors import WowTemporalError
 
 __all__ = [
     "CRON_FORMAT",
@@ -57,11 +58,11 @@ payload nested a few hundred levels deep, and no command needs more than a few."
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class InvalidScheduleError(ValueError):
+class InvalidScheduleError(WowTemporalError, ValueError):
     """A key, name, zone, rule or command that cannot be scheduled; the message says which."""
 
 
-class InvalidCommitError(ValueError):
+class InvalidCommitError(WowTemporalError, ValueError):
     """A commit whose schedule events are unknown or malformed; the message says which event."""
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ValidationError
 
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.settings.values import kebab
 
 __all__ = ["Loc", "SettingsError", "explain"]
@@ -15,7 +16,7 @@ Loc = tuple[str, ...]
 """Where a value sits under `wow`: `("timers", "max-attempts")`."""
 
 
-class SettingsError(ValueError):
+class SettingsError(WowTemporalError, ValueError):
     """Settings that cannot be used; the message starts with the key (`wow.timers.x` or `WOW_X`)."""
 
 

@@ -21,10 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from opentelemetry.trace import Span
 from pydantic import (
     BaseModel,
-    ConfigDict,
     field_validator,
 )
-from pydantic.alias_generators import to_camel
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -39,8 +37,9 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.engine import Instant, instant_text
-from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
+from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.engine.text import shown_instants
+from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import (
     TIMER_ID_PREFIX,
     InvalidIdError,
@@ -132,7 +131,7 @@ _EXECUTION_STATUS = {
 """Temporal's execution statuses as its visibility queries spell them."""
 
 
-class TimerError(ValueError):
+class TimerError(WowTemporalError, ValueError):
     """An operation on a timer that cannot be done; the message says why."""
 
 
@@ -144,11 +143,11 @@ class TimerNotAnsweredError(TimerError):
     """No worker answered an operator's request in time; what happens to it is said."""
 
 
-class SlowHandOverError(Exception):
+class SlowHandOverError(WowTemporalError):
     """One aggregate's changes took longer than `apply_many`'s `within` to hand over."""
 
 
-class FenceLapsedError(RuntimeError):
+class FenceLapsedError(WowTemporalError, RuntimeError):
     """The lease a hand-over runs under lapsed (`fenced`): it stops before its next request."""
 
 
@@ -239,9 +238,7 @@ class TimerPage(BaseModel):
 class TimerFilter(BaseModel):
     """Which timers to list: each filter given narrows it (camelCase on the wire)."""
 
-    model_config = ConfigDict(
-        frozen=True, alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
-    )
+    model_config = FILTER_CONFIG
 
     aggregate: str | None = None
     """`context.aggregate`, e.g. `eshop-order.order`."""
