@@ -255,7 +255,7 @@ class SimTemporal:
                 continue
             key = workflow_id.rsplit(":", 1)[1]
             aggregate_id = workflow_id.rsplit(":", 2)[1]
-            if f'WowAggregateId = "{aggregate_id}"' in query:
+            if f"WowAggregateId = '{aggregate_id}'" in query:
                 yield SimpleNamespace(typed_search_attributes={SA_KEY: key})
 
     # --- the worker --------------------------------------------------------------------------

@@ -305,7 +305,7 @@ async def test_a_check_reads_every_running_timer_in_pages_telling_its_progress(
     report = await run_check(timers, [notes_v2(upcasting=False)], progress=told.append)
     assert told == [4, 8]
     assert timers.client.asked["page_size"] == 4
-    assert 'ExecutionStatus = "Running"' in timers.client.asked["query"]
+    assert "ExecutionStatus = 'Running'" in timers.client.asked["query"]
     assert sorted(timers.read) == [f"w{n}" for n in range(10)]
     assert (report.read, report.checked, report.idle) == (10, 6, 1)
     assert report.not_checked == {"eshop-order": 1}

@@ -69,17 +69,17 @@ def test_an_unknown_status_names_every_known_one() -> None:
 
 def test_each_status_has_a_query_that_reads_like_its_definition() -> None:
     assert status_clause(Status.SCHEDULED, NOW) == (
-        'ExecutionStatus = "Running" AND WowStatus IS NULL'
-        ' AND WowDue > "2026-12-01T10:00:00.000000Z"'
+        "ExecutionStatus = 'Running' AND WowStatus IS NULL"
+        " AND WowDue > '2026-12-01T10:00:00.000000Z'"
     )
-    assert status_clause(Status.DELIVERING, NOW).endswith('WowDue <= "2026-12-01T10:00:00.000000Z"')
+    assert status_clause(Status.DELIVERING, NOW).endswith("WowDue <= '2026-12-01T10:00:00.000000Z'")
     assert status_clause(Status.DELIVERED, NOW) == (
-        'ExecutionStatus = "Completed" AND WowStatus IS NULL'
+        "ExecutionStatus = 'Completed' AND WowStatus IS NULL"
     )
-    assert status_clause(Status.PARKED, NOW) == 'WowStatus = "Parked"'
-    assert status_clause(Status.NEVER_DUE, NOW) == 'WowStatus = "NeverDue"'
+    assert status_clause(Status.PARKED, NOW) == "WowStatus = 'Parked'"
+    assert status_clause(Status.NEVER_DUE, NOW) == "WowStatus = 'NeverDue'"
     assert status_clause(Status.CANCELLED, NOW) == (
-        '(WowStatus = "Cancelled" OR ExecutionStatus = "Canceled")'
+        "(WowStatus = 'Cancelled' OR ExecutionStatus = 'Canceled')"
     )
-    assert status_clause(Status.TERMINATED, NOW) == 'ExecutionStatus = "Terminated"'
-    assert status_clause(Status.TIMED_OUT, NOW) == 'ExecutionStatus = "TimedOut"'
+    assert status_clause(Status.TERMINATED, NOW) == "ExecutionStatus = 'Terminated'"
+    assert status_clause(Status.TIMED_OUT, NOW) == "ExecutionStatus = 'TimedOut'"

@@ -34,7 +34,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.domain.app import App, Job
-from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT
+from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, quoted
+from wow_temporal.engine.runs import describe_or_none
 from wow_temporal.engine.text import Instant, shown_instants
 from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
@@ -78,10 +79,12 @@ __all__ = [
     "static_summary",
 ]
 
+
 def job_task_queue(context: str) -> str:
     """The task queue of a context's job instances: only a worker with that `App` polls it
     (a timers-only worker would take a tick it has no handler for)."""
     return f"wow-jobs-{context}"
+
 
 log = logging.getLogger(__name__)
 
@@ -203,13 +206,13 @@ class JobFilter(BaseModel):
         clauses = ["WorkflowType = 'wow.Job'", "ExecutionStatus = 'Running'"]
         if self.context is not None:
             prefix = job_workflow_id(self.context, "x")[:-1]  # `wow-job:{context}:`
-            clauses.append(f"WorkflowId STARTS_WITH {_quote(prefix)}")
+            clauses.append(f"WorkflowId STARTS_WITH {quoted(prefix)}")
         if self.name is not None:
-            clauses.append(f"{SA_JOB.name} = {_quote(self.name)}")
+            clauses.append(f"{SA_JOB.name} = {quoted(self.name)}")
         if self.tenant is not None:
-            clauses.append(f"{SA_TENANT.name} = {_quote(self.tenant)}")
+            clauses.append(f"{SA_TENANT.name} = {quoted(self.tenant)}")
         if self.status is not None:
-            clauses.append(f"{SA_STATUS.name} = {_quote(self.status.value)}")
+            clauses.append(f"{SA_STATUS.name} = {quoted(self.status.value)}")
         return " AND ".join(clauses)
 
 
@@ -345,18 +348,18 @@ class JobClient:
         """The instance's whole state (queried: needs a worker)."""
         workflow_id = self._id(context, name, tenant, partition)
         handle = self.client.get_workflow_handle(workflow_id)
-        try:
-            description = await handle.describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                missing = self._no_instance(context, name, tenant, partition)
-                raise JobNotFoundError(missing) from None
-            raise
+        description = await describe_or_none(self.client, workflow_id)
+        if description is None:
+            raise JobNotFoundError(self._no_instance(context, name, tenant, partition))
         if description.status != WorkflowExecutionStatus.RUNNING:
             status = description.status.name.title() if description.status else "Unknown"
             return JobInfo(
-                workflow_id=workflow_id, context=context, name=name,
-                tenant=tenant, partition=partition, status=status,
+                workflow_id=workflow_id,
+                context=context,
+                name=name,
+                tenant=tenant,
+                partition=partition,
+                status=status,
             )
         try:
             state: JobState = await handle.query(
@@ -370,8 +373,12 @@ class JobClient:
             if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
                 raw = description.typed_search_attributes.get(SA_STATUS) or "Unknown"
                 return JobInfo(
-                    workflow_id=workflow_id, context=context, name=name, tenant=tenant,
-                    partition=partition, status=raw,
+                    workflow_id=workflow_id,
+                    context=context,
+                    name=name,
+                    tenant=tenant,
+                    partition=partition,
+                    status=raw,
                     note=NOT_ANSWERED,
                 )
             raise
@@ -392,8 +399,11 @@ class JobClient:
             attributes = execution.typed_search_attributes
             found.append(
                 JobInfo(
-                    workflow_id=execution.id, context=ctx, name=job,
-                    tenant=attributes.get(SA_TENANT) or inst_tenant, partition=partition,
+                    workflow_id=execution.id,
+                    context=ctx,
+                    name=job,
+                    tenant=attributes.get(SA_TENANT) or inst_tenant,
+                    partition=partition,
                     status=attributes.get(SA_STATUS) or "Unknown",
                 )
             )
@@ -425,7 +435,9 @@ class JobClient:
                 except (JobError, RPCError) as error:  # one instance must not stop the worker
                     log.warning(
                         "job %s partition %s: not brought to the settings: %s",
-                        job.name, partition, error,
+                        job.name,
+                        partition,
+                        error,
                     )
             if job.definition.sharded:
                 answers.extend(await self._retire_partitions(app.context, job))
@@ -441,22 +453,21 @@ class JobClient:
         partition = self.partitions_of(job)
         while True:
             workflow_id = job_workflow_id(context, job.name, partition=partition)
-            try:
-                description = await self.client.get_workflow_handle(workflow_id).describe()
-            except RPCError as error:
-                if error.status == RPCStatusCode.NOT_FOUND:
-                    return retired
-                raise
+            description = await describe_or_none(self.client, workflow_id)
+            if description is None:
+                return retired
             if description.status == WorkflowExecutionStatus.RUNNING:
                 try:
-                    retired.append(await self._change(
-                        context, job.name, None, partition, HOST, HostRule(enabled=False)
-                    ))
-                    log.info("job %s partition %d: disabled (beyond partitions)", job.name,
-                             partition)
+                    retired.append(
+                        await self._change(
+                            context, job.name, None, partition, HOST, HostRule(enabled=False)
+                        )
+                    )
+                    log.info(
+                        "job %s partition %d: disabled (beyond partitions)", job.name, partition
+                    )
                 except (JobError, RPCError) as error:
-                    log.warning("job %s partition %d: not disabled: %s", job.name, partition,
-                                error)
+                    log.warning("job %s partition %d: not disabled: %s", job.name, partition, error)
             partition += 1
 
     async def _bring_tenants(self, context: str, job: Job, rule: HostRule) -> int:
@@ -486,8 +497,9 @@ class JobClient:
                     pass  # terminated by an operator
                 except (JobError, RPCError) as error:
                     failed.append(tenant)
-                    log.warning("job %s tenant %s: not brought to the settings: %s",
-                                job.name, tenant, error)
+                    log.warning(
+                        "job %s tenant %s: not brought to the settings: %s", job.name, tenant, error
+                    )
 
         await asyncio.gather(*(bring(tenant) for tenant in directory.tenants))
         if failed:
@@ -495,7 +507,8 @@ class JobClient:
         await handle.execute_update("host", wanted, result_type=TenantDirectory)
         log.info(
             "job %s: brought %d tenants' instances to the host's override",
-            job.name, len(directory.tenants),
+            job.name,
+            len(directory.tenants),
         )
         return len(directory.tenants)
 
@@ -551,7 +564,12 @@ class JobClient:
         return None if app is None else app.jobs.get(name)
 
     def _no_instance(
-        self, context: str, name: str, tenant: str | None, partition: int | None, *,
+        self,
+        context: str,
+        name: str,
+        tenant: str | None,
+        partition: int | None,
+        *,
         creating: bool = False,
     ) -> str:
         """Why there is no instance to act on, and what creates one: an enable by a client
@@ -599,9 +617,9 @@ class JobClient:
                 raise
             job = self._job(context, name)
             if not create or job is None:
-                raise JobNotFoundError(self._no_instance(
-                    context, name, tenant, partition, creating=create
-                )) from None
+                raise JobNotFoundError(
+                    self._no_instance(context, name, tenant, partition, creating=create)
+                ) from None
             enable = update == ENABLE or (
                 update == HOST and isinstance(argument, HostRule) and argument.enabled is not False
             )
@@ -611,14 +629,17 @@ class JobClient:
             state = await self._start(workflow_id, context, job, tenant, partition, enable=enable)
         if isinstance(state, str):
             return JobInfo(
-                workflow_id=workflow_id, context=context, name=name, tenant=tenant,
-                partition=partition, status="Unknown", note=state,
+                workflow_id=workflow_id,
+                context=context,
+                name=name,
+                tenant=tenant,
+                partition=partition,
+                status="Unknown",
+                note=state,
             )
         return _info(workflow_id, state, self._now())
 
-    async def _update(
-        self, handle: Any, update: str, args: builtins.list[Any]
-    ) -> JobState | str:
+    async def _update(self, handle: Any, update: str, args: builtins.list[Any]) -> JobState | str:
         """Run `update` and wait for its answer. With no worker to accept it in time, send the
         signal of the same name instead (kept by the server, applied before anything else when
         a worker runs the instance); once accepted, wait for the answer however long it takes
@@ -665,12 +686,9 @@ class JobClient:
     async def _closed_run(self, workflow_id: str) -> JobState | None:
         """The state a closed earlier run of this instance reached (terminated by an operator,
         say), if there is one: a new run carries its slot numbers and own rule on."""
-        try:
-            description = await self.client.get_workflow_handle(workflow_id).describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
+        description = await describe_or_none(self.client, workflow_id)
+        if description is None:
+            return None
         if description.status == WorkflowExecutionStatus.RUNNING:
             return None
         try:  # a worker replays the closed run to answer: its whole state at the end
@@ -729,8 +747,9 @@ class JobClient:
             task_queue=self.task_queue or job_task_queue(context),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=initial_search_attributes(
-                job.name, state.tenant, core.JobStatus.ENABLED.value if enable
-                else core.JobStatus.DISABLED.value,
+                job.name,
+                state.tenant,
+                core.JobStatus.ENABLED.value if enable else core.JobStatus.DISABLED.value,
             ),
             static_summary=static_summary(state),
             static_details=_static_details(context, job),
@@ -826,7 +845,3 @@ def _payload(argument: Any) -> Any:
     if isinstance(argument, BaseModel):
         return argument.model_dump(mode="json")
     return argument
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

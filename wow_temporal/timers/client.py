@@ -37,7 +37,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.engine import Instant, instant_text
-from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, LIST_LIMIT
+from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, LIST_LIMIT, quoted
+from wow_temporal.engine.runs import describe_or_none
 from wow_temporal.engine.text import shown_instants
 from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import (
@@ -262,7 +263,10 @@ class TimerFilter(BaseModel):
     def query(self, now: datetime | None = None) -> str:
         """The visibility query, as typed in the Web UI's search box (`now` for Scheduled and
         Delivering, which tell apart by `WowDue`)."""
-        clauses = ['WorkflowType = "wow.Timer"', 'ExecutionStatus != "ContinuedAsNew"']
+        clauses = [
+            f"WorkflowType = {quoted(TIMER_WORKFLOW)}",
+            f"ExecutionStatus != {quoted('ContinuedAsNew')}",
+        ]
         for attribute, value in (
             ("WowAggregate", self.aggregate),
             ("WowAggregateId", self.aggregate_id),
@@ -270,16 +274,12 @@ class TimerFilter(BaseModel):
             ("WowKey", self.key),
         ):
             if value is not None:
-                clauses.append(f"{attribute} = {_quote(value)}")
+                clauses.append(f"{attribute} = {quoted(value)}")
         if self.status is not None:
             clauses.append(status_clause(self.status, now or datetime.now(UTC)))
         if self.running is not None:
-            clauses.append(f'ExecutionStatus {"=" if self.running else "!="} "Running"')
+            clauses.append(f"ExecutionStatus {'=' if self.running else '!='} {quoted('Running')}")
         return " AND ".join(clauses)
-
-
-def _quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class TimerClient:
@@ -464,12 +464,7 @@ class TimerClient:
         arrives, holds without it)."""
         workflow_id = _timer_id(owner, key)
         async with self._key_lock(workflow_id):
-            try:
-                description = await self.client.get_workflow_handle(workflow_id).describe()
-            except RPCError as error:
-                if error.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                description = None
+            description = await describe_or_none(self.client, workflow_id)
             if description is not None and description.status == WorkflowExecutionStatus.RUNNING:
                 answer = await self._hand_over(owner, key, change)
                 if answer is not None:
@@ -521,9 +516,7 @@ class TimerClient:
         takes the same one, on whatever event loop it runs."""
         return self._keys.lock(self.client.namespace, workflow_id)
 
-    async def _apply_key_now(
-        self, owner: AggregateRef, key: str, change: TimerChange
-    ) -> Verdict:
+    async def _apply_key_now(self, owner: AggregateRef, key: str, change: TimerChange) -> Verdict:
         """`_apply_key`, its key's lock held."""
         workflow_id = _timer_id(owner, key)
         for _ in range(5):
@@ -636,12 +629,9 @@ class TimerClient:
         change is never taken for the first of its key because its predecessor could not be
         read. A run that ended without a state (terminated, failed, timed out) gives the
         latest order it had been handed, from its history; one past retention, nothing."""
-        try:
-            description = await self.client.get_workflow_handle(workflow_id).describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return TimerState()  # past the namespace's retention: nothing is known
-            raise
+        description = await describe_or_none(self.client, workflow_id)
+        if description is None:
+            return TimerState()  # past the namespace's retention: nothing is known
         if description.status in (WorkflowExecutionStatus.RUNNING, None):
             return None
         if description.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
@@ -650,9 +640,7 @@ class TimerClient:
             workflow_id, run_id=description.run_id, result_type=TimerState
         )
         if description.status == WorkflowExecutionStatus.COMPLETED:
-            state: TimerState = await run.result(
-                follow_runs=False, rpc_timeout=self.answer_timeout
-            )
+            state: TimerState = await run.result(follow_runs=False, rpc_timeout=self.answer_timeout)
             return state
         return await self._recovered(run, _ended_as(description.status))
 
@@ -737,12 +725,9 @@ class TimerClient:
     ) -> tuple[TimerInfo, WorkflowExecutionDescription]:
         """The timer as its search attributes show it (no query: queries are billed actions)."""
         _check_id(workflow_id)
-        try:
-            description = await self.client.get_workflow_handle(workflow_id).describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                raise TimerNotFoundError(f"no timer {workflow_id!r}") from None
-            raise
+        description = await describe_or_none(self.client, workflow_id)
+        if description is None:
+            raise TimerNotFoundError(f"no timer {workflow_id!r}")
         info = _info(description)
         if tenant is not None and info.tenant != tenant:
             raise TimerNotFoundError(f"no timer {workflow_id!r}")

@@ -23,6 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 with workflow.unsafe.imports_passed_through():
+    from wow_temporal.engine.runs import describe_or_none
     from wow_temporal.ids import deletion_record_id
     from wow_temporal.model import AggregateRef
     from wow_temporal.timers.attributes import aggregate_search_attributes
@@ -88,13 +89,9 @@ class DeletionRecords:
 
     async def _kept(self, aggregate: AggregateRef) -> tuple[DeletionRecord | None, str | None]:
         """The record kept and the id of the run holding it, if that run is still open."""
-        handle = self.client.get_workflow_handle(deletion_record_id(aggregate))
-        try:
-            description = await handle.describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None, None
-            raise
+        description = await describe_or_none(self.client, deletion_record_id(aggregate))
+        if description is None:
+            return None, None
         memo = await description.memo_value(_MEMO, default=None)
         running = description.status == WorkflowExecutionStatus.RUNNING
         record = None if memo is None else DeletionRecord.model_validate(memo)

@@ -28,6 +28,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from wow_temporal.engine.listing import quoted
+
 __all__ = ["SHOWN_STATUSES", "Status", "parse_status", "status_clause", "status_of"]
 
 
@@ -99,18 +101,18 @@ def status_of(
 
 def status_clause(status: Status, now: datetime) -> str:
     """The visibility query that finds the timers of `status` (see the module's table)."""
-    pending = 'ExecutionStatus = "Running" AND WowStatus IS NULL'
-    instant = '"' + now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") + '"'
+    pending = f"ExecutionStatus = {quoted('Running')} AND WowStatus IS NULL"
+    instant = quoted(now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
     match status:
         case Status.SCHEDULED:
             return f"{pending} AND WowDue > {instant}"
         case Status.DELIVERING:
             return f"{pending} AND WowDue <= {instant}"
         case Status.DELIVERED:
-            return 'ExecutionStatus = "Completed" AND WowStatus IS NULL'
+            return f"ExecutionStatus = {quoted('Completed')} AND WowStatus IS NULL"
         case Status.CANCELLED:
-            return '(WowStatus = "Cancelled" OR ExecutionStatus = "Canceled")'
+            return f"(WowStatus = {quoted('Cancelled')} OR ExecutionStatus = {quoted('Canceled')})"
         case Status.PARKED | Status.REJECTED | Status.NEVER_DUE:
-            return f'WowStatus = "{status.value}"'
+            return f"WowStatus = {quoted(status.value)}"
         case _:
-            return f'ExecutionStatus = "{status.value}"'
+            return f"ExecutionStatus = {quoted(status.value)}"
