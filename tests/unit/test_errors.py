@@ -45,7 +45,7 @@ def _public_errors() -> dict[str, type[BaseException]]:
 def test_every_public_error_of_every_module_derives_from_the_root() -> None:
     errors = _public_errors()
     assert len(errors) > 30  # the walk reaches the package's modules at all
-    assert "wow_temporal.timers.client.TimerNotFoundError" in errors
+    assert "wow_temporal.timers.operations.TimerNotFoundError" in errors
     assert "wow_temporal.dev.errors.PortInUseError" in errors
     outside = sorted(name for name, cls in errors.items() if not issubclass(cls, WowTemporalError))
     assert not outside, f"public errors that do not derive from WowTemporalError: {outside}"

@@ -34,8 +34,8 @@ from wow_temporal.domain.system import SYSTEM_COMMANDS
 from wow_temporal.domain.upcasting import FIRST_REVISION, UpcastError
 from wow_temporal.model import AggregateRef, ScheduledCommand, WireModel, explain
 from wow_temporal.timers import core
-from wow_temporal.timers.client import CHECK_LIMIT, TimerClient, TimerError, TimerFilter
 from wow_temporal.timers.core import TimerChange, TimerState
+from wow_temporal.timers.operations import CHECK_LIMIT, TimerError, TimerFilter, TimerOperations
 from wow_temporal.timers.workflow import TimerInput
 
 __all__ = [
@@ -217,7 +217,7 @@ Read = Callable[[WorkflowExecution], Awaitable[TimerState | str]]
 
 
 async def check_timers(
-    timers: TimerClient,
+    timers: TimerOperations,
     apps: Sequence[App],
     *,
     limit: int = CHECK_LIMIT,
