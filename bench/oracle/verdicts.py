@@ -16,7 +16,7 @@ class Verdicts:
     above 0; their size is the bench's figure, never judged), and other figures named for a
     reader (finite)."""
 
-    must_be_zero: dict[str, float] = field(default_factory=dict)
+    must_be_zero: dict[str, int] = field(default_factory=dict)
     must_be_positive: dict[str, float] = field(default_factory=dict)
     ratios: dict[str, float] = field(default_factory=dict)
     figures: dict[str, float] = field(default_factory=dict)
