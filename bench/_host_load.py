@@ -38,8 +38,8 @@ from wow_temporal.dev.ports import free_port
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage
 from wow_temporal.model import AggregateRef, Commit
-from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.admission import Admission
+from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.fold import Horizon
 from wow_temporal.wire import (
     COMMAND_SEND_PATH,
