@@ -4,10 +4,11 @@ burst drained beside them, and many enabled job instances.
 One fresh headless dev server (EmbeddedTemporal, its Prometheus `/metrics` on), the fake Wow
 host in its own process (`bench.harness.HostProcess`: `Ok` once per request id, each arrival
 recorded; the due time is in the command's body) and the real worker, `wow-temporal worker
---app bench.capacity:APP` (the timers and the idle job of `bench._jobs_app`, production settings
-but its own metrics port). RSS is read from /proc (VmRSS), the worker's workflow cache from its
-`/metrics`, the server's Go heap and mutable-state cache from its own. This process hands commits
-over with `TimerClient.apply_many` and enables instances with `JobClient.enable`. Measured:
+--app bench._capacity_rig:APP` (the timers and the idle job of `bench._jobs_app`, production
+settings but its own metrics port). RSS is read from /proc (VmRSS), the worker's workflow
+cache from its `/metrics`, the server's Go heap and mutable-state cache from its own. This
+process hands commits over with `TimerClient.apply_many` and enables instances with
+`JobClient.enable`. Measured:
 
 1. A burst: `--burst` one-shot timers due at one instant a few seconds ahead, drained with
    nothing pending: deliveries per second = n / (due -> the host has the last one); the CPU
@@ -34,32 +35,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import math
 import sys
 import time
-from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
+from dataclasses import dataclass
 
-import httpx
-from temporalio.client import Client
-
-from bench._jobs_app import arrivals_of, idle_app, late_ms
+from bench._capacity_rig import (
+    BATCH,
+    BURST_TARGET,
+    CACHE,
+    ENABLE_CONCURRENCY,
+    FLAT_MB,
+    PENDING_DAYS,
+    Burst,
+    Jobs,
+    Rig,
+    Sample,
+    ServerMetrics,
+    burst,
+    bursts,
+    jobs,
+    pending_ids,
+    pending_timers,
+)
 from bench.harness import (
     HostProcess,
     Proc,
     Verdicts,
     bench_main,
-    commit,
-    cpu_seconds,
-    iso_ms,
     parser,
     percentile,
-    pool,
     ratio,
-    rss_mb,
-    schedule_set,
     scratch,
     sized,
     still_running,
@@ -68,27 +73,8 @@ from bench.harness import (
 )
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
-from wow_temporal.ids import timer_workflow_id
-from wow_temporal.jobs.client import JobClient
-from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
 
-CONTEXT = "bench-capacity"
-JOB = "idle"
-
-CACHE = 1000
-"""The SDK's `max_cached_workflows` default, which the worker keeps (one cache per worker)."""
-BATCH = 200  # commits per `apply_many`, as a relay hands them over
-ENABLE_CONCURRENCY = 50
-BURST_TARGET = 0.9
-FLAT_MB = 2.0
-"""Worker RSS growth per 1,000 instances past the cache that still counts as flat."""
-TICK_SAMPLE = 5
-TICK_GRACE = 3.0
-"""Seconds after the ticking window before the sampled instances are disabled."""
-PENDING_DAYS = 30
-PENDING_CHECKED = 100
-"""Pending timers described by id at the end of the bursts: each must still be running."""
 QUICK = {"timers": 200, "jobs": 20, "burst": 40, "rounds": 1, "settle": 2.0, "tick_seconds": 3}
 FULL = {
     "timers": 100_000,
@@ -98,368 +84,6 @@ FULL = {
     "settle": 10.0,
     "tick_seconds": 5,
 }
-
-
-APP = idle_app(CONTEXT)
-"""What `wow-temporal worker --app bench.capacity:APP` runs beside the timers."""
-
-
-class ServerMetrics:
-    """The dev server's Prometheus `/metrics` (`--metrics-port`): what a drain costs it."""
-
-    WANTED = frozenset(
-        {
-            "persistence_latency_sum",
-            "visibility_persistence_latency_sum",
-            "cache_miss",
-            "cache_usage",
-            "memory_heap",
-        }
-    )
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        self.http = httpx.AsyncClient(timeout=10)
-
-    async def scrape(self) -> dict[tuple[str, str], float]:
-        """(metric, its operation or cache type) -> the sum over the other labels (the max
-        for `memory_heap`: one Go heap, reported by each service); empty if unreachable."""
-        found: dict[tuple[str, str], float] = {}
-        with contextlib.suppress(httpx.HTTPError):
-            text = (await self.http.get(self.url)).text
-            for line in text.splitlines():
-                head, _, value = line.rpartition(" ")
-                name, _, labels = head.partition("{")
-                if name not in self.WANTED:
-                    continue
-                label = "cache_type" if name.startswith("cache_") else "operation"
-                tag = labels.split(f'{label}="', 1)[-1].split('"', 1)[0] if label in labels else ""
-                key = (name, tag)
-                if name == "memory_heap":
-                    found[key] = max(found.get(key, 0.0), float(value))
-                else:
-                    found[key] = found.get(key, 0.0) + float(value)
-        return found
-
-    async def close(self) -> None:
-        await self.http.aclose()
-
-
-@dataclass
-class ServerCost:
-    """What the server spent on a drain, per timer delivered: persistence time (seconds, by
-    operation), visibility persistence time, mutable-state cache misses."""
-
-    persistence: dict[str, float]
-    visibility: float
-    misses: float
-
-    @classmethod
-    def of(
-        cls, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], n: int
-    ) -> ServerCost:
-        def moved(name: str) -> dict[str, float]:
-            return {
-                tag: (value - before.get((metric, tag), 0.0)) / max(n, 1)
-                for (metric, tag), value in after.items()
-                if metric == name
-            }
-
-        return cls(
-            persistence=moved("persistence_latency_sum"),
-            visibility=sum(moved("visibility_persistence_latency_sum").values()),
-            misses=moved("cache_miss").get("mutablestate", 0.0),
-        )
-
-    def describe(self) -> str:
-        top = sorted(self.persistence.items(), key=lambda kv: -kv[1])[:3]
-        return (
-            f"persistence {1000 * sum(self.persistence.values()):.1f} ms ("
-            + ", ".join(f"{op} {1000 * v:.1f}" for op, v in top)
-            + f"), visibility {1000 * self.visibility:.1f} ms, mutable-state cache misses "
-            f"{self.misses:.2f}"
-        )
-
-
-# -- commits and measures ----------------------------------------------------------------------
-
-
-def timer(aggregate_id: str, due_ms: int, run: str) -> Commit:
-    """A one-commit `wow.ScheduleSet` of `aggregate_id`: a one-shot timer due at `due_ms` whose
-    command's body names `run`."""
-    rule = {"at": iso_ms(due_ms)}
-    body = {"run": run, "due": due_ms}
-    return Commit.parse(commit(aggregate_id, schedule_set(rule, "grace", "bench.Tick", body)))
-
-
-@dataclass
-class Sample:
-    """One step: how many there were, the rate of the step, both RSS, the database."""
-
-    count: int
-    rate: float
-    worker_mb: float
-    server_mb: float
-    db_mb: float
-    cached: float
-    worker_peak_mb: float = float("nan")
-    """The worker's highest RSS since the sample before (read every half second)."""
-    heap_mb: float = float("nan")
-    """The server's Go heap."""
-    states: float = float("nan")
-    """Mutable states in the server's cache."""
-    server_ms: float = float("nan")
-    """Server CPU ms per item of the step (a commit handed over, an instance enabled)."""
-    bench_ms: float = float("nan")
-    """This process's CPU ms per item of the step (the client's side)."""
-
-
-@dataclass
-class Burst:
-    pending: int
-    n: int
-    handled: int
-    seconds: float
-    """Due -> the host has the last command."""
-    p50_ms: float
-    ingest_rate: float
-    overran: bool
-    cpu: dict[str, float] = field(default_factory=dict)
-    """CPU seconds each process spent from the due time to the last delivery."""
-    cost: ServerCost | None = None
-
-    @property
-    def rate(self) -> float:
-        return self.handled / max(self.seconds, 1e-3)
-
-
-@dataclass
-class Jobs:
-    n: int
-    seconds: float
-    steps: list[Sample]
-    settled: Sample
-    settle: float
-    tick_seconds: int
-    ticked: int
-    expected: int
-    late: list[float]
-    sampled: list[str]
-
-
-@dataclass
-class Rig:
-    client: Client
-    timers: TimerClient
-    host: HostProcess
-    worker: Proc
-    worker_metrics: str
-    """The worker's `/metrics` URL."""
-    server: EmbeddedTemporal
-    metrics: ServerMetrics
-    ingest_rate: float = 0.0
-    seq: int = 0
-    began: float = field(default_factory=time.perf_counter)
-    peak_mb: float = 0.0
-    """The worker's highest RSS since the last sample (`watch`)."""
-    last: tuple[int, dict[str, float]] = (0, {})
-    """The count and the CPU seconds at the last sample."""
-
-    async def watch(self) -> None:
-        """Keep `peak_mb` to the worker's RSS, every half second, until cancelled."""
-        while True:
-            self.peak_mb = max(self.peak_mb, rss_mb(self.worker.pid))
-            await asyncio.sleep(0.5)
-
-    def tag(self, prefix: str) -> str:
-        self.seq += 1
-        return f"{prefix}{self.seq}"
-
-    def say(self, text: str) -> None:
-        print(f"  [{time.perf_counter() - self.began:6.1f}s] {text}", file=sys.stderr, flush=True)
-
-    def cpu(self) -> dict[str, float]:
-        return {
-            "server": cpu_seconds(self.server.pid),
-            "worker": cpu_seconds(self.worker.pid),
-            "host": cpu_seconds(self.host.proc.pid),
-            "bench": cpu_seconds(None),
-        }
-
-    def db_mb(self) -> float:
-        path = self.server.db_path
-        sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
-        return sum(sizes) / 1e6
-
-    async def cached(self) -> float:
-        """The worker's workflow cache (`temporal_sticky_cache_size`, every task queue)."""
-        found = 0.0
-        with contextlib.suppress(httpx.HTTPError):
-            text = (await self.metrics.http.get(self.worker_metrics)).text
-            for line in text.splitlines():
-                if line.startswith("temporal_sticky_cache_size{"):
-                    found += float(line.rpartition(" ")[2])
-        return found
-
-    async def sample(self, count: int, rate: float, into: list[Sample]) -> Sample:
-        """Both RSS and the database now (appended to `into` at once), then the cache."""
-        s = Sample(count, rate, rss_mb(self.worker.pid), rss_mb(self.server.pid), self.db_mb(), 0.0)
-        s.worker_peak_mb, self.peak_mb = max(self.peak_mb, s.worker_mb), s.worker_mb
-        cpu, (count_before, cpu_before) = self.cpu(), self.last
-        if count > count_before and cpu_before:
-            s.server_ms = 1000 * (cpu["server"] - cpu_before["server"]) / (count - count_before)
-            s.bench_ms = 1000 * (cpu["bench"] - cpu_before["bench"]) / (count - count_before)
-        self.last = (count, cpu)
-        into.append(s)
-        s.cached = await self.cached()
-        scraped = await self.metrics.scrape()
-        s.heap_mb = scraped.get(("memory_heap", ""), float("nan")) / 1e6
-        s.states = scraped.get(("cache_usage", "mutablestate"), float("nan"))
-        return s
-
-    async def ingest(self, commits: list[Commit]) -> float:
-        """Hand `commits` over in batches of `BATCH`; seconds taken."""
-        began = time.perf_counter()
-        for i in range(0, len(commits), BATCH):
-            await self.timers.apply_many(commits[i : i + BATCH])
-        return time.perf_counter() - began
-
-
-async def burst(rig: Rig, n: int, pending: int) -> Burst:
-    """`n` timers due at one instant a few seconds ahead: due -> the host has the last one."""
-    tag = rig.tag("burst")
-    # Twice the time the last ingest rate needs: on a shared machine it halves at times.
-    lead = 3.0 + 2.0 * n / max(rig.ingest_rate, 10.0)
-    due = int((time.time() + lead) * 1000)
-    commits = [timer(f"{tag}-{i}", due, tag) for i in range(n)]
-    seconds = await rig.ingest(commits)
-    overran = time.time() * 1000 > due
-    await asyncio.sleep(max(0.0, due / 1000 - time.time()))
-    before, scraped = rig.cpu(), await rig.metrics.scrape()
-    arrivals = await arrivals_of(rig.host, tag, n, within=60 + n / 10)
-    after, cost = rig.cpu(), ServerCost.of(scraped, await rig.metrics.scrape(), n)
-    if len(arrivals) < n:
-        print(f"  ! {tag}: only {len(arrivals)}/{n} delivered", file=sys.stderr)
-    late = [late_ms(a) for a in arrivals]
-    await asyncio.sleep(1.0)  # the last workflow tasks, before the next measure
-    return Burst(
-        pending=pending,
-        n=n,
-        handled=len(late),
-        seconds=max(late, default=float("inf")) / 1000,
-        p50_ms=percentile(late, 0.5),
-        ingest_rate=n / seconds,
-        overran=overran,
-        cpu={k: after[k] - before[k] for k in after},
-        cost=cost,
-    )
-
-
-def print_burst(rig: Rig, b: Burst, round_: int) -> None:
-    rig.say(
-        f"burst round {round_} with {b.pending} pending: {b.handled}/{b.n} in {b.seconds:.2f}s"
-        f" = {b.rate:.0f}/s  p50 {b.p50_ms:.0f} ms after due  (ingested at "
-        f"{b.ingest_rate:.0f}/s{', INGEST OVERRAN DUE' if b.overran else ''}); CPU s during "
-        "the drain: " + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
-    )
-    if b.cost is not None:
-        rig.say(f"  server per timer: {b.cost.describe()}")
-
-
-async def bursts(rig: Rig, n: int, pending: int, rounds: int) -> list[Burst]:
-    found = []
-    for r in range(rounds):
-        found.append(await burst(rig, n, pending))
-        print_burst(rig, found[-1], r + 1)
-    return found
-
-
-def spread(total: int, k: int) -> list[int]:
-    """Up to `k` indexes of `range(total)`, spread evenly from the first to the last."""
-    k = min(k, total)
-    return sorted({(i * (total - 1)) // max(k - 1, 1) for i in range(k)})
-
-
-def pending_ids(total: int) -> list[str]:
-    """The workflow ids of up to `PENDING_CHECKED` of the `total` pending timers."""
-    of = [timer(f"pending-{i}", 0, "pending").aggregate for i in spread(total, PENDING_CHECKED)]
-    return [timer_workflow_id(aggregate, "grace") for aggregate in of]
-
-
-async def pending_timers(rig: Rig, total: int) -> list[Sample]:
-    """Hand over `total` timers due in `PENDING_DAYS` days, in ten steps; a sample each."""
-    far = int((time.time() + PENDING_DAYS * 86400) * 1000)
-    step = max(1, math.ceil(total / 10))
-    samples: list[Sample] = []
-    await rig.sample(0, 0.0, samples)
-    done = 0
-    while done < total:
-        size = min(step, total - done)
-        commits = [timer(f"pending-{i}", far, "pending") for i in range(done, done + size)]
-        seconds = await rig.ingest(commits)
-        done += size
-        rig.ingest_rate = size / seconds
-        s = await rig.sample(done, rig.ingest_rate, samples)
-        rig.say(
-            f"{done} pending: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB, server "
-            f"{s.server_mb:.0f} MB, db {s.db_mb:.0f} MB"
-        )
-    return samples
-
-
-async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
-    """Enable `n` TENANT instances in ten steps (a sample each), settle, then reschedule a few
-    to tick every second for `tick_seconds`, count their ticks, and disable them again;
-    `settle`: seconds idle before the settled sample."""
-    client = JobClient(rig.client, APP)
-    step = max(1, math.ceil(n / 10))
-    steps: list[Sample] = []
-    await rig.sample(0, 0.0, steps)
-    enabled = 0
-    last = time.perf_counter()
-
-    async def counted() -> None:
-        nonlocal enabled, last
-        enabled += 1
-        if enabled % step == 0 or enabled == n:
-            count, now = enabled, time.perf_counter()
-            rate = (count - steps[-1].count) / (now - last)
-            last = now
-            s = await rig.sample(count, rate, steps)
-            rig.say(
-                f"{count} instances: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB "
-                f"(cache {s.cached:.0f}), server {s.server_mb:.0f} MB"
-            )
-
-    enable = partial(client.enable, CONTEXT, JOB)
-    seconds = await pool(
-        (partial(enable, tenant=f"t{i}") for i in range(n)), ENABLE_CONCURRENCY, counted
-    )
-    await asyncio.sleep(settle)
-    settled = await rig.sample(n, n / seconds, [])
-    # A few instances across the range (evicted from the worker's cache by now) tick.
-    sampled = [f"t{i}" for i in spread(n, TICK_SAMPLE)]
-    rule = {"expression": "* * * * * *"}
-    await asyncio.gather(*(client.reschedule(CONTEXT, JOB, rule, tenant=t) for t in sampled))
-    start = math.ceil(time.time()) + 1.0
-    end = start + tick_seconds
-    # A disable stops a tick in flight: give the window's last ticks time to arrive first
-    # (the ticks due after the window are not counted).
-    await asyncio.sleep(end - time.time() + TICK_GRACE)
-    await asyncio.gather(*(client.disable(CONTEXT, JOB, tenant=t) for t in sampled))
-    ticks = [a for a in await arrivals_of(rig.host, CONTEXT) if start <= a.body["due"] / 1000 < end]
-    return Jobs(
-        n=n,
-        seconds=seconds,
-        steps=steps,
-        settled=settled,
-        settle=settle,
-        tick_seconds=tick_seconds,
-        ticked=len(ticks),
-        expected=len(sampled) * tick_seconds,
-        late=[late_ms(a) for a in ticks],
-        sampled=sampled,
-    )
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -634,7 +258,7 @@ async def run(args: argparse.Namespace) -> Report:
                 WOW_WORKER_METRICS_PORT=str(worker_port),
                 WOW_WORKER_SHUTDOWN_TIMEOUT="2s",
             )
-            worker = Proc.worker(tmp / "worker.log", env, "--app", "bench.capacity:APP")
+            worker = Proc.worker(tmp / "worker.log", env, "--app", "bench._capacity_rig:APP")
             await worker.start()
             client = await server.connect()
             rig = Rig(

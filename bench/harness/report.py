@@ -13,26 +13,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from bench.oracle.verdicts import Verdicts
 
 __all__ = ["Verdicts", "bench_main", "parser", "ratio", "scratch", "sized", "to_json", "verdict"]
 
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Verdicts:
-    """What the smoke test checks of a bench's JSON, whatever its size: counts that must be 0
-    (lost, early, twice), counts that must be above 0 (every path taken), ratios against the
-    baseline (finite and above 0; their size is the bench's figure, never asserted), and other
-    figures named for a reader (finite)."""
-
-    must_be_zero: dict[str, int] = field(default_factory=dict)
-    must_be_positive: dict[str, float] = field(default_factory=dict)
-    ratios: dict[str, float] = field(default_factory=dict)
-    figures: dict[str, float] = field(default_factory=dict)
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -80,7 +68,8 @@ def ratio(a: float, b: float) -> float:
 
 
 def verdict(ok: bool) -> str:
-    """How a target reads in a report: met or missed, never an exit status."""
+    """How a figure reads against its target: met or missed, never an exit status (a run's own
+    PASS is its `Verdicts`')."""
     return "PASS" if ok else "MISS"
 
 
@@ -108,10 +97,11 @@ def bench_main(
     text: Callable[[R], None],
     verdicts: Callable[[R], Verdicts],
 ) -> int:
-    """Run the bench and print its report as text, or with `--json` as one object: the bench's
-    name, size and seed, its `Verdicts` and the whole report. Exits 1 when a count that must
-    be 0 is not, or one that must be above 0 is not (a figure never fails a run). SIGTERM (a
-    timeout) ends the run through `finally`, so no server is left behind."""
+    """Run the bench and print its report as text and then its verdict (PASS, or MISS and what
+    broke), or with `--json` as one object: the bench's name, size and seed, its `Verdicts`
+    and the whole report. The exit status is the verdict's: 1 when a count that must be 0 is
+    not, or one that must be above 0 is not (a figure never fails a run). SIGTERM (a timeout)
+    ends the run through `finally`, so no server is left behind."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report: R = asyncio.run(run(args))
     if not args.json:
@@ -125,11 +115,10 @@ def bench_main(
         return 1
     if args.json:
         name = Path(sys.argv[0]).stem if sys.argv[0] else "bench"
-        head = {"bench": name, "quick": args.quick, "seed": args.seed}
+        head = {"bench": name, "quick": args.quick, "seed": args.seed, "passed": judged.passed}
         print(json.dumps({**head, **to_json(judged), "report": to_json(report)}))
-    broken = [k for k, v in judged.must_be_zero.items() if v != 0] + [
-        k for k, v in judged.must_be_positive.items() if not (math.isfinite(v) and v > 0)
-    ]
-    if broken:
-        print(f"broken: {', '.join(broken)}", file=sys.stderr)
-    return 1 if broken else 0
+    else:
+        print(judged.line())
+    if not judged.passed:
+        print(f"broken: {', '.join(judged.broken)}", file=sys.stderr)
+    return 0 if judged.passed else 1

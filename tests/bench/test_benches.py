@@ -32,7 +32,6 @@ BENCHES = {
     "cron": Bench(
         120, zero=("next_differs", "rates_not_finite"), positive=("cases",), ratios=("median",)
     ),
-    "ingest_model": Bench(60, positive=("examples",)),
     "ingest": Bench(
         180,
         zero=("lost",),
@@ -178,7 +177,6 @@ _LONGEST_FIRST = (
     "rivals",
     "capacity",
     "cron",
-    "ingest_model",
 )
 
 

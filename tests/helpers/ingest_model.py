@@ -4,7 +4,7 @@ deletion records, operators' cancels) against a simulated Temporal and domain ho
 interleaved ingests of one key, a relay that lags and catches up, a second process handing
 over (its per-key locks its own), a worker away and back, commands in flight across steps,
 lost answers, a signal limit, operators' cancels and terminations, and visibility lagging,
-down or slow. Run by `tests/unit/test_ingest_model.py` (bounded) and `bench/ingest_model.py`;
+down or slow. Run by `tests/unit/test_ingest_model.py` (bounded, or longer from a seed);
 the same scenarios run on the real dev server in `tests/system/test_ingest_order.py`.
 
 A change is known when it is committed: the log (`commit`) is what the host reads, whatever
