@@ -21,7 +21,7 @@ from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from bench.harness.postgres import Postgres
+from bench.harness.postgres import Postgres, PostgresUnavailable
 from tests.helpers import processes
 from tests.helpers.tracing import reset_tracing
 from wow_temporal.dev.server import EmbeddedTemporal
@@ -166,11 +166,14 @@ def untraced_afterwards() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """A real PostgreSQL of this test process, started when first asked for; `database()`
-    gives each test a fresh database."""
+    gives each test a fresh database; where it cannot run, each test using it fails with the
+    one line that says what it needs."""
     server = Postgres()
     try:
         server.start()
         yield server
+    except PostgresUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
     finally:
         server.stop()
 
