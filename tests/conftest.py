@@ -170,10 +170,14 @@ def postgres() -> Iterator[Postgres]:
     one line that says what it needs."""
     server = Postgres()
     try:
-        server.start()
-        yield server
-    except PostgresUnavailable as error:
-        pytest.fail(str(error), pytrace=False)
+        try:
+            server.start()
+        except PostgresUnavailable as error:
+            unavailable = str(error)
+        else:
+            yield server
+            return
+        pytest.fail(unavailable, pytrace=False)  # outside the except: the one line alone
     finally:
         server.stop()
 

@@ -82,8 +82,8 @@ def _as_user() -> dict[str, Any]:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         raise PostgresUnavailable(
-            "PostgreSQL will not run as root and the harness runs it as `nobody`: this machine "
-            "needs a `nobody` user, or run the tests as a user other than root"
+            "as root the harness runs PostgreSQL as `nobody`: this machine needs a `nobody` "
+            "user, or run as a user other than root"
         ) from None
     return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
 
@@ -120,11 +120,11 @@ class Postgres:
         try:
             self._run("postgres", "--version")
         except (OSError, RuntimeError) as error:
-            why = str(error).splitlines()[0] if str(error) else type(error).__name__
+            why = error.strerror if isinstance(error, OSError) else str(error).splitlines()[0]
             raise PostgresUnavailable(
-                f"PostgreSQL will not run as root and the harness runs it as `nobody`, who "
-                f"cannot run {self._bin / 'postgres'} ({why}): set TMPDIR to a directory every "
-                f"user may enter (such as /tmp), or run the tests as a user other than root"
+                f"as root the harness runs PostgreSQL as `nobody`, who cannot run "
+                f"{self._bin / 'postgres'} ({why}): set TMPDIR to a directory every user may "
+                f"enter (such as /tmp), or run as a user other than root"
             ) from None
 
     def _start(self) -> None:
