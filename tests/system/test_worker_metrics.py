@@ -123,8 +123,12 @@ async def test_the_worker_gauges_the_parked_timers(
         )
         await worker.start()
         try:
-            # The first count is made as the worker starts.
+            # The first count is made as the worker starts, the timers' then the jobs'.
             text = await scrape_until(port, "wow_parked", kind="timer")
+            text = await eventually(
+                lambda: scrape(port), within=10, what="wow_parked of the jobs", interval=0.2,
+                holds=lambda text: 'kind="job"' in text,
+            )
         finally:
             await worker.stop()
         await client.get_workflow_handle(timer).terminate("test over")
