@@ -84,7 +84,8 @@ _LONGEST_FIRST = (
 
 
 def _module(item: pytest.Item) -> str:
-    return item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+    module = getattr(item, "module", None)
+    return module.__name__.rsplit(".", 1)[-1] if module is not None else ""
 
 
 def _directory(item: pytest.Item) -> str:

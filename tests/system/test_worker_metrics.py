@@ -148,7 +148,7 @@ async def test_the_control_api_serves_the_commits_it_ingests(
     )
     log = tmp_path / "api.log"
     health = answers(f"http://127.0.0.1:{api_port}/health")
-    argv = [CLI, "api", "--port", str(api_port), "--metrics-port", str(metrics_port)]
+    argv = [str(CLI), "api", "--port", str(api_port), "--metrics-port", str(metrics_port)]
     api = Proc("the API", argv, log, health, env=env)
     await api.start()
     data = commit(after=3600)
