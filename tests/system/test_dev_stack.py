@@ -180,7 +180,8 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
             ("temporal_request_total", []),
         ):
             assert any(
-                line.startswith(name) and all(label in line for label in labels)
+                line.startswith(name)
+                and all(label in line for label in labels)
                 and float(line.rsplit(" ", 1)[1]) > 0
                 for line in metrics.splitlines()
             ), f"no {name} {labels} above 0 in the dev stack's metrics:\n{metrics}"
@@ -397,7 +398,9 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_DemoStack]
         children = descendants(dev.pid)
         address = printed.split("Temporal gRPC:", 1)[1].split()[0]
         shown_env = {
-            **os.environ, "WOW_CONFIG": "", "TEMPORAL_ADDRESS": address,
+            **os.environ,
+            "WOW_CONFIG": "",
+            "TEMPORAL_ADDRESS": address,
             "WOW_API_PORT": str(api_port),
         }
         host_url = printed.split("domain host:", 1)[1].split()[0]
@@ -521,13 +524,29 @@ def test_a_signal_while_dev_starts_stops_what_started_at_once(tmp_path: Path) ->
     data_dir = tmp_path / "dev"
     api_port = free_port()
     env = {
-        **os.environ, "WOW_API_PORT": str(api_port), "WOW_WORKER_METRICS_PORT": "0",
-        "WOW_HOST_URL": "", "WOW_CONFIG": "", "PYTHONUNBUFFERED": "1",
+        **os.environ,
+        "WOW_API_PORT": str(api_port),
+        "WOW_WORKER_METRICS_PORT": "0",
+        "WOW_HOST_URL": "",
+        "WOW_CONFIG": "",
+        "PYTHONUNBUFFERED": "1",
     }
     proc = subprocess.Popen(
-        [sys.executable, str(script), "--temporal-port", "0", "--headless", "--host-port", "0",
-         "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            str(script),
+            "--temporal-port",
+            "0",
+            "--headless",
+            "--host-port",
+            "0",
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
         cwd=Path(__file__).resolve().parents[2],
     )
     lines: list[str] = []
@@ -543,8 +562,11 @@ def test_a_signal_while_dev_starts_stops_what_started_at_once(tmp_path: Path) ->
         output = printed + out
         assert proc.returncode == 128 + sig, output + err
         assert READY_LINE not in output
-        assert out.splitlines() == ["wow-temporal dev: stopping", "held: stopped",
-                                    "wow-temporal dev: stopped"], out
+        assert out.splitlines() == [
+            "wow-temporal dev: stopping",
+            "held: stopped",
+            "wow-temporal dev: stopped",
+        ], out
         for word in ("Traceback", "CancelledError", "KeyboardInterrupt"):
             assert word not in output + err, output + err
         _reaped(children)
@@ -591,9 +613,23 @@ def test_ctrl_c_before_the_stack_starts_ends_quietly_with_130(tmp_path: Path) ->
     script.write_text(_CTRL_C_WHILE_LOADING)
     env = {**os.environ, "WOW_HOST_URL": "", "WOW_CONFIG": "", "WOW_API_PORT": "0"}
     ran = subprocess.run(
-        [sys.executable, str(script), "--data-dir", str(tmp_path / "dev"), "--temporal-port",
-         "0", "--headless", "--host-port", "0", "--metrics-port", "0"],
-        capture_output=True, text=True, env=env, timeout=60,
+        [
+            sys.executable,
+            str(script),
+            "--data-dir",
+            str(tmp_path / "dev"),
+            "--temporal-port",
+            "0",
+            "--headless",
+            "--host-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert ran.returncode == 130, ran.stderr
     assert (ran.stdout, ran.stderr) == ("", "")
@@ -608,7 +644,11 @@ def _job_shown(env: dict[str, str]) -> dict[str, object]:
             subprocess.run,
             [
                 str(Path(sys.executable).parent / "wow-temporal"),
-                "schedule", "show", "eshop-inventory", "receive-deliveries", "--json",
+                "schedule",
+                "show",
+                "eshop-inventory",
+                "receive-deliveries",
+                "--json",
             ],
             capture_output=True,
             text=True,
