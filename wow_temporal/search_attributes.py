@@ -87,9 +87,9 @@ async def register_search_attributes(
 ) -> list[str]:
     """Register the custom search attributes on `namespace`; idempotent.
 
-    Returns the names actually added (empty when all already existed), once the server uses
-    them (a server that caches them, as production ones do, refuses a start naming them for a
-    moment; for at most `USABLE_WITHIN` seconds). Raises `SearchAttributeError` if a name
+    Returns the names actually added (empty when all already existed), once a visibility query
+    naming them is taken (a server that caches them, as production ones do, refuses them for a
+    moment; waited for at most `USABLE_WITHIN` seconds). Raises `SearchAttributeError` if a name
     exists with a different type.
     """
     wanted = indexed_value_types(attributes)

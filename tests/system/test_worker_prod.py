@@ -404,8 +404,7 @@ async def test_setup_on_a_namespace_given_by_flag_says_what_it_registered(
     assert result.returncode == 0, result.stderr
     every = ", ".join(f"{name} ({SEARCH_ATTRIBUTES[name]})" for name in sorted(SEARCH_ATTRIBUTES))
     assert result.stdout.splitlines() == [f"namespace {namespace}: registered {every}"]
-    # Usable as setup returns: this server caches search attributes as a production one does,
-    # and refused a start naming them for a moment before setup waited for them.
+    # Usable as setup returns: a start naming them is taken.
     used = await Client.connect(dev_server.address, namespace=namespace)
     handle = await used.start_workflow(
         "wow.Probe",
