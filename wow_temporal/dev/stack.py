@@ -22,6 +22,7 @@ from temporalio.runtime import Runtime
 
 from wow_temporal.dev.errors import TemporalServerExitedError
 from wow_temporal.dev.server import DEFAULT_DATA_DIR, EmbeddedTemporal
+from wow_temporal.engine.listing import quoted
 
 __all__ = ["READY_LINE", "STOP_SIGNALS", "DevContext", "DevService", "dev_main", "run_dev"]
 
@@ -213,7 +214,7 @@ def _print_where(
     _print(out, f"  Temporal gRPC:   {server.address}")
     _print(out, f"  Temporal Web UI: {server.ui_url or '(headless)'}")
     if server.ui_url:  # the default list shows a parked timer as Running: one click to them
-        parked = quote('WowStatus="Parked"', safe="")
+        parked = quote(f"WowStatus={quoted('Parked')}", safe="")
         listing = f"{server.ui_url}/namespaces/{quote(server.namespace, safe='')}/workflows"
         _print(out, f"  Parked timers:   {listing}?query={parked}")
     _print(out, f"  Namespace:       {server.namespace}")
