@@ -163,7 +163,7 @@ def test_dev_runs_the_demo_delivers_a_commit_end_to_end_and_stops_cleanly(
         # One process, one Prometheus endpoint: deliveries, ingest (the API's and the relay's)
         # and the relay's lag beside the SDK's own metrics.
         assert f"Metrics:         http://127.0.0.1:{metrics_port}/metrics" in printed
-        assert "Traces:          on, not exported (WOW_TELEMETRY_OTLP_ENDPOINT" in printed
+        assert "Traces:          none made until WOW_TELEMETRY_OTLP_ENDPOINT" in printed
         with urllib.request.urlopen(
             f"http://127.0.0.1:{metrics_port}/metrics", timeout=10
         ) as response:

@@ -191,10 +191,13 @@ def _metrics_shown(settings: Settings, metrics: DevPort | None) -> str:
 def _traces_shown(settings: Settings) -> str:
     """Where the traces go, as the dev stack prints them."""
     telemetry = settings.telemetry
+    if not telemetry.tracing:
+        return "off (wow.telemetry.tracing)"
+    if telemetry.otlp_endpoint:
+        return f"OTLP to {telemetry.otlp_endpoint}"
     return (
-        "off (wow.telemetry.tracing)" if not telemetry.tracing
-        else f"OTLP to {telemetry.otlp_endpoint}" if telemetry.otlp_endpoint
-        else "on, not exported (WOW_TELEMETRY_OTLP_ENDPOINT to send them to a collector)"
+        "none made until WOW_TELEMETRY_OTLP_ENDPOINT names a collector "
+        "(a commit's traceparent still reaches its command)"
     )
 
 
