@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -124,7 +125,7 @@ async def _until_usable(client: Client, attributes: Mapping[str, str]) -> None:
     deadline = time.monotonic() + USABLE_WITHIN
     while True:
         try:
-            await client.count_workflows(query)
+            await client.count_workflows(query, rpc_timeout=timedelta(seconds=5))
             return
         except RPCError as err:
             if err.status != RPCStatusCode.INVALID_ARGUMENT or time.monotonic() > deadline:

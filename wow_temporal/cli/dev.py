@@ -190,11 +190,15 @@ def _metrics_shown(settings: Settings, metrics: DevPort | None) -> str:
 
 def _traces_shown(settings: Settings) -> str:
     """Where the traces go, as the dev stack prints them."""
+    from wow_temporal.tracing import spans_recorded
+
     telemetry = settings.telemetry
     if not telemetry.tracing:
         return "off (wow.telemetry.tracing)"
     if telemetry.otlp_endpoint:
         return f"OTLP to {telemetry.otlp_endpoint}"
+    if spans_recorded():
+        return "to the application's tracer provider"
     return (
         "none made until WOW_TELEMETRY_OTLP_ENDPOINT names a collector "
         "(a commit's traceparent still reaches its command)"

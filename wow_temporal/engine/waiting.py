@@ -8,6 +8,7 @@ is long (`history_is_long`). Thin over `temporalio.workflow`: deterministic, no 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -44,21 +45,22 @@ async def wait(
     *,
     now: datetime,
     summary: str | None = None,
-    patch: str | None = None,
+    wake_on_suggested: Callable[[], bool] = lambda: True,
 ) -> None:
     """Sleep until `until` (for good if None; `now` is the workflow's clock), the next change,
     or Temporal's suggestion to continue as new; `summary` labels the timer in the Web UI.
-    `patch`: wake on the suggestion only once that patch is in force (runs recorded before it
-    waited on; asked only when the suggestion comes, so no other run gains a marker)."""
+    `wake_on_suggested` is asked only once the suggestion comes (a patch asked there marks no
+    other run): it must say yes only when the caller will then continue as new, or its loop
+    would wake again at once, without end."""
     seen = changes.count
     timeout = None if until is None else max(until - now, _AT_LEAST)
 
     def woken() -> bool:
+        # `workflow.patched` may be asked here: temporalio checks conditions outside its
+        # read-only context (1.35), and the suggestion comes from history, so replay asks alike.
         if changes.count != seen:
             return True
-        if not workflow.info().is_continue_as_new_suggested():
-            return False
-        return patch is None or workflow.patched(patch)
+        return workflow.info().is_continue_as_new_suggested() and wake_on_suggested()
 
     with contextlib.suppress(TimeoutError):
         await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)

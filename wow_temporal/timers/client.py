@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 from opentelemetry.trace import Span
 from pydantic import (
@@ -75,9 +75,6 @@ from wow_temporal.tracing import (
     mark_failed,
     within_span,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "LIST_DEFAULT",

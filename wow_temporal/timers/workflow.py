@@ -306,7 +306,13 @@ class TimerWorkflow:
         spec = self._state.spec
         label = core.summary(spec, until) if spec is not None else None
         now = workflow.now()
-        await wait(self._changes, until, now=now, summary=label, patch=_WAKE_ON_SUGGESTED)
+        await wait(self._changes, until, now=now, summary=label, wake_on_suggested=self._wakes)
+
+    def _wakes(self) -> bool:
+        """Whether the wait ends on Temporal's suggestion to continue as new: only when the
+        loop will then continue as new (else it would wake again at once), and for runs
+        recorded after `_WAKE_ON_SUGGESTED`."""
+        return self._should_continue_as_new() and workflow.patched(_WAKE_ON_SUGGESTED)
 
     async def _deliver(self, delivery: core.Delivery) -> None:
         """Run the delivery activity for one slot until it is decided, failed or no longer
