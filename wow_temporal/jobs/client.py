@@ -34,6 +34,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.domain.app import App, Job
+from wow_temporal.engine import history
 from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, quoted
 from wow_temporal.engine.runs import describe_or_none
 from wow_temporal.engine.text import Instant, shown_instants
@@ -786,24 +787,15 @@ async def _last_state(client: Client, workflow_id: str) -> JobState | None:
     """What a closed run of the instance had reached, read from its history: the state it
     started with, its slots past the last tick it scheduled (a new run never repeats a request
     id; changes made during the run, such as a reschedule, are not read)."""
-    handle = client.get_workflow_handle(workflow_id)
     started: JobState | None = None
     last_slot = 0
     try:
-        async for event in handle.fetch_history_events():
-            if event.HasField("workflow_execution_started_event_attributes"):
-                payloads = event.workflow_execution_started_event_attributes.input.payloads
-                (decoded,) = await client.data_converter.decode(payloads, [JobInput])
-                assert isinstance(decoded, JobInput)
-                started = decoded.state
-            elif event.HasField("activity_task_scheduled_event_attributes"):
-                attributes = event.activity_task_scheduled_event_attributes
-                if attributes.activity_type.name == "wow.tick":
-                    (request,) = await client.data_converter.decode(
-                        attributes.input.payloads, [TickRequest]
-                    )
-                    assert isinstance(request, TickRequest)
-                    last_slot = max(last_slot, request.slot)
+        async for entry in history.entries(client, workflow_id):
+            if entry.kind == "started":
+                started = (await history.decoded(client, entry.payloads, JobInput)).state
+            elif entry.kind == "activity" and entry.name == "wow.tick":
+                request = await history.decoded(client, entry.payloads, TickRequest)
+                last_slot = max(last_slot, request.slot)
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return None

@@ -35,9 +35,7 @@ SA_DUE = SearchAttributeKey.for_datetime("WowDue")
 def aggregate_search_attributes(aggregate: AggregateRef) -> list[SearchAttributePair[Any]]:
     """`WowAggregate`, `WowAggregateId` and `WowTenant` of `aggregate`."""
     return [
-        SearchAttributePair(
-            SA_AGGREGATE, f"{aggregate.context_name}.{aggregate.aggregate_name}"
-        ),
+        SearchAttributePair(SA_AGGREGATE, f"{aggregate.context_name}.{aggregate.aggregate_name}"),
         SearchAttributePair(SA_AGGREGATE_ID, aggregate.aggregate_id),
         SearchAttributePair(SA_TENANT, aggregate.tenant_id),
     ]

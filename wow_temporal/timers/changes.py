@@ -52,9 +52,7 @@ def spec_of(
     )
 
 
-def changes_of(
-    commit: Commit, traceparent: str | None = None
-) -> list[KeyChange | AggregateChange]:
+def changes_of(commit: Commit, traceparent: str | None = None) -> list[KeyChange | AggregateChange]:
     """The commit's schedule events as timer changes, in commit order, domain events skipped;
     the timers set continue `traceparent`'s trace (default: the commit header's)."""
     found: list[KeyChange | AggregateChange] = []

@@ -21,17 +21,17 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio.api.common.v1 import Payload
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from wow_temporal.domain.app import App
 from wow_temporal.domain.system import SYSTEM_COMMANDS
 from wow_temporal.domain.upcasting import FIRST_REVISION, UpcastError
+from wow_temporal.engine import history
 from wow_temporal.model import AggregateRef, ScheduledCommand, WireModel, explain
 from wow_temporal.timers import core
 from wow_temporal.timers.core import TimerChange, TimerState
@@ -311,26 +311,19 @@ async def history_state(client: Client, execution: WorkflowExecution) -> TimerSt
     applies them, whether a worker has run them yet or not. Only the schedule matters here
     (which command it sends, to whom), not how its deliveries went. A change it cannot read
     it refuses too (left out); an input it cannot read parks it (`unreadable_input`)."""
-    handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
     state: TimerState | None = None
-    async for event in handle.fetch_history_events():
-        if event.HasField("workflow_execution_started_event_attributes"):
-            started = event.workflow_execution_started_event_attributes.input.payloads
+    async for entry in history.entries(client, execution.id, execution.run_id):
+        if entry.kind == "started":
             try:
-                (decoded,) = await client.data_converter.decode(started, [TimerInput])
+                state = (await history.decoded(client, entry.payloads, TimerInput)).state
             except Exception as error:  # the timer parks itself on it
                 return core.unreadable_input(f"{type(error).__name__}: {error}")
-            state = cast(TimerInput, decoded).state
+        elif state is None:
             continue
-        if state is None:
-            continue
-        name, payloads = _handed(event)
-        if name == "cancel" or event.HasField(
-            "workflow_execution_cancel_requested_event_attributes"
-        ):  # an operator's cancel, or Temporal's: it ends
-            state = core.cancel(state)
-        elif name == "apply" and payloads:
-            change = await _change(client, payloads)
+        elif entry.kind == "cancel_requested" or (entry.handed and entry.name == "cancel"):
+            state = core.cancel(state)  # an operator's cancel, or Temporal's: it ends
+        elif entry.handed and entry.name == "apply":
+            change = await _change(client, entry.payloads)
             if change is not None:
                 state = core.apply(state, change)
     if state is None:
@@ -338,22 +331,10 @@ async def history_state(client: Client, execution: WorkflowExecution) -> TimerSt
     return state
 
 
-def _handed(event: HistoryEvent) -> tuple[str | None, Sequence[Payload]]:
-    """The name and input of a signal or an accepted update in a timer's history."""
-    if event.HasField("workflow_execution_signaled_event_attributes"):
-        signal = event.workflow_execution_signaled_event_attributes
-        return signal.signal_name, signal.input.payloads
-    if event.HasField("workflow_execution_update_accepted_event_attributes"):
-        update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-        return update.name, update.args.payloads
-    return None, ()
-
-
 async def _change(client: Client, payloads: Sequence[Payload]) -> TimerChange | None:
     """A schedule change handed over, or None for one the timer cannot read (it refuses it)."""
     try:
-        (change,) = await client.data_converter.decode(payloads, [TimerChange])
+        change = await history.decoded(client, payloads, TimerChange)
     except Exception:
         return None
-    read = cast(TimerChange, change)
-    return None if read.kind == "set" and read.spec is None else read
+    return None if change.kind == "set" and change.spec is None else change

@@ -30,7 +30,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from wow_temporal.engine import instant_text
+from wow_temporal.engine import history, instant_text
 from wow_temporal.engine.listing import LIST_DEFAULT, LIST_LIMIT
 from wow_temporal.engine.runs import describe_or_none
 from wow_temporal.errors import WowTemporalError
@@ -519,34 +519,16 @@ class TimerClient(TimerOperations):
         """The latest order a run that ended without a state had been handed (its input and
         every `apply` it received), so no older change starts its key again."""
         applied = (0, -1)
-        async for event in run.fetch_history_events():
-            payloads = None
-            if event.HasField("workflow_execution_started_event_attributes"):
-                attributes = event.workflow_execution_started_event_attributes
-                try:
-                    (decoded,) = await self.client.data_converter.decode(
-                        attributes.input.payloads, [TimerInput]
-                    )
-                except Exception as error:
-                    logger.warning("%s: its input cannot be read: %s", run.id, error)
-                    continue
-                applied = max(applied, cast(TimerInput, decoded).state.applied)
-                continue
-            if event.HasField("workflow_execution_signaled_event_attributes"):
-                signal = event.workflow_execution_signaled_event_attributes
-                if signal.signal_name == "apply":
-                    payloads = signal.input.payloads
-            elif event.HasField("workflow_execution_update_accepted_event_attributes"):
-                update = event.workflow_execution_update_accepted_event_attributes
-                if update.accepted_request.input.name == "apply":
-                    payloads = update.accepted_request.input.args.payloads
-            if payloads:
-                try:
-                    (change,) = await self.client.data_converter.decode(payloads, [TimerChange])
-                except Exception as error:  # one the timer could not read either: it refused it
-                    logger.warning("%s: a change in its history cannot be read: %s", run.id, error)
-                    continue
-                applied = max(applied, cast(TimerChange, change).order)
+        async for entry in history.entries(self.client, run.id, run.run_id):
+            try:
+                if entry.kind == "started":
+                    started = await history.decoded(self.client, entry.payloads, TimerInput)
+                    applied = max(applied, started.state.applied)
+                elif entry.handed and entry.name == "apply":
+                    change = await history.decoded(self.client, entry.payloads, TimerChange)
+                    applied = max(applied, change.order)
+            except Exception as error:  # one the timer could not read either: it refused it
+                logger.warning("%s: its %s cannot be read: %s", run.id, entry.kind, error)
         return TimerState(
             applied=applied,
             spec=None,

@@ -9,7 +9,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, field_validator
 from temporalio.client import (
@@ -23,7 +23,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from wow_temporal.engine import Instant
+from wow_temporal.engine import Instant, history
 from wow_temporal.engine.listing import FILTER_CONFIG, LIST_DEFAULT, quoted
 from wow_temporal.engine.runs import describe_or_none
 from wow_temporal.engine.text import shown_instants
@@ -232,7 +232,7 @@ class TimerOperations:
             state = core.unreadable_input(f"its state cannot be read here: {error}")
         waiting: list[str] = []
         if description.status == WorkflowExecutionStatus.RUNNING:
-            waiting = await _waiting(handle)
+            waiting = await _waiting(self.client, workflow_id)
         return info.model_copy(update={"state": state, "waiting": waiting})
 
     async def _describe(
@@ -271,15 +271,13 @@ class TimerOperations:
         if start is None or start <= datetime.now(UTC):
             return await self._query(handle)
         initial: TimerState | None = None
-        async for event in handle.fetch_history_events():
-            if event.HasField("workflow_execution_started_event_attributes"):
-                payloads = event.workflow_execution_started_event_attributes.input.payloads
+        async for entry in history.entries(self.client, handle.id):
+            if entry.kind == "started":
                 try:
-                    (decoded,) = await self.client.data_converter.decode(payloads, [TimerInput])
+                    initial = (await history.decoded(self.client, entry.payloads, TimerInput)).state
                 except Exception as error:  # the timer parks itself on it when it runs
                     return core.unreadable_input(f"{type(error).__name__}: {error}")
-                initial = cast(TimerInput, decoded).state
-            elif event.HasField("workflow_task_completed_event_attributes"):
+            elif entry.kind == "task_completed":
                 # A change ended the delay early: the workflow runs and answers queries.
                 return await self._query(handle)
         if initial is None:
@@ -371,18 +369,17 @@ class TimerOperations:
         return info
 
 
-async def _waiting(handle: WorkflowHandle[Any, TimerState]) -> list[str]:
+async def _waiting(client: Client, workflow_id: str) -> list[str]:
     """The signals and cancel requests a timer's history holds after the last workflow task
     a worker completed: what it will apply when one runs it."""
     changes, cancels, requested = 0, 0, False
-    async for event in handle.fetch_history_events():
-        if event.HasField("workflow_task_completed_event_attributes"):
+    async for entry in history.entries(client, workflow_id):
+        if entry.kind == "task_completed":
             changes, cancels, requested = 0, 0, False
-        elif event.HasField("workflow_execution_signaled_event_attributes"):
-            name = event.workflow_execution_signaled_event_attributes.signal_name
-            changes += name == "apply"
-            cancels += name == "cancel"
-        elif event.HasField("workflow_execution_cancel_requested_event_attributes"):
+        elif entry.kind == "signal":
+            changes += entry.name == "apply"
+            cancels += entry.name == "cancel"
+        elif entry.kind == "cancel_requested":
             requested = True
     waiting = []
     if cancels:

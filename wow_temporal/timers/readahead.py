@@ -185,4 +185,3 @@ class ReadAhead:
         self._deletions.clear()
         self._read.clear()
         self.scanned = position
-
