@@ -47,7 +47,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from wow_temporal.errors import WowTemporalError
-from wow_temporal.host.guard import origin_headers
 from wow_temporal.metrics import record_delivery, record_lateness_bound
 from wow_temporal.model import AggregateRef, ScheduledCommand, Scope, WireModel
 from wow_temporal.tracing import continued_span, traceparent_context
@@ -60,6 +59,7 @@ from wow_temporal.wire import (
     WireCommand,
     command_headers,
     encode_header_value,
+    origin_headers,
     read_result,
 )
 
@@ -230,7 +230,7 @@ def wire_command(request: DeliveryRequest) -> WireCommand:
 
 
 def _origin(request: DeliveryRequest) -> dict[str, str]:
-    """The headers that name the slot's `wow.ScheduleSet` (`host.guard.ORIGIN_HEADERS`), so the
+    """The headers that name the slot's `wow.ScheduleSet` (`wire.ORIGIN_HEADERS`), so the
     target can refuse a slot its log stopped before it was due; none for a request from before
     they were sent (no owner or version), or whose schedule id is not `{commit}:{event}`."""
     version = request.set_order[0]

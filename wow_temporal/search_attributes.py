@@ -1,5 +1,6 @@
-"""The project's custom search attributes and their registration on a namespace (by
-`wow-temporal setup`, and on the embedded servers)."""
+"""The project's custom search attributes, declared once (the keys timers and jobs set and
+list by), and their registration on a namespace (by `wow-temporal setup`, and on the embedded
+servers)."""
 
 from __future__ import annotations
 
@@ -14,27 +15,39 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.errors import WowTemporalError
 
 __all__ = [
+    "SA_AGGREGATE",
+    "SA_AGGREGATE_ID",
+    "SA_DUE",
+    "SA_JOB",
+    "SA_KEY",
+    "SA_STATUS",
+    "SA_TENANT",
     "SEARCH_ATTRIBUTES",
     "SearchAttributeError",
     "indexed_value_types",
     "register_search_attributes",
 ]
 
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "WowAggregate": "Keyword",
-    "WowAggregateId": "Keyword",
-    "WowTenant": "Keyword",
-    "WowKey": "Keyword",
-    "WowJob": "Keyword",
-    "WowStatus": "Keyword",
-    "WowDue": "Datetime",
-}
-"""The project's custom search attributes (name -> Temporal type name, as the CLI spells it)."""
+SA_AGGREGATE = SearchAttributeKey.for_keyword("WowAggregate")
+"""A timer's aggregate, `context.aggregate` (`eshop-order.order`)."""
+SA_AGGREGATE_ID = SearchAttributeKey.for_keyword("WowAggregateId")
+SA_TENANT = SearchAttributeKey.for_keyword("WowTenant")
+"""A timer's aggregate's tenant, or a job instance's."""
+SA_KEY = SearchAttributeKey.for_keyword("WowKey")
+"""A timer's key within its aggregate."""
+SA_JOB = SearchAttributeKey.for_keyword("WowJob")
+"""A job instance's bare job name (`receive-deliveries`)."""
+SA_STATUS = SearchAttributeKey.for_keyword("WowStatus")
+SA_DUE = SearchAttributeKey.for_datetime("WowDue")
+"""When a timer's next command, or a job's next tick, is due."""
+
+_KEYS = (SA_AGGREGATE, SA_AGGREGATE_ID, SA_TENANT, SA_KEY, SA_JOB, SA_STATUS, SA_DUE)
 
 _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
     "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
@@ -46,6 +59,13 @@ _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
 
+
+_TYPE_NAMES = {int(kind): name for name, kind in _INDEXED_VALUE_TYPES.items()}
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    key.name: _TYPE_NAMES[key.indexed_value_type.value] for key in _KEYS
+}
+"""The project's custom search attributes (name -> Temporal type name, as the CLI spells it)."""
 
 _PROBES = {
     "Text": "= ''",

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from wow_temporal.errors import WowTemporalError
+from wow_temporal.model import AggregateRef
 
 __all__ = [
     "AGGREGATE_CONTEXT_HEADER",
@@ -35,6 +36,7 @@ __all__ = [
     "ERROR_STATUS",
     "MESSAGE_HEADER_PREFIX",
     "OK",
+    "ORIGIN_HEADERS",
     "OWNER_ID_HEADER",
     "PROCESSED",
     "REQUEST_ID_HEADER",
@@ -49,12 +51,14 @@ __all__ = [
     "CommandTarget",
     "FunctionInfo",
     "ReadResult",
+    "SlotOrigin",
     "WireCommand",
     "WireError",
     "command_headers",
     "decode_header_value",
     "encode_header_value",
     "error_status",
+    "origin_headers",
     "parse_command",
     "read_result",
     "require_headers",
@@ -249,6 +253,72 @@ def command_headers(command: WireCommand) -> dict[str, str]:
     if command.traceparent is not None:
         headers[TRACEPARENT_HEADER] = command.traceparent
     return headers
+
+
+ORIGIN_HEADERS = (
+    "schedule_context",
+    "schedule_aggregate",
+    "schedule_tenant_id",
+    "schedule_aggregate_id",
+    "schedule_version",
+    "schedule_event",
+)
+"""The message headers (`Command-Header-<name>`) that say which `wow.ScheduleSet` a command
+came from: its aggregate (context, name, tenant, id), its commit's version and its event's id.
+With `upstream_id` (the commit), `schedule_key` and `schedule_due` they are what the target
+needs to judge the slot against its log."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotOrigin:
+    """Where a delivered slot came from: the set's owner, commit, version, event, key, due."""
+
+    owner: AggregateRef
+    commit_id: str
+    version: int
+    event_id: str
+    key: str
+    due: int
+    """When the slot was due, epoch milliseconds."""
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> SlotOrigin | None:
+        """The origin a command's message headers name, or None when they do not name one
+        whole (a command a timer did not send, or one from a version before the guard)."""
+        try:
+            version = int(headers["schedule_version"])
+            due = int(headers["schedule_due"])
+            owner = AggregateRef(
+                context_name=headers["schedule_context"],
+                aggregate_name=headers["schedule_aggregate"],
+                tenant_id=headers["schedule_tenant_id"],
+                aggregate_id=headers["schedule_aggregate_id"],
+            )
+            origin = cls(
+                owner=owner,
+                commit_id=headers["upstream_id"],
+                version=version,
+                event_id=headers["schedule_event"],
+                key=headers["schedule_key"],
+                due=due,
+            )
+        except (KeyError, ValueError):
+            return None
+        return origin if version >= 1 and origin.event_id and origin.commit_id else None
+
+
+def origin_headers(owner: AggregateRef, version: int, event_id: str) -> dict[str, str]:
+    """The `ORIGIN_HEADERS` of a slot whose `wow.ScheduleSet` is event `event_id` of `owner`'s
+    commit at `version` (the sender's half of `SlotOrigin.from_headers`)."""
+    values = (
+        owner.context_name,
+        owner.aggregate_name,
+        owner.tenant_id,
+        owner.aggregate_id,
+        str(version),
+        event_id,
+    )
+    return dict(zip(ORIGIN_HEADERS, values, strict=True))
 
 
 def require_headers(headers: Mapping[str, str]) -> None:

@@ -54,13 +54,14 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wow_temporal.delivery import DeliveryRequest, wire_command
-from wow_temporal.host.guard import SlotOrigin, stop_before_due
+from wow_temporal.host.guard import stop_before_due
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.search_attributes import SA_KEY
 from wow_temporal.timers import core
-from wow_temporal.timers.attributes import SA_KEY
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.deletion import DeletionRecord
 from wow_temporal.timers.workflow import TimerInput, delivery_request
+from wow_temporal.wire import SlotOrigin
 
 __all__ = ["Delivered", "SimTemporal"]
 

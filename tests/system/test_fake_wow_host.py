@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from bench.harness import HostProcess
-from wow_temporal.host.guard import origin_headers
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.testing import Arrival, FakeWowHost
 from wow_temporal.wire import (
@@ -22,6 +21,7 @@ from wow_temporal.wire import (
     OK,
     WireCommand,
     command_headers,
+    origin_headers,
     read_result,
 )
 

@@ -43,7 +43,6 @@ from workers.eshop.stock import STOCK
 from wow_temporal import App
 from wow_temporal.cli import app as cli
 from wow_temporal.host import aside
-from wow_temporal.host.guard import origin_headers
 from wow_temporal.host.relay import RELAY, Relay
 from wow_temporal.host.runtime import HostRuntime, StoreInUseError
 from wow_temporal.host.store import EventStore
@@ -51,6 +50,7 @@ from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.timers.admission import Admission
 from wow_temporal.timers.client import SlowHandOverError
 from wow_temporal.timers.fold import Horizon
+from wow_temporal.wire import origin_headers
 
 TENANT = "t1"
 INVENTORY_SAGA = "saga:eshop-inventory.InventorySaga"

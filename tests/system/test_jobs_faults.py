@@ -36,10 +36,10 @@ from wow_temporal.dev.binaries import find_temporal_cli
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.domain.app import App
 from wow_temporal.ids import job_workflow_id
-from wow_temporal.jobs.attributes import SA_STATUS
 from wow_temporal.jobs.client import JobClient
 from wow_temporal.jobs.core import JobState
 from wow_temporal.jobs.workflow import DISABLE, RESCHEDULE
+from wow_temporal.search_attributes import SA_STATUS
 from wow_temporal.testing.wow_host import Arrival, FakeWowHost
 from wow_temporal.worker import job_worker
 

@@ -35,8 +35,9 @@ from tests.helpers.timer_rig import (
 from tests.helpers.told import told
 from tests.helpers.wow_host import wow_host
 from wow_temporal.model import AggregateRef, Commit, ScheduledCommand, ScheduleRule, Scope
+from wow_temporal.search_attributes import SA_STATUS
 from wow_temporal.timers import core
-from wow_temporal.timers.attributes import SA_STATUS, initial_search_attributes
+from wow_temporal.timers.attributes import initial_search_attributes
 from wow_temporal.timers.client import TIMER_WORKFLOW, TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerChange, TimerSpec
 from wow_temporal.timers.workflow import TimerInput

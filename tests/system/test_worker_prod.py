@@ -39,9 +39,9 @@ from wow_temporal.delivery import CommandSender
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.health import HealthServer, Readiness
+from wow_temporal.search_attributes import SA_KEY
 from wow_temporal.settings import load_settings
 from wow_temporal.testing.wow_host import FakeWowHost
-from wow_temporal.timers.attributes import SA_KEY
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.timers.core import Status, TimerState
 from wow_temporal.worker import timer_worker

@@ -12,13 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wow_temporal.delivery import wire_command
-from wow_temporal.host.guard import (
-    ORIGIN_HEADERS,
-    SlotOrigin,
-    origin_headers,
-    stop_before_due,
-)
+from wow_temporal.host.guard import stop_before_due
 from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.wire import ORIGIN_HEADERS, SlotOrigin, origin_headers
 
 pytestmark = pytest.mark.unit
 

@@ -13,95 +13,26 @@ Pure: the host reads the commits, this decides.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from wow_temporal.model import (
     AggregateDeleted,
-    AggregateRef,
     Commit,
     ScheduleCancelled,
     ScheduleSet,
 )
+from wow_temporal.wire import SlotOrigin
 
 __all__ = [
-    "ORIGIN_HEADERS",
     "SLOT_STOPPED",
-    "SlotOrigin",
     "Stop",
-    "origin_headers",
     "stop_before_due",
 ]
 
 SLOT_STOPPED = "IllegalState"
 """Wow's code for the refusal: a business guard, so the timer is done and nothing retries it."""
-
-ORIGIN_HEADERS = (
-    "schedule_context",
-    "schedule_aggregate",
-    "schedule_tenant_id",
-    "schedule_aggregate_id",
-    "schedule_version",
-    "schedule_event",
-)
-"""The message headers (`Command-Header-<name>`) that say which `wow.ScheduleSet` a command
-came from: its aggregate (context, name, tenant, id), its commit's version and its event's id.
-With `upstream_id` (the commit), `schedule_key` and `schedule_due` they are what the target
-needs to judge the slot against its log."""
-
-
-@dataclass(frozen=True, slots=True)
-class SlotOrigin:
-    """Where a delivered slot came from: the set's owner, commit, version, event, key, due."""
-
-    owner: AggregateRef
-    commit_id: str
-    version: int
-    event_id: str
-    key: str
-    due: int
-    """When the slot was due, epoch milliseconds."""
-
-    @classmethod
-    def from_headers(cls, headers: Mapping[str, str]) -> SlotOrigin | None:
-        """The origin a command's message headers name, or None when they do not name one
-        whole (a command a timer did not send, or one from a version before the guard)."""
-        try:
-            version = int(headers["schedule_version"])
-            due = int(headers["schedule_due"])
-            owner = AggregateRef(
-                context_name=headers["schedule_context"],
-                aggregate_name=headers["schedule_aggregate"],
-                tenant_id=headers["schedule_tenant_id"],
-                aggregate_id=headers["schedule_aggregate_id"],
-            )
-            origin = cls(
-                owner=owner,
-                commit_id=headers["upstream_id"],
-                version=version,
-                event_id=headers["schedule_event"],
-                key=headers["schedule_key"],
-                due=due,
-            )
-        except (KeyError, ValueError):
-            return None
-        return origin if version >= 1 and origin.event_id and origin.commit_id else None
-
-
-def origin_headers(owner: AggregateRef, version: int, event_id: str) -> dict[str, str]:
-    """The `ORIGIN_HEADERS` of a slot whose `wow.ScheduleSet` is event `event_id` of `owner`'s
-    commit at `version` (the sender's half of `SlotOrigin.from_headers`)."""
-    values = (
-        owner.context_name,
-        owner.aggregate_name,
-        owner.tenant_id,
-        owner.aggregate_id,
-        str(version),
-        event_id,
-    )
-    return dict(zip(ORIGIN_HEADERS, values, strict=True))
-
 
 @dataclass(frozen=True, slots=True)
 class Stop:

@@ -25,7 +25,7 @@ from wow_temporal.domain.app import App
 from wow_temporal.domain.messages import ScheduleInfo
 from wow_temporal.domain.rejection import Rejection
 from wow_temporal.domain.upcasting import FIRST_REVISION, REVISION_HEADER, UpcastError
-from wow_temporal.host.guard import SLOT_STOPPED, SlotOrigin, stop_before_due
+from wow_temporal.host.guard import SLOT_STOPPED, stop_before_due
 from wow_temporal.host.store import (
     DuplicateRequestError,
     EventStore,
@@ -34,7 +34,7 @@ from wow_temporal.host.store import (
     stream_id,
 )
 from wow_temporal.model import AggregateRef, Commit, CommitEvent
-from wow_temporal.wire import CommandResult
+from wow_temporal.wire import CommandResult, SlotOrigin
 
 __all__ = ["CommandMessage", "CommandResult", "DomainHost", "Fallback"]
 

@@ -1,17 +1,15 @@
-"""The search attributes of job instances (the keys shared with the timers, plus `WowJob`)."""
+"""The search attributes a job instance starts with (the keys are declared in
+`wow_temporal.search_attributes`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from wow_temporal.timers.attributes import SA_DUE, SA_STATUS, SA_TENANT
+from wow_temporal.search_attributes import SA_JOB, SA_STATUS, SA_TENANT
 
-__all__ = ["SA_DUE", "SA_JOB", "SA_STATUS", "SA_TENANT", "initial_search_attributes"]
-
-SA_JOB = SearchAttributeKey.for_keyword("WowJob")
-"""The bare job name (`receive-deliveries`)."""
+__all__ = ["initial_search_attributes"]
 
 
 def initial_search_attributes(job: str, tenant: str, status: str) -> TypedSearchAttributes:

@@ -41,7 +41,7 @@ from wow_temporal.engine.text import Instant, shown_instants
 from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import InvalidIdError, job_workflow_id, parse_job_workflow_id
 from wow_temporal.jobs import core
-from wow_temporal.jobs.attributes import SA_JOB, SA_STATUS, SA_TENANT, initial_search_attributes
+from wow_temporal.jobs.attributes import initial_search_attributes
 from wow_temporal.jobs.core import (
     HostRule,
     JobRule,
@@ -64,6 +64,7 @@ from wow_temporal.jobs.workflow import (
     JobInput,
 )
 from wow_temporal.model import JobScope, Misfire, WireModel, validate_key
+from wow_temporal.search_attributes import SA_JOB, SA_STATUS, SA_TENANT
 from wow_temporal.settings.delivery import DeliverySettings
 from wow_temporal.updates import NotAccepted, NotAnswered, SentAsSignal, update_or_signal
 

@@ -22,14 +22,14 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from wow_temporal.delivery import park_reason
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
+    from wow_temporal.engine.payloads import read_payload
     from wow_temporal.engine.waiting import Changes, history_is_long, wait
     from wow_temporal.ids import parse_job_workflow_id
     from wow_temporal.jobs import core
-    from wow_temporal.jobs.attributes import SA_STATUS
     from wow_temporal.jobs.core import HostRule, JobState, PendingTick
     from wow_temporal.jobs.tick import TICK_PARKED, TickRequest, TickResult
+    from wow_temporal.search_attributes import SA_STATUS
     from wow_temporal.settings.delivery import DeliverySettings
-    from wow_temporal.timers.workflow import read_payload
 
 __all__ = [
     "DISABLE",

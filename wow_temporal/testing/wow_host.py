@@ -15,7 +15,7 @@ or the first N attempts of each request id (`attempts`):
 
 Told the domain's log (`log(commits)`), it also guards as docs/delivery.md asks a host in
 another language to: a scheduled command naming the `wow.ScheduleSet` it came from (the origin
-headers, `host.guard.ORIGIN_HEADERS`) is refused `IllegalState` when the owner's log cancelled
+headers, `wire.ORIGIN_HEADERS`) is refused `IllegalState` when the owner's log cancelled
 its key, set it anew or deleted the owner after that set and before the slot was due
 (`host.guard.stop_before_due`), and the refusal is answered again to its request id. Without a
 log, or for an owner the log does not hold, it answers as scripted.
@@ -43,7 +43,7 @@ from typing import Any, Literal, Self, TypeVar
 import httpx
 import uvicorn
 
-from wow_temporal.host.guard import SLOT_STOPPED, SlotOrigin, stop_before_due
+from wow_temporal.host.guard import SLOT_STOPPED, stop_before_due
 from wow_temporal.model import AggregateRef, Commit
 from wow_temporal.wire import (
     AGGREGATE_ID_HEADER,
@@ -55,6 +55,7 @@ from wow_temporal.wire import (
     OK,
     REQUEST_ID_HEADER,
     CommandResult,
+    SlotOrigin,
 )
 
 __all__ = ["BEHAVIOURS", "Arrival", "Behaviour", "FakeWowHost", "RemoteWowHost"]

@@ -1,4 +1,5 @@
-"""The custom search attributes of timers and deletion records, and what a timer starts with.
+"""The search attributes a timer and a deletion record start with (the keys are declared in
+`wow_temporal.search_attributes`).
 
 Kept apart from the workflows so that ingest, the deletion records and the workflow share them
 without importing one another.
@@ -8,28 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from wow_temporal.model import AggregateRef
+from wow_temporal.search_attributes import (
+    SA_AGGREGATE,
+    SA_AGGREGATE_ID,
+    SA_DUE,
+    SA_KEY,
+    SA_TENANT,
+)
 from wow_temporal.timers.core import TimerState
 
-__all__ = [
-    "SA_AGGREGATE",
-    "SA_AGGREGATE_ID",
-    "SA_DUE",
-    "SA_KEY",
-    "SA_STATUS",
-    "SA_TENANT",
-    "aggregate_search_attributes",
-    "initial_search_attributes",
-]
-
-SA_AGGREGATE = SearchAttributeKey.for_keyword("WowAggregate")
-SA_AGGREGATE_ID = SearchAttributeKey.for_keyword("WowAggregateId")
-SA_TENANT = SearchAttributeKey.for_keyword("WowTenant")
-SA_KEY = SearchAttributeKey.for_keyword("WowKey")
-SA_STATUS = SearchAttributeKey.for_keyword("WowStatus")
-SA_DUE = SearchAttributeKey.for_datetime("WowDue")
+__all__ = ["aggregate_search_attributes", "initial_search_attributes"]
 
 
 def aggregate_search_attributes(aggregate: AggregateRef) -> list[SearchAttributePair[Any]]:

@@ -41,13 +41,11 @@ from wow_temporal.ids import (
 from wow_temporal.ids import timer_workflow_id as _timer_id
 from wow_temporal.metrics import IngestMetrics, client_meter
 from wow_temporal.model import AggregateRef, Commit, WireModel
+from wow_temporal.search_attributes import SA_KEY
 from wow_temporal.settings import Settings
 from wow_temporal.timers import core
 from wow_temporal.timers.admission import Admission, Admitted, admit
-from wow_temporal.timers.attributes import (
-    SA_KEY,
-    initial_search_attributes,
-)
+from wow_temporal.timers.attributes import initial_search_attributes
 from wow_temporal.timers.changes import AggregateChange, KeyChange, continuing
 from wow_temporal.timers.core import TimerChange, TimerState, Verdict, VerdictOutcome
 from wow_temporal.timers.deletion import DeletionRecord, DeletionRecords

@@ -30,8 +30,7 @@ from wow_temporal.engine.text import shown_instants
 from wow_temporal.errors import WowTemporalError
 from wow_temporal.ids import InvalidIdError, parse_timer_workflow_id
 from wow_temporal.model import WireModel, has_control
-from wow_temporal.timers import core
-from wow_temporal.timers.attributes import (
+from wow_temporal.search_attributes import (
     SA_AGGREGATE,
     SA_AGGREGATE_ID,
     SA_DUE,
@@ -39,6 +38,7 @@ from wow_temporal.timers.attributes import (
     SA_STATUS,
     SA_TENANT,
 )
+from wow_temporal.timers import core
 from wow_temporal.timers.core import TimerState
 from wow_temporal.timers.status import Status, parse_status, status_clause, status_of
 from wow_temporal.timers.workflow import TimerInput, TimerWorkflow

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
@@ -28,19 +28,18 @@ with workflow.unsafe.imports_passed_through():
         park_reason,
     )
     from wow_temporal.engine import CONTINUE_AS_NEW_AFTER_EVENTS
+    from wow_temporal.engine.payloads import read_payload
     from wow_temporal.engine.waiting import Changes, history_is_long, wait
     from wow_temporal.metrics import record_change_received
+    from wow_temporal.search_attributes import SA_DUE, SA_STATUS
     from wow_temporal.settings.delivery import DeliverySettings
     from wow_temporal.timers import core
-    from wow_temporal.timers.attributes import SA_DUE, SA_STATUS
     from wow_temporal.timers.core import Status, TimerChange, TimerState, Verdict
 
-__all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow", "read_payload"]
+__all__ = ["DeliverySettings", "TimerInput", "TimerWorkflow"]
 # DeliverySettings lives in `wow_temporal.settings.delivery`; it is re-exported here for the
 # callers that import it from this module.
 
-
-_T = TypeVar("_T")
 
 _ONE_MISSED_CAP = "wow-one-missed-cap"
 """Patch: a catch-up past `MAX_MISSED_COUNTED` slots is numbered by the engine's one rule
@@ -450,15 +449,6 @@ def delivery_request(state: TimerState, delivery: core.Delivery) -> DeliveryRequ
         owner=spec.owner,
         set_order=state.applied,
     )
-
-
-def read_payload(raw: RawValue, kind: type[_T]) -> tuple[_T | None, str]:
-    """`raw` as `kind`, or None and why not: what a workflow reads must never fail its task
-    forever (the SDK fails the task on its input, and drops a signal with a log line)."""
-    try:
-        return workflow.payload_converter().from_payload(raw.payload, kind), ""
-    except Exception as error:
-        return None, f"{type(error).__name__}: {error}".replace("\n", " ")
 
 
 def _detail(outcome: DeliveryOutcome) -> str:
