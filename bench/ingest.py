@@ -1,34 +1,9 @@
 """Benchmark: handing commits over, through `POST /commits` and `TimerClient.apply`, against bare
-`start_workflow` calls side by side on one dev server.
+`start_workflow` calls side by side on one dev server; then changes of running timers through
+`POST /commits` with their worker healthy, SIGKILLed, gone or behind a backlog (docs/benchmarks.md,
+"Handing commits over").
 
-One fresh headless dev server and the real control API (`wow-temporal api`, its own process,
-as a foreign host's relay would call it). Each side hands over the same number of one-commit
-schedules far in the future (nothing fires):
-
-- `api, one per request`: one commit per `POST /commits`, `--clients` requests in flight;
-- `api, batched`: `--batch` commits per `POST /commits`, one request at a time (the API applies
-  a batch's aggregates at once);
-- `TimerClient.apply`: `--clients` applies in flight in this process;
-- `bare start_workflow`: a workflow started with a start delay, `--clients` in flight.
-
-Printed: commits per second and request latency p50/p99, and each side's ratio to bare; then
-how many of the commits handed over have their workflow running on the server, each described
-by id (none may be lost).
-
-Then changes to running timers, as an operator meets them: `--timers` timers have each run on
-a real `wow-temporal worker` process (so they are sticky to it), and `--changes` commits
-replacing their schedules go to `POST /commits` from `--clients` clients, in each case:
-
-- `healthy`: one worker, healthy (measured first and last; the better is the baseline);
-- `after a worker SIGKILL`: the worker that ran them SIGKILLed and another started at once;
-- `no worker`: the worker SIGKILLed, none running;
-- `2 workers, one SIGKILLed`: two workers ran them, one is SIGKILLed, the other healthy;
-- `behind a backlog`: `--backlog` other timers' changes queued as workflow tasks first.
-
-Each prints its rate and p99 as ratios to the healthy ones (targets: rate ≥ 0.8x, p99 ≤ 2x),
-and how long the timers then took to apply every change once a worker ran (not ingest).
 Run: `python -m bench.ingest [--quick] [--n 1000] [--clients 20] [--batch 100] [--timers 150]`
-(`--quick`: 100 commits, 10 clients, batches of 50, 1 round; 20 timers, a backlog of 200).
 """
 
 from __future__ import annotations
@@ -45,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio import workflow
 from temporalio.client import Client
 
 from bench.harness import (
@@ -78,13 +52,6 @@ FULL = {"n": 1000, "clients": 20, "batch": 100, "rounds": 2, "timers": 150, "bac
 QUICK = {"n": 100, "clients": 10, "batch": 50, "rounds": 1, "timers": 20, "backlog": 200}
 
 Job = Callable[[], Awaitable[int]]  # hands commits over; how many
-
-
-@workflow.defn(name="bench.Idle")
-class Idle:
-    @workflow.run
-    async def run(self) -> None:  # pragma: no cover - never runs
-        return None
 
 
 def _commit(aggregate_id: str, version: int = 1) -> dict[str, Any]:
@@ -160,7 +127,7 @@ def _sides(
 
     async def bare(aggregate_id: str) -> int:
         await client.start_workflow(
-            Idle.run,
+            "bench.Idle",
             id=_bare_id(aggregate_id),
             task_queue=IDLE_QUEUE,
             start_delay=timedelta(days=30),
