@@ -13,18 +13,9 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from bench.harness.commits import CANCEL_ORDER
+from bench.harness.commits import CANCEL
 from wow_temporal.delivery import classify
-from wow_temporal.wire import COMMAND_SEND_PATH, REQUEST_ID_HEADER, WireCommand, command_headers
-
-CANCEL = WireCommand(
-    type=CANCEL_ORDER,
-    context_name="eshop-order",
-    aggregate_name="order",
-    tenant_id="t1",
-    body={"reason": "PAYMENT_TIMEOUT"},
-)
-"""The command every timer sends (the one the wow sides send), to the aggregate of its key."""
+from wow_temporal.wire import COMMAND_SEND_PATH, REQUEST_ID_HEADER, command_headers
 
 
 class Timer(BaseModel):

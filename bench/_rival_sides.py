@@ -126,16 +126,8 @@ class Side:
 
     def _app(self, module: str, port: int, *args: str) -> list[str]:
         """The command line of one of `bench._rival_app`'s processes."""
-        return [
-            sys.executable,
-            "-m",
-            module,
-            "--port",
-            str(port),
-            "--host-url",
-            self.host_url,
-            *args,
-        ]
+        flags = ["--port", str(port), "--host-url", self.host_url, *args]
+        return [sys.executable, "-m", module, *flags]
 
     async def hand(self, timers: list[Timer]) -> None:
         """Start these timers in one request: the wow side's a `POST /commits` of a commit of
