@@ -148,26 +148,10 @@ def main() -> int:
     p.add_argument("--burst", type=int, help="timers due at one instant (default 1000)")
     p.add_argument("--in-flight", type=int, help="start requests in flight (default 20)")
     p.add_argument("--batch", type=int, help="timers a start request (default 1)")
-    p.add_argument(
-        "--lead",
-        type=float,
-        help=f"seconds from the first start to the first due (default: every start at "
-        f"{START_FLOOR:g}/s, + {LEAD_S:g})",
-    )
-    p.add_argument(
-        "--settle",
-        type=float,
-        help="seconds the arrivals are watched after the last first one, for repeats "
-        "(default 15: past a lost answer's 10 s timeout and retry)",
-    )
+    p.add_argument("--lead", type=float, help="seconds to the first due (default: 50/s + 2)")
+    p.add_argument("--settle", type=float, help="seconds arrivals are watched for repeats (15)")
     p.add_argument("--sides", default=",".join(SIDES), help="which sides, in order")
-    p.add_argument(
-        "--wow-env",
-        action="append",
-        default=[],
-        metavar="WOW_KEY=VALUE",
-        help="a setting of the wow side's worker and API (repeatable): one cut",
-    )
+    p.add_argument("--wow-env", action="append", default=[], help="WOW_KEY=VALUE of the wow sides")
     args = sized(p.parse_args(), QUICK, FULL)
     if args.lead is None:
         args.lead = (args.steady + args.burst) / START_FLOOR + LEAD_S
