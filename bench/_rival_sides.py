@@ -118,7 +118,9 @@ class Side:
         worker = Proc.worker(self.tmp / "worker.log", env)
         if self.name == "wow":
             api_env = {**env, "WOW_API_PORT": str(port)}
-            api = Proc("the control API", [CLI, "api"], self.tmp / "api.log", ready, env=api_env)
+            api = Proc(
+                "the control API", [str(CLI), "api"], self.tmp / "api.log", ready, env=api_env
+            )
             return {"worker": worker, "api": api}
         argv = [sys.executable, "-m", "bench._wow_relay", "--port", str(port)]
         relay = Proc("the relay", argv, self.tmp / "relay.log", ready, env=env)

@@ -280,9 +280,8 @@ async def run(args: argparse.Namespace) -> IngestReport:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = worker_env(server.address, server.namespace, NO_HOST, WOW_API_PORT=str(port))
-        api = Proc(
-            "the control API", [CLI, "api"], tmp / "api.log", answers(url + "/ready"), env=env
-        )
+        ready = answers(url + "/ready")
+        api = Proc("the control API", [str(CLI), "api"], tmp / "api.log", ready, env=env)
         http = httpx.AsyncClient(base_url=url, timeout=60)
         try:
             await api.start()
