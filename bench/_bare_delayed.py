@@ -1,7 +1,5 @@
-"""The workflow of `bench.rivals`' bare side, as a Temporal user writes a keyed one-shot timer
-that delivers a command: started with `start_delay` until its due time, it runs one activity
-that sends the command. A tiny module of its own: the sandbox re-imports a workflow's module
-for every workflow instance."""
+"""The workflow of `bench.rivals`' bare side: started with `start_delay` until due, one activity
+that sends the command. A module of its own: the sandbox re-imports it for every workflow."""
 
 from datetime import timedelta
 

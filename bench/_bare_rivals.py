@@ -1,13 +1,6 @@
-"""The bare Temporal side of `bench.rivals`, as its own process: the minimum a Temporal user
-writes for a keyed one-shot timer that delivers a command. A workflow per key
-(`bench._bare_delayed.DelayedTimer`, id = the key) started with `start_delay` until its due
-time, one activity that POSTs the command to the Wow host (the request `wow.deliver` and the
-DBOS side make), a worker on the SDK's defaults (sandbox on, default data converter), and the
-starter, all in this one process so its CPU is counted here.
-
-`POST /timers` takes a batch of `{key, due_ms}` and starts their workflows one after another
-(as `bench._dbos_timers` does: the same plan, handed the same way); `GET /ready` answers once
-the worker runs.
+"""The bare Temporal side of `bench.rivals`, as its own process (docs/benchmarks.md): a workflow
+per key (`bench._bare_delayed`) started with `start_delay` until due, one activity that POSTs the
+command, worker (SDK defaults) and starter (`POST /timers`) in this one process.
 
 Run: `python -m bench._bare_rivals --port P --host-url URL --address HOST:PORT [--namespace N]`
 """
@@ -15,99 +8,55 @@ Run: `python -m bench._bare_rivals --port P --host-url URL --address HOST:PORT [
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
-import httpx
-import uvicorn
 from fastapi import FastAPI
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench._bare_delayed import DelayedTimer
-from bench.harness.commits import CANCEL_ORDER
-from wow_temporal.delivery import classify
-from wow_temporal.wire import COMMAND_SEND_PATH, REQUEST_ID_HEADER, WireCommand, command_headers
+from bench._rival_app import Timer, command_client, send_command, serve
 
 QUEUE = "bench-bare-rivals"
-BODY = {"reason": "PAYMENT_TIMEOUT"}
-
-app = FastAPI()
 
 
-class Timer(BaseModel):
-    key: str
-    due_ms: int
+class BareTimers:
+    """The worker and the starter, on one client connected as the app starts."""
 
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.http = command_client()
 
-class Poster:
-    """The activity: one POST of the command to aggregate `key`, request id `key`, its answer
-    read as wow's delivery reads it (`classify`: a technical failure raised and retried by
-    Temporal's default policy; delivered, a `DuplicateRequestId` included, or refused ends it)."""
+    @asynccontextmanager
+    async def running(self, _: FastAPI) -> AsyncIterator[None]:
+        """Connected, the worker running (on `DelayedTimer` and `post`) while the app serves."""
+        self.client = await Client.connect(self.args.address, namespace=self.args.namespace)
+        workflows, activities = [DelayedTimer], [self.post]
+        async with Worker(
+            self.client, task_queue=QUEUE, workflows=workflows, activities=activities
+        ):
+            yield
 
-    def __init__(self, host_url: str) -> None:
-        self.url = host_url + COMMAND_SEND_PATH
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-        self.client = httpx.AsyncClient(timeout=10.0, limits=limits, verify=False)
+    async def start(self, timers: list[Timer]) -> None:
+        """Start one workflow per timer, one after another, its id the key, delayed until due."""
+        for t in timers:
+            wait = t.due_ms / 1000 - time.time()
+            await self.client.start_workflow(
+                DelayedTimer.run,
+                t.key,
+                id=t.key,
+                task_queue=QUEUE,
+                start_delay=timedelta(seconds=wait) if wait > 0 else None,
+            )
 
     @activity.defn(name="bench.post")
     async def post(self, key: str) -> None:
-        command = WireCommand(
-            type=CANCEL_ORDER,
-            context_name="eshop-order",
-            aggregate_name="order",
-            tenant_id="t1",
-            aggregate_id=key,
-            request_id=key,
-            body=BODY,
-        )
-        headers = {**command_headers(command), REQUEST_ID_HEADER: key}
-        classify(await self.client.post(self.url, json=BODY, headers=headers))
-
-
-class _Temporal:
-    """The client the starter uses (connected in `serve`)."""
-
-    client: Client | None = None
-
-
-@app.post("/timers")
-async def start_timers(timers: list[Timer]) -> dict[str, int]:
-    """Start one workflow per timer, its id the key, delayed until its due time."""
-    client = _Temporal.client
-    assert client is not None
-    for t in timers:
-        wait = t.due_ms / 1000 - time.time()
-        await client.start_workflow(
-            DelayedTimer.run,
-            t.key,
-            id=t.key,
-            task_queue=QUEUE,
-            start_delay=timedelta(seconds=wait) if wait > 0 else None,
-        )
-    return {"started": len(timers)}
-
-
-@app.get("/ready")
-async def ready() -> dict[str, Any]:
-    return {"ready": _Temporal.client is not None}
-
-
-async def serve(args: argparse.Namespace) -> None:
-    """Connect, run the worker, serve the starter until told to stop."""
-    client = await Client.connect(args.address, namespace=args.namespace)
-    poster = Poster(args.host_url)
-    worker = Worker(client, task_queue=QUEUE, workflows=[DelayedTimer], activities=[poster.post])
-    async with worker:
-        _Temporal.client = client
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False
-        )
-        await uvicorn.Server(config).serve()
+        """The command to aggregate `key`, retried on Temporal's default policy."""
+        await send_command(self.http, self.args.host_url, key)
 
 
 def main() -> None:
@@ -116,7 +65,8 @@ def main() -> None:
     p.add_argument("--host-url", required=True, help="the Wow host commands go to")
     p.add_argument("--address", required=True, help="the Temporal frontend, host:port")
     p.add_argument("--namespace", default="default")
-    asyncio.run(serve(p.parse_args()))
+    bare = BareTimers(p.parse_args())
+    serve(bare.args.port, bare.start, bare.running)
 
 
 if __name__ == "__main__":

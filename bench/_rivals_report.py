@@ -4,7 +4,6 @@ other side)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -48,9 +47,6 @@ class Report:
     results: list[Result]
     seconds: float
 
-    def of(self, side: str) -> Result | None:
-        return next((r for r in self.results if r.side == side), None)
-
 
 def _cpu_text(r: Result) -> str:
     parts = ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_per_1000.items())
@@ -83,15 +79,11 @@ def text(report: Report) -> None:
             totals = {k: v for k, v in r.server_per_1000.items() if ":" not in k}
             counted = ", ".join(f"{k} {v:.0f}" for k, v in totals.items())
             print(f"{'':12} server per 1,000 timers: {counted}")
-    ratios = verdicts(report).ratios
     for ours, other in _pairs(report):
-        prefix, slug = OURS[ours.side], other.side.replace("-", "_")
-        shown = "  ".join(f"{n} {ratios[f'{prefix}{n}_vs_{slug}']:.2f}" for n in _RATIOS)
-        print(f"{ours.side} / {other.side}: {shown}")
-        split = _split(ours, other)
-        if split:
-            each = (f"{n} {ratios[f'{prefix}{n}_vs_{slug}']:.2f}" for n in split)
-            print(f"{'':12} " + "  ".join(each))
+        shown = [f"{name} {value:.2f}" for name, value in _ratios(ours, other).items()]
+        print(f"{ours.side} / {other.side}: " + "  ".join(shown[: len(_RATIOS)]))
+        if shown[len(_RATIOS) :]:
+            print(f"{'':12} " + "  ".join(shown[len(_RATIOS) :]))
 
 
 OURS = {"wow": "", "wow-relay": "relay_"}
@@ -115,30 +107,29 @@ _RATIOS: dict[str, Callable[[Result], float]] = {
 """The ratios wow/other printed: CPU and p99s lower is better for wow, rates higher."""
 
 
-def _split(wow: Result, other: Result) -> dict[str, float]:
-    """The ratios wow/other by what both sides have (the Temporal sides: the server's CPU, its
-    counters): `cpu_server`, `server_persistence_requests`, ..."""
-    pairs = [("cpu", wow.cpu_per_1000, other.cpu_per_1000)]
-    pairs.append(("server", wow.server_per_1000, other.server_per_1000))
-    return {
-        f"{p}_{k}": ratio(v, of[k])
-        for p, mine, of in pairs
-        for k, v in mine.items()
-        if k in of and ":" not in k  # totals; by operation in the figures only
-    }
+def _ratios(ours: Result, other: Result) -> dict[str, float]:
+    """wow/other: `_RATIOS`, then each part both sides have (the Temporal sides: the server's
+    CPU, its counters' totals): `cpu_server`, `server_persistence_requests`, ..."""
+    ratios = {name: ratio(of(ours), of(other)) for name, of in _RATIOS.items()}
+    for part, mine, theirs in (
+        ("cpu", ours.cpu_per_1000, other.cpu_per_1000),
+        ("server", ours.server_per_1000, other.server_per_1000),
+    ):
+        shared = (k for k in mine if k in theirs and ":" not in k)  # by operation: figures only
+        ratios |= {f"{part}_{k}": ratio(mine[k], theirs[k]) for k in shared}
+    return ratios
 
 
 def verdicts(report: Report) -> Verdicts:
     """None early, twice or missing on any side, each side delivered some; wow's ratios to
     each other side (to bare also per process and per server counter); each side's figures."""
-    zero: dict[str, int] = defaultdict(int)
+    counts = ("early", "twice", "missing")
+    zero = {count: sum(getattr(r, count) for r in report.results) for count in counts}
     positive: dict[str, float] = {}
     figures: dict[str, float] = {}
     ratios: dict[str, float] = {}
     for r in report.results:
         slug = r.side.replace("-", "_")
-        for count in ("early", "twice", "missing"):
-            zero[count] += getattr(r, count)
         positive[f"{slug}_delivered"] = float(r.delivered)
         figures |= {f"{slug}_{name}": of(r) for name, of in _RATIOS.items()}
         figures |= {f"{slug}_cpu_{k}": v for k, v in r.cpu_per_1000.items()}
@@ -146,12 +137,5 @@ def verdicts(report: Report) -> Verdicts:
         figures[f"{slug}_started_after_due"] = float(r.started_after_due)
     for ours, other in _pairs(report):
         prefix, slug = OURS[ours.side], other.side.replace("-", "_")
-        ratios |= {
-            f"{prefix}{n}_vs_{slug}": ratio(of(ours), of(other)) for n, of in _RATIOS.items()
-        }
-        ratios |= {f"{prefix}{n}_vs_{slug}": v for n, v in _split(ours, other).items()}
-    for count in ("early", "twice", "missing"):
-        zero.setdefault(count, 0)
-    return Verdicts(
-        must_be_zero=dict(zero), must_be_positive=positive, ratios=ratios, figures=figures
-    )
+        ratios |= {f"{prefix}{n}_vs_{slug}": v for n, v in _ratios(ours, other).items()}
+    return Verdicts(must_be_zero=zero, must_be_positive=positive, ratios=ratios, figures=figures)

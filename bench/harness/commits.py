@@ -1,5 +1,5 @@
 """Commits as a relay hands them over (DESIGN's shape): one aggregate's events, most often
-one `wow.ScheduleSet`."""
+one `wow.ScheduleSet`; and the command the benches' timers send."""
 
 from __future__ import annotations
 
@@ -7,9 +7,19 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["CANCEL_ORDER", "commit", "iso_ms", "schedule_set"]
+from wow_temporal.wire import WireCommand
+
+__all__ = ["CANCEL", "CANCEL_ORDER", "commit", "iso_ms", "schedule_set"]
 
 CANCEL_ORDER = "eshop.order.CancelOrder"
+CANCEL = WireCommand(
+    type=CANCEL_ORDER,
+    context_name="eshop-order",
+    aggregate_name="order",
+    tenant_id="t1",
+    body={"reason": "PAYMENT_TIMEOUT"},
+)
+"""The command a bench's timer sends, but for its aggregate and request ids."""
 
 
 def iso_ms(epoch_ms: int) -> str:
