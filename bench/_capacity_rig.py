@@ -194,8 +194,9 @@ class Rig:
         wal = path.with_name(f"{path.name}-wal")
         return sum(p.stat().st_size for p in (path, wal) if p.exists()) / 1e6
 
-    async def sample(self, count: int, rate: float, into: list[Sample]) -> Sample:
-        """Both RSS and the database now (appended to `into` at once), then the caches."""
+    async def sample(self, count: int, rate: float, into: list[Sample], what: str = "") -> Sample:
+        """Both RSS and the database now (appended to `into` at once), then the caches; said
+        on stderr as `count` `what`."""
         s = Sample(count, rate, rss_mb(self.worker.pid), rss_mb(self.server.pid), self.db_mb())
         s.worker_peak_mb, self.peak_mb = max(self.peak_mb, s.worker_mb), s.worker_mb
         cpu, (count_before, cpu_before) = self.cpu(), self.last
@@ -208,6 +209,10 @@ class Rig:
         scraped = await self.scrape()
         s.heap_mb = scraped.get(("memory_heap", ""), float("nan")) / 1e6
         s.states = scraped.get(("cache_usage", "mutablestate"), float("nan"))
+        say(
+            f"{count} {what}: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB (cache {s.cached:.0f}),"
+            f" server {s.server_mb:.0f} MB, db {s.db_mb:.0f} MB"
+        )
         return s
 
     async def ingest(self, commits: list[Commit]) -> float:
@@ -270,11 +275,7 @@ async def pending_timers(rig: Rig, total: int) -> list[Sample]:
         seconds = await rig.ingest(commits)
         done += size
         rig.ingest_rate = size / seconds
-        s = await rig.sample(done, rig.ingest_rate, samples)
-        say(
-            f"{done} pending: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB, server "
-            f"{s.server_mb:.0f} MB, db {s.db_mb:.0f} MB"
-        )
+        await rig.sample(done, rig.ingest_rate, samples, "pending")
     return samples
 
 
@@ -296,11 +297,7 @@ async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
             count, now = enabled, time.perf_counter()
             rate = (count - steps[-1].count) / (now - last)
             last = now
-            s = await rig.sample(count, rate, steps)
-            say(
-                f"{count} instances: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB "
-                f"(cache {s.cached:.0f}), server {s.server_mb:.0f} MB"
-            )
+            await rig.sample(count, rate, steps, "instances")
 
     enable = partial(client.enable, CONTEXT, JOB)
     seconds = await pool(

@@ -1,12 +1,7 @@
 """Benchmark: the capacity of one dev server and one worker (`wow-temporal worker`): a burst
 of one-shot timers drained with nothing pending and beside many pending ones, the memory and
 ingest of those pending, and many enabled job instances. What each measures and how:
-docs/benchmarks.md, "Capacity".
-
-Run: `.venv/bin/python -m bench.capacity [--quick] [--timers 100000] [--jobs 10000]
-[--burst 1000] [--rounds 2] [--settle 10] [--tick-seconds 5] [--json] [--keep]`. Targets are
-printed as PASS/MISS, never asserted.
-"""
+docs/benchmarks.md, "Capacity"."""
 
 from __future__ import annotations
 

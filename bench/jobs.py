@@ -1,11 +1,7 @@
 """Benchmark: recurring jobs (`wow.Job` + `wow.tick`) on a dev server against native Temporal
 side by side: steady ticking (lateness, billable actions per tick) against native Schedules, and
 a burst of instances due on one second against bare sleeps. What each measures and how:
-docs/benchmarks.md, "Jobs".
-
-Run: `.venv/bin/python -m bench.jobs [--quick] [--instances N] [--every S] [--seconds S]
-[--tenants N] [--rounds R] [--json] [--keep]`. Targets are printed as PASS/MISS, never asserted.
-"""
+docs/benchmarks.md, "Jobs"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Benchmark: wow timers end to end on a dev server against bare Temporal side by side:
 throughput, a burst's drain, lateness, Temporal Cloud actions per command, ingest, and the cost
-of telemetry. What each measures and how: docs/benchmarks.md, "Timers".
-
-Run: `python -m bench.timers [--quick] [--json] [--n N] [--rounds R] [--only telemetry]`
-(`--only telemetry`: measure 5 alone). Targets are printed as PASS/MISS, never asserted.
-"""
+of telemetry. What each measures and how: docs/benchmarks.md, "Timers"."""
 
 from __future__ import annotations
 
