@@ -4,29 +4,29 @@ server (its `/metrics`), pending timers, a burst beside them, job instances."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import httpx
 from temporalio.client import Client
 
-from bench._jobs_app import arrivals_of, idle_app, late_ms
-from bench.harness import (
-    HostProcess,
-    Proc,
-    commit,
-    cpu_seconds,
-    iso_ms,
-    percentile,
-    pool,
-    rss_mb,
-    schedule_set,
+from bench._dev_stack import (
+    Drain,
+    arrivals_of,
+    cpu_of,
+    drain,
+    label,
+    late_ms,
+    samples,
+    say,
+    scrape,
+    total,
 )
+from bench._jobs_app import idle_app
+from bench.harness import HostProcess, Proc, commit, iso_ms, pool, rss_mb, schedule_set
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.jobs.client import JobClient
@@ -35,14 +35,10 @@ from wow_temporal.timers.client import TimerClient
 
 CONTEXT = "bench-capacity"
 JOB = "idle"
-
 CACHE = 1000
 """The SDK's `max_cached_workflows` default, which the worker keeps (one cache per worker)."""
 BATCH = 200  # commits per `apply_many`, as a relay hands them over
 ENABLE_CONCURRENCY = 50
-BURST_TARGET = 0.9
-FLAT_MB = 2.0
-"""Worker RSS growth per 1,000 instances past the cache that still counts as flat."""
 TICK_SAMPLE = 5
 TICK_GRACE = 3.0
 """Seconds after the ticking window before the sampled instances are disabled."""
@@ -50,50 +46,25 @@ PENDING_DAYS = 30
 PENDING_CHECKED = 100
 """Pending timers described by id at the end of the bursts: each must still be running."""
 
-
 APP = idle_app(CONTEXT)
 """What `wow-temporal worker --app bench._capacity_rig:APP` runs beside the timers."""
 
+Scraped = Mapping[tuple[str, str], float]
+"""(metric, its operation or cache type) -> the sum over the other labels."""
+WANTED = ("persistence_latency_sum", "visibility_persistence_latency_sum", "cache_miss")
 
-class ServerMetrics:
-    """The dev server's Prometheus `/metrics` (`--metrics-port`): what a drain costs it."""
 
-    WANTED = frozenset(
-        {
-            "persistence_latency_sum",
-            "visibility_persistence_latency_sum",
-            "cache_miss",
-            "cache_usage",
-            "memory_heap",
-        }
-    )
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        self.http = httpx.AsyncClient(timeout=10)
-
-    async def scrape(self) -> dict[tuple[str, str], float]:
-        """(metric, its operation or cache type) -> the sum over the other labels (the max
-        for `memory_heap`: one Go heap, reported by each service); empty if unreachable."""
-        found: dict[tuple[str, str], float] = {}
-        with contextlib.suppress(httpx.HTTPError):
-            text = (await self.http.get(self.url)).text
-            for line in text.splitlines():
-                head, _, value = line.rpartition(" ")
-                name, _, labels = head.partition("{")
-                if name not in self.WANTED:
-                    continue
-                label = "cache_type" if name.startswith("cache_") else "operation"
-                tag = labels.split(f'{label}="', 1)[-1].split('"', 1)[0] if label in labels else ""
-                key = (name, tag)
-                if name == "memory_heap":
-                    found[key] = max(found.get(key, 0.0), float(value))
-                else:
-                    found[key] = found.get(key, 0.0) + float(value)
-        return found
-
-    async def close(self) -> None:
-        await self.http.aclose()
+def server_metrics(text: str) -> dict[tuple[str, str], float]:
+    """What a drain costs the server and what it holds, from its `/metrics`: `WANTED`,
+    `cache_usage` and `memory_heap` (the max: one Go heap, reported by each service)."""
+    found: dict[tuple[str, str], float] = {}
+    for name, labels, value in samples(text):
+        if name in WANTED or name == "cache_usage":
+            key = (name, label(labels, "cache_type" if name.startswith("cache_") else "operation"))
+            found[key] = found.get(key, 0.0) + value
+        elif name == "memory_heap":
+            found[(name, "")] = max(found.get((name, ""), 0.0), value)
+    return found
 
 
 @dataclass
@@ -106,9 +77,7 @@ class ServerCost:
     misses: float
 
     @classmethod
-    def of(
-        cls, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], n: int
-    ) -> ServerCost:
+    def of(cls, before: Scraped, after: Scraped, n: int) -> ServerCost:
         def moved(name: str) -> dict[str, float]:
             return {
                 tag: (value - before.get((metric, tag), 0.0)) / max(n, 1)
@@ -132,9 +101,6 @@ class ServerCost:
         )
 
 
-# -- commits and measures ----------------------------------------------------------------------
-
-
 def timer(aggregate_id: str, due_ms: int, run: str) -> Commit:
     """A one-commit `wow.ScheduleSet` of `aggregate_id`: a one-shot timer due at `due_ms` whose
     command's body names `run`."""
@@ -152,7 +118,8 @@ class Sample:
     worker_mb: float
     server_mb: float
     db_mb: float
-    cached: float
+    cached: float = float("nan")
+    """The worker's workflow cache (`temporal_sticky_cache_size`, every task queue)."""
     worker_peak_mb: float = float("nan")
     """The worker's highest RSS since the sample before (read every half second)."""
     heap_mb: float = float("nan")
@@ -166,22 +133,9 @@ class Sample:
 
 
 @dataclass
-class Burst:
-    pending: int
-    n: int
-    handled: int
-    seconds: float
-    """Due -> the host has the last command."""
-    p50_ms: float
-    ingest_rate: float
-    overran: bool
-    cpu: dict[str, float] = field(default_factory=dict)
-    """CPU seconds each process spent from the due time to the last delivery."""
+class Burst(Drain):
+    pending: int = 0
     cost: ServerCost | None = None
-
-    @property
-    def rate(self) -> float:
-        return self.handled / max(self.seconds, 1e-3)
 
 
 @dataclass
@@ -207,10 +161,11 @@ class Rig:
     worker_metrics: str
     """The worker's `/metrics` URL."""
     server: EmbeddedTemporal
-    metrics: ServerMetrics
+    server_metrics: str
+    """The server's `/metrics` URL."""
+    http: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=10))
     ingest_rate: float = 0.0
     seq: int = 0
-    began: float = field(default_factory=time.perf_counter)
     peak_mb: float = 0.0
     """The worker's highest RSS since the last sample (`watch`)."""
     last: tuple[int, dict[str, float]] = (0, {})
@@ -226,35 +181,23 @@ class Rig:
         self.seq += 1
         return f"{prefix}{self.seq}"
 
-    def say(self, text: str) -> None:
-        print(f"  [{time.perf_counter() - self.began:6.1f}s] {text}", file=sys.stderr, flush=True)
-
     def cpu(self) -> dict[str, float]:
-        return {
-            "server": cpu_seconds(self.server.pid),
-            "worker": cpu_seconds(self.worker.pid),
-            "host": cpu_seconds(self.host.proc.pid),
-            "bench": cpu_seconds(None),
-        }
+        return cpu_of(
+            server=self.server.pid, worker=self.worker.pid, host=self.host.proc.pid, bench=None
+        )
+
+    async def scrape(self) -> dict[tuple[str, str], float]:
+        return server_metrics(await scrape(self.http, self.server_metrics))
 
     def db_mb(self) -> float:
         path = self.server.db_path
-        sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
-        return sum(sizes) / 1e6
+        wal = path.with_name(f"{path.name}-wal")
+        return sum(p.stat().st_size for p in (path, wal) if p.exists()) / 1e6
 
-    async def cached(self) -> float:
-        """The worker's workflow cache (`temporal_sticky_cache_size`, every task queue)."""
-        found = 0.0
-        with contextlib.suppress(httpx.HTTPError):
-            text = (await self.metrics.http.get(self.worker_metrics)).text
-            for line in text.splitlines():
-                if line.startswith("temporal_sticky_cache_size{"):
-                    found += float(line.rpartition(" ")[2])
-        return found
-
-    async def sample(self, count: int, rate: float, into: list[Sample]) -> Sample:
-        """Both RSS and the database now (appended to `into` at once), then the cache."""
-        s = Sample(count, rate, rss_mb(self.worker.pid), rss_mb(self.server.pid), self.db_mb(), 0.0)
+    async def sample(self, count: int, rate: float, into: list[Sample], what: str = "") -> Sample:
+        """Both RSS and the database now (appended to `into` at once), then the caches; said
+        on stderr as `count` `what`."""
+        s = Sample(count, rate, rss_mb(self.worker.pid), rss_mb(self.server.pid), self.db_mb())
         s.worker_peak_mb, self.peak_mb = max(self.peak_mb, s.worker_mb), s.worker_mb
         cpu, (count_before, cpu_before) = self.cpu(), self.last
         if count > count_before and cpu_before:
@@ -262,10 +205,14 @@ class Rig:
             s.bench_ms = 1000 * (cpu["bench"] - cpu_before["bench"]) / (count - count_before)
         self.last = (count, cpu)
         into.append(s)
-        s.cached = await self.cached()
-        scraped = await self.metrics.scrape()
+        s.cached = total(await scrape(self.http, self.worker_metrics), "temporal_sticky_cache_size")
+        scraped = await self.scrape()
         s.heap_mb = scraped.get(("memory_heap", ""), float("nan")) / 1e6
         s.states = scraped.get(("cache_usage", "mutablestate"), float("nan"))
+        say(
+            f"{count} {what}: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB (cache {s.cached:.0f}),"
+            f" server {s.server_mb:.0f} MB, db {s.db_mb:.0f} MB"
+        )
         return s
 
     async def ingest(self, commits: list[Commit]) -> float:
@@ -280,48 +227,26 @@ async def burst(rig: Rig, n: int, pending: int) -> Burst:
     """`n` timers due at one instant a few seconds ahead: due -> the host has the last one."""
     tag = rig.tag("burst")
     # Twice the time the last ingest rate needs: on a shared machine it halves at times.
-    lead = 3.0 + 2.0 * n / max(rig.ingest_rate, 10.0)
-    due = int((time.time() + lead) * 1000)
-    commits = [timer(f"{tag}-{i}", due, tag) for i in range(n)]
-    seconds = await rig.ingest(commits)
-    overran = time.time() * 1000 > due
-    await asyncio.sleep(max(0.0, due / 1000 - time.time()))
-    before, scraped = rig.cpu(), await rig.metrics.scrape()
-    arrivals = await arrivals_of(rig.host, tag, n, within=60 + n / 10)
-    after, cost = rig.cpu(), ServerCost.of(scraped, await rig.metrics.scrape(), n)
-    if len(arrivals) < n:
-        print(f"  ! {tag}: only {len(arrivals)}/{n} delivered", file=sys.stderr)
-    late = [late_ms(a) for a in arrivals]
+    due = int((time.time() + 3.0 + 2.0 * n / max(rig.ingest_rate, 10.0)) * 1000)
+    seconds = await rig.ingest([timer(f"{tag}-{i}", due, tag) for i in range(n)])
+    scraped: list[Scraped] = []
+
+    async def usage() -> dict[str, float]:  # at the due time and at the last delivery
+        cpu = rig.cpu()
+        scraped.append(await rig.scrape())
+        return cpu
+
+    found = await drain(rig.host, tag, n, due / 1000, n / seconds, usage, 60 + n / 10)
     await asyncio.sleep(1.0)  # the last workflow tasks, before the next measure
-    return Burst(
-        pending=pending,
-        n=n,
-        handled=len(late),
-        seconds=max(late, default=float("inf")) / 1000,
-        p50_ms=percentile(late, 0.5),
-        ingest_rate=n / seconds,
-        overran=overran,
-        cpu={k: after[k] - before[k] for k in after},
-        cost=cost,
-    )
-
-
-def print_burst(rig: Rig, b: Burst, round_: int) -> None:
-    rig.say(
-        f"burst round {round_} with {b.pending} pending: {b.handled}/{b.n} in {b.seconds:.2f}s"
-        f" = {b.rate:.0f}/s  p50 {b.p50_ms:.0f} ms after due  (ingested at "
-        f"{b.ingest_rate:.0f}/s{', INGEST OVERRAN DUE' if b.overran else ''}); CPU s during "
-        "the drain: " + ", ".join(f"{k} {v:.1f}" for k, v in b.cpu.items())
-    )
-    if b.cost is not None:
-        rig.say(f"  server per timer: {b.cost.describe()}")
+    return Burst(**vars(found), pending=pending, cost=ServerCost.of(scraped[0], scraped[1], n))
 
 
 async def bursts(rig: Rig, n: int, pending: int, rounds: int) -> list[Burst]:
     found = []
     for r in range(rounds):
-        found.append(await burst(rig, n, pending))
-        print_burst(rig, found[-1], r + 1)
+        b = await burst(rig, n, pending)
+        found.append(b)
+        say(f"  burst round {r + 1} with {pending} pending: {b.handled}/{n} at {b.rate:.0f}/s")
     return found
 
 
@@ -350,11 +275,7 @@ async def pending_timers(rig: Rig, total: int) -> list[Sample]:
         seconds = await rig.ingest(commits)
         done += size
         rig.ingest_rate = size / seconds
-        s = await rig.sample(done, rig.ingest_rate, samples)
-        rig.say(
-            f"{done} pending: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB, server "
-            f"{s.server_mb:.0f} MB, db {s.db_mb:.0f} MB"
-        )
+        await rig.sample(done, rig.ingest_rate, samples, "pending")
     return samples
 
 
@@ -376,11 +297,7 @@ async def jobs(rig: Rig, n: int, settle: float, tick_seconds: int) -> Jobs:
             count, now = enabled, time.perf_counter()
             rate = (count - steps[-1].count) / (now - last)
             last = now
-            s = await rig.sample(count, rate, steps)
-            rig.say(
-                f"{count} instances: {s.rate:.0f}/s, worker {s.worker_mb:.0f} MB "
-                f"(cache {s.cached:.0f}), server {s.server_mb:.0f} MB"
-            )
+            await rig.sample(count, rate, steps, "instances")
 
     enable = partial(client.enable, CONTEXT, JOB)
     seconds = await pool(

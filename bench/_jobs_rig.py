@@ -1,31 +1,24 @@
-"""`bench.jobs`' rig: the jobs measured (`BenchSaga`) and the baselines' activity, the dev
-server's `action` counter and the actions in histories, and one dev server with its workers."""
+"""`bench.jobs`' rig: the jobs measured (`BenchSaga`), the baselines' activity and worker, the
+actions in histories and the dev server's `action` counter."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import (
-    Client,
-)
+from temporalio.client import Client
+from temporalio.worker import Worker
 
-from bench._jobs_app import (
-    TARGET,
-    YEARLY,
-    IdleSaga,
-    Tick,
-    tick_command,
-)
-from bench.harness import (
-    HostProcess,
-    cpu_seconds,
-)
+from bench._bare_workflows import Scheduled, Woken
+from bench._dev_stack import baseline_worker, cpu_of, label, samples, scrape
+from bench._jobs_app import TARGET, YEARLY, IdleSaga, Tick, tick_command
+from bench.harness import HostProcess
 from bench.harness.actions import billed, history
 from wow_temporal import Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.delivery import CommandSender, DeliveryRequest, ScheduleDetails
@@ -34,15 +27,10 @@ from wow_temporal.model import ScheduledCommand, Scope
 BARE_QUEUE = "bench-jobs-bare"
 CONCURRENCY = 50  # enables / starts in flight
 MAX_ACTIVITIES = 200  # job_worker's default, the baselines' worker alike
-CACHE = 1000  # the SDK's max_cached_workflows default, which job_worker keeps
-THROUGHPUT_TARGET = 0.8
-ACTIONS_TARGET = 2.0
 SCHEDULE_START_ACTIONS = 2
 """Temporal Cloud bills each execution of a Schedule three actions: two for the "Schedule
 Start" and one for the workflow it starts (docs.temporal.io/cloud/actions, Schedules). The
 workflow's start is in its history; the two are not, and are added here."""
-
-# -- the jobs and the baselines' activity -----------------------------------------------------
 
 
 class BenchSaga(IdleSaga):
@@ -87,7 +75,9 @@ class BareSend:
             raise RuntimeError(f"host answered {outcome.error_code}")
 
 
-# -- billable actions -------------------------------------------------------------------------
+def bare_worker(client: Client, sender: CommandSender) -> Worker:
+    send = BareSend(sender).send
+    return baseline_worker(client, BARE_QUEUE, [Scheduled, Woken], [send], MAX_ACTIVITIES)
 
 
 @dataclass
@@ -95,7 +85,7 @@ class Actions:
     ticks: int = 0
     """Ticks (activities that completed) in the sampled histories."""
     steady: int = 0
-    """Actions after the first tick's end up to the last's: the cost of `steady_ticks` ticks."""
+    """Actions of `steady_ticks` ticks (see `tick_actions`)."""
     steady_ticks: int = 0
     whole: int = 0
     """Every action of the sampled histories (start, enable, disable included)."""
@@ -115,43 +105,24 @@ class Actions:
         return ", ".join(f"{k} {v:.2f}" for k, v in per.items()) or "none"
 
 
-async def job_actions(client: Client, workflow_ids: list[str]) -> Actions:
-    """Steady state of long-lived instances: the actions between one tick's end and the next
-    (the timer until the next due time, the tick's activity, anything else), per tick."""
-    result = Actions()
+async def tick_actions(client: Client, workflow_ids: list[str], *, long_lived: bool) -> Actions:
+    """The actions per tick of `workflow_ids`. `long_lived` (a job's instances): the steady
+    state, between one tick's end and the last's (the timer until the next due time, the
+    tick's activity, anything else); else (one workflow a tick) every action."""
+    result, kinds = Actions(), Counter[str]()
     for events in await asyncio.gather(*(history(client, i) for i in workflow_ids)):
-        done = [
-            i
-            for i, e in enumerate(events)
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-        ]
+        done = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        ticks = [i for i, e in enumerate(events) if e.event_type == done]
         actions = billed(events)
-        result.ticks += len(done)
+        result.ticks += len(ticks)
         result.whole += len(actions)
-        if len(done) < 2:
-            continue
-        result.steady_ticks += len(done) - 1
-        for index, kind in actions:
-            if done[0] < index <= done[-1]:
-                result.steady += 1
-                result.kinds[kind] = result.kinds.get(kind, 0) + 1
-    return result
-
-
-async def run_actions(client: Client, workflow_ids: list[str]) -> Actions:
-    """One workflow per tick (what a Schedule starts): every action of each, per tick."""
-    result = Actions()
-    for events in await asyncio.gather(*(history(client, i) for i in workflow_ids)):
-        actions = billed(events)
-        ticks = sum(
-            1 for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-        )
-        result.ticks += ticks
-        result.steady_ticks += ticks
-        result.whole += len(actions)
-        result.steady += len(actions)
-        for _, kind in actions:
-            result.kinds[kind] = result.kinds.get(kind, 0) + 1
+        if long_lived and len(ticks) >= 2:
+            result.steady_ticks += len(ticks) - 1
+            kinds.update(kind for i, kind in actions if ticks[0] < i <= ticks[-1])
+        elif not long_lived:
+            result.steady_ticks += len(ticks)
+            kinds.update(kind for _, kind in actions)
+    result.steady, result.kinds = kinds.total(), dict(kinds)
     return result
 
 
@@ -159,38 +130,28 @@ class Metrics:
     """The dev server's `action` counter (what a self-hosted server counts as billable), by
     `action_type`, for the namespace."""
 
-    def __init__(self, port: int, namespace: str) -> None:
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        self.namespace = namespace
+    def __init__(self, url: str, namespace: str) -> None:
+        self.url = url
+        self.namespace = f'namespace="{namespace}"'
         self.http = httpx.AsyncClient(timeout=10)
 
     async def snapshot(self) -> dict[str, float]:
-        text = (await self.http.get(self.url)).text
         counts: dict[str, float] = {}
-        for line in text.splitlines():
-            if not line.startswith("action{") or f'namespace="{self.namespace}"' not in line:
-                continue
-            labels, _, value = line.rpartition(" ")
-            kind = labels.split('action_type="', 1)[1].split('"', 1)[0]
-            counts[kind] = counts.get(kind, 0.0) + float(value)
+        for name, labels, value in samples(await scrape(self.http, self.url)):
+            if name == "action" and self.namespace in labels:
+                kind = label(labels, "action_type")
+                counts[kind] = counts.get(kind, 0.0) + value
         return counts
 
     @staticmethod
     def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-        kinds = set(before) | set(after)
-        moved = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in kinds}
+        moved = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(before) | set(after)}
         return {k: v for k, v in sorted(moved.items()) if v}
 
 
-def short_kind(kind: str) -> str:
-    return kind.removeprefix("command_").removeprefix("grpc_")
-
-
 def describe_metric(delta: dict[str, float], ticks: int) -> str:
-    return ", ".join(f"{short_kind(k)} {v / max(ticks, 1):.2f}" for k, v in delta.items())
-
-
-# -- helpers ----------------------------------------------------------------------------------
+    short = {k.removeprefix("command_").removeprefix("grpc_"): v for k, v in delta.items()}
+    return ", ".join(f"{k} {v / max(ticks, 1):.2f}" for k, v in short.items())
 
 
 def cron_at(instant: float) -> str:
@@ -212,13 +173,9 @@ class Rig:
     """The slowest enables per second of a burst's pilot (sizes the bare side's lead time:
     a bare start is one RPC, an enable three)."""
 
-    def cpu(self) -> dict[str, float]:
+    async def cpu(self) -> dict[str, float]:
         """CPU seconds so far: the dev server, this process (the workers), the host."""
-        return {
-            "server": cpu_seconds(self.server_pid),
-            "workers": cpu_seconds(None),
-            "host": cpu_seconds(self.host.proc.pid),
-        }
+        return cpu_of(server=self.server_pid, workers=None, host=self.host.proc.pid)
 
     def tag(self, prefix: str) -> str:
         self.seq += 1

@@ -1,66 +1,34 @@
-"""`bench.timers`' rig: one dev server, the fake Wow host, the wow and the bare baseline's
-workers in this process; the commits and the baseline's activities, the queues and targets."""
+"""`bench.timers`' rig: the commits, the bare baseline's worker and no-op activity, the wow
+timer workers, and where each side's deliveries are seen."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorAutoscaling, Worker
+from temporalio.worker import Worker
 
-from bench._bare_timers import BareTimer
-from bench.harness import (
-    CANCEL_ORDER,
-    HostProcess,
-    commit,
-    iso_ms,
-    pool,
-    schedule_set,
-)
+from bench._bare_workflows import BareTimer
+from bench._dev_stack import baseline_worker
+from bench.harness import HostProcess, commit, iso_ms, pool, schedule_set
+from wow_temporal.delivery import CommandSender
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.wire import (
-    COMMAND_SEND_PATH,
-    DUPLICATE_REQUEST_ID,
-    ERROR_CODE_HEADER,
-    OK,
-    REQUEST_ID_HEADER,
-    WireCommand,
-    command_headers,
-    read_result,
-)
-from wow_temporal.worker import STICKY_TIMEOUT
+from wow_temporal.worker import timer_worker
 
 WOW_QUEUE = "bench-wow"
 BARE_QUEUE = "bench-bare"
 IDLE_QUEUE = "bench-idle"  # no worker polls it: ingest-only timers never run
-TELEMETRY_ON_QUEUE = "bench-telemetry-on"
-TELEMETRY_OFF_QUEUE = "bench-telemetry-off"
 CONCURRENCY = 50  # in-flight applies / starts while ingesting
 LATENESS_INGEST_LIMIT = 5  # in-flight applies ahead of the lateness measure (a relay's pace)
 MAX_ACTIVITIES = 1000
-THROUGHPUT_TARGET = 0.8
-LATENESS_P99_TARGET_MS = 250.0
-TELEMETRY_TARGET = 0.9
-
-CANCEL = WireCommand(
-    type=CANCEL_ORDER,
-    context_name="eshop-order",
-    aggregate_name="order",
-    tenant_id="t1",
-    body={"reason": "PAYMENT_TIMEOUT"},
-)
-"""The command every timer of the bench sends, but for its aggregate and request ids."""
-
-
-# -- the bare baseline's activities ----------------------------------------------------------
 
 NOOP_DONE: dict[str, float] = {}
 """Bare no-op activity runs: request id -> epoch ms when it ran."""
@@ -71,46 +39,20 @@ async def noop(request_id: str) -> None:
     NOOP_DONE.setdefault(request_id, time.time() * 1000)
 
 
-class BareHttp:
-    """The same POST to the same host as `wow.deliver`, without the wow machinery."""
-
-    def __init__(self, host_url: str) -> None:
-        self.url = host_url + COMMAND_SEND_PATH
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(10.0),
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
-        )
-        self.headers = command_headers(CANCEL)
-
-    @activity.defn(name="bench.http")
-    async def post(self, request_id: str) -> None:
-        response = await self.client.post(
-            self.url,
-            json=CANCEL.body,
-            headers={**self.headers, REQUEST_ID_HEADER: request_id},
-        )
-        answer = read_result(response.content, response.headers.get(ERROR_CODE_HEADER))
-        if answer.code not in (OK, DUPLICATE_REQUEST_ID):
-            raise RuntimeError(f"host answered {response.status_code}")
-
-
-# -- commits and ingest ----------------------------------------------------------------------
-
-
 def cancel_commit(
-    commit_id: str, aggregate_id: str, version: int, *events: dict[str, Any], traced: bool = False
+    commit_id: str, aggregate_id: str, version: int, event: dict[str, Any], traced: bool = False
 ) -> dict[str, Any]:
-    """A commit of `aggregate_id` holding `events` (with the `traceparent` of a fresh sampled
+    """A commit of `aggregate_id` holding `event` (with the `traceparent` of a fresh sampled
     trace when `traced`, as a relay continuing the trace that made it)."""
     header = {"trace_id": f"trace-{commit_id}"}
     if traced:
         header["traceparent"] = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-    return commit(aggregate_id, *events, version=version, commit_id=commit_id, header=header)
+    return commit(aggregate_id, event, version=version, commit_id=commit_id, header=header)
 
 
 def cancel_at(rule: dict[str, Any]) -> dict[str, Any]:
-    """A `wow.ScheduleSet` of the `grace` key sending `CANCEL` as `rule` says."""
-    return schedule_set(rule, body=dict(CANCEL.body))
+    """A `wow.ScheduleSet` of the `grace` key sending the order's cancel as `rule` says."""
+    return schedule_set(rule, body={"reason": "PAYMENT_TIMEOUT"})
 
 
 def timer_id(aggregate_id: str, key: str = "grace") -> str:
@@ -120,6 +62,20 @@ def timer_id(aggregate_id: str, key: str = "grace") -> str:
 def tagged(request_id: str, tag: str) -> bool:
     """Whether a request id is one of `tag`'s (`tag` up to its first `-`)."""
     return request_id.split("-", 1)[0] == tag
+
+
+@contextlib.asynccontextmanager
+async def wow_worker(client: Client, host_url: str, queue: str) -> AsyncIterator[None]:
+    """A timer worker on `queue`, delivering to `host_url`, as every wow side of the bench has."""
+    async with (
+        CommandSender(host_url) as sender,
+        timer_worker(client, sender, task_queue=queue, max_concurrent_activities=MAX_ACTIVITIES),
+    ):
+        yield
+
+
+def bare_worker(client: Client) -> Worker:
+    return baseline_worker(client, BARE_QUEUE, [BareTimer], [noop], MAX_ACTIVITIES)
 
 
 @dataclass
@@ -151,59 +107,43 @@ class Rig:
         taken."""
 
         def job(i: int, due: int) -> Callable[[], Awaitable[Any]]:
-            c = cancel_commit(
-                f"{tag}-{i}", f"{tag}-{i}", 1, cancel_at({"at": iso_ms(due)}), traced=traced
-            )
-            return lambda: timers.apply(c)
+            at = cancel_at({"at": iso_ms(due)})
+            return lambda: timers.apply(cancel_commit(f"{tag}-{i}", f"{tag}-{i}", 1, at, traced))
 
         return await pool((job(i, due) for i, due in enumerate(dues_ms)), limit)
 
     async def ingest_bare(
-        self,
-        tag: str,
-        dues_ms: list[int],
-        activity_name: str,
-        *,
-        delay: bool,
-        queue: str,
-        limit: int = CONCURRENCY,
+        self, tag: str, dues_ms: list[int], limit: int = CONCURRENCY, *, idle: bool = False
     ) -> float:
-        """Start one bare workflow per due (sleeping until due, or with a start delay)."""
+        """Start one bare workflow per due sleeping until due (`idle`: with a start delay on
+        `IDLE_QUEUE`, where no worker polls); seconds taken."""
 
         def job(i: int, due: int) -> Callable[[], Awaitable[Any]]:
-            async def start() -> None:
-                wait = due / 1000 - time.time()
-                await self.client.start_workflow(
-                    "bench.BareTimer",
-                    args=[f"{tag}-{i}", due, activity_name],
-                    id=f"bare:{tag}-{i}",
-                    task_queue=queue,
-                    start_delay=timedelta(seconds=wait) if delay and wait > 0 else None,
-                )
-
-            return start
+            return lambda: self.client.start_workflow(
+                "bench.BareTimer",
+                args=[f"{tag}-{i}", due, "bench.noop"],
+                id=f"bare:{tag}-{i}",
+                task_queue=IDLE_QUEUE if idle else BARE_QUEUE,
+                start_delay=timedelta(seconds=due / 1000 - time.time()) if idle else None,
+            )
 
         return await pool((job(i, due) for i, due in enumerate(dues_ms)), limit)
 
-    async def wait_delivered(self, tag: str, n: int, via: str, within: float) -> bool:
-        if via != "noop":
+    async def received(self, tag: str, n: int, wow: bool, within: float) -> dict[str, float]:
+        """Request id (without the `:e0#1` of wow) -> epoch ms it reached the host (wow) or
+        the no-op ran (bare), once all `n` of `tag` did or `within` seconds have passed."""
+        if wow:
             mine = f"{tag}-"
             found = await self.host.delivered_matching(
                 lambda a: a.request_id.startswith(mine), n, within
             )
-            return len(found) >= n
+            return {a.request_id.split(":", 1)[0]: a.received_ms for a in found}
         deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if sum(tagged(k, tag) for k in NOOP_DONE) >= n:
-                return True
+        while True:
+            ran = {k: v for k, v in NOOP_DONE.items() if tagged(k, tag)}
+            if len(ran) >= n or time.monotonic() >= deadline:
+                return ran
             await asyncio.sleep(0.05)
-        return False
-
-    async def received(self, tag: str, via: str) -> dict[str, float]:
-        """Request id (without the `:e0#1` of wow) -> epoch ms it reached the host / ran."""
-        if via == "noop":
-            return {k: v for k, v in NOOP_DONE.items() if tagged(k, tag)}
-        return {k.split(":", 1)[0]: v for k, v in (await self.records(tag)).items()}
 
     async def records(self, tag: str) -> dict[str, float]:
         """Request id -> epoch ms the host first answered it `Ok`, of `tag`'s commands."""
@@ -218,19 +158,3 @@ class Rig:
             if (await self.client.count_workflows(query)).count == 0:
                 return
             await asyncio.sleep(0.1)
-
-
-def bare_worker(client: Client, bare_http: BareHttp) -> Worker:
-    """The bare baseline's worker, its workflow in a tiny module of its own (`bench._bare_timers`:
-    the sandbox re-imports a workflow's module for every instance)."""
-    return Worker(
-        client,
-        task_queue=BARE_QUEUE,
-        workflows=[BareTimer],
-        activities=[noop, bare_http.post],
-        max_concurrent_activities=MAX_ACTIVITIES,
-        # The same pollers as the timer worker: compare the designs, not the tuning.
-        workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-        activity_task_poller_behavior=PollerBehaviorAutoscaling(),
-        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
-    )

@@ -1,80 +1,49 @@
-"""Benchmark: the capacity of one dev server and one worker: many pending one-shot timers, a
-burst drained beside them, and many enabled job instances.
-
-One fresh headless dev server (EmbeddedTemporal, its Prometheus `/metrics` on), the fake Wow
-host in its own process (`bench.harness.HostProcess`: `Ok` once per request id, each arrival
-recorded; the due time is in the command's body) and the real worker, `wow-temporal worker
---app bench._capacity_rig:APP` (the timers and the idle job of `bench._jobs_app`, production
-settings but its own metrics port). RSS is read from /proc (VmRSS), the worker's workflow
-cache from its `/metrics`, the server's Go heap and mutable-state cache from its own. This
-process hands commits over with `TimerClient.apply_many` and enables instances with
-`JobClient.enable`. Measured:
-
-1. A burst: `--burst` one-shot timers due at one instant a few seconds ahead, drained with
-   nothing pending: deliveries per second = n / (due -> the host has the last one); the CPU
-   each process spent per timer and the server's persistence time per timer, by operation.
-2. Pending: `--timers` one-shot timers due in 30 days (so they stay pending), handed over in
-   ten steps; at each the ingest rate, both RSS, the server's heap and cached mutable states,
-   the database's size (with its WAL).
-3. The same burst with those pending, beside 1: the ratio of the two drain rates (best of
-   `--rounds` each). Target >= 0.9.
-4. Jobs: `--jobs` TENANT instances of a yearly job enabled (50 in flight), in ten steps, as
-   in 2; then a few instances rescheduled to tick every second, their ticks counted with their
-   lateness, and disabled again. Target: the worker's RSS flat past the SDK's workflow cache
-   (1,000 a worker): it grows less than `FLAT_MB` per 1,000 instances from twice the cache to
-   the last enable.
-
-Run: `.venv/bin/python -m bench.capacity [--quick] [--timers 100000] [--jobs 10000]
-[--burst 1000] [--rounds 2] [--settle 10] [--tick-seconds 5] [--json] [--keep]`. Exits 0;
-targets are printed as PASS/MISS, never asserted (the machine is small and noisy). The run's
-length is mostly the ingest of the pending timers and the enables (tens to a couple of hundred
-a second on two cores).
-"""
+"""Benchmark: the capacity of one dev server and one worker (`wow-temporal worker`): a burst
+of one-shot timers drained with nothing pending and beside many pending ones, the memory and
+ingest of those pending, and many enabled job instances. What each measures and how:
+docs/benchmarks.md, "Capacity"."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from dataclasses import dataclass
 
 from bench._capacity_rig import (
     BATCH,
-    BURST_TARGET,
     CACHE,
     ENABLE_CONCURRENCY,
-    FLAT_MB,
     PENDING_DAYS,
     Burst,
     Jobs,
     Rig,
     Sample,
-    ServerMetrics,
     burst,
     bursts,
     jobs,
     pending_ids,
     pending_timers,
 )
+from bench._dev_stack import dev_stack, say
 from bench.harness import (
-    HostProcess,
     Proc,
     Verdicts,
     bench_main,
     parser,
     percentile,
     ratio,
-    scratch,
     sized,
     still_running,
     verdict,
     worker_env,
 )
 from wow_temporal.dev.ports import free_port
-from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.timers.client import TimerClient
 
+BURST_TARGET = 0.9
+FLAT_MB = 2.0
+"""Worker RSS growth per 1,000 instances past the cache that still counts as flat."""
 QUICK = {"timers": 200, "jobs": 20, "burst": 40, "rounds": 1, "settle": 2.0, "tick_seconds": 3}
 FULL = {
     "timers": 100_000,
@@ -238,67 +207,54 @@ def text_jobs(job: Jobs) -> None:
 
 
 async def run(args: argparse.Namespace) -> Report:
-    with scratch(args, "capacity") as tmp:
-        metrics_port = free_port("127.0.0.1")
-        server = EmbeddedTemporal(
-            tmp / "temporal", headless=True, extra_args=["--metrics-port", str(metrics_port)]
+    began = time.perf_counter()
+    async with dev_stack(args, "capacity", metrics=True) as stack:
+        worker_port = free_port("127.0.0.1")
+        env = worker_env(
+            stack.server.address,
+            stack.server.namespace,
+            stack.host.url,
+            WOW_WORKER_METRICS_PORT=str(worker_port),
+            WOW_WORKER_SHUTDOWN_TIMEOUT="2s",
         )
-        metrics = ServerMetrics(metrics_port)
-        host = HostProcess(tmp / "host.log")
-        worker: Proc | None = None
+        worker = Proc.worker(stack.tmp / "worker.log", env, "--app", "bench._capacity_rig:APP")
+        rig = Rig(
+            stack.client,
+            TimerClient(stack.client),
+            stack.host,
+            worker,
+            f"http://127.0.0.1:{worker_port}/metrics",
+            stack.server,
+            stack.metrics_url,
+        )
         watching: asyncio.Task[None] | None = None
         try:
-            began = time.perf_counter()
-            await asyncio.gather(server.start(), host.start())
-            worker_port = free_port("127.0.0.1")
-            env = worker_env(
-                server.address,
-                server.namespace,
-                host.url,
-                WOW_WORKER_METRICS_PORT=str(worker_port),
-                WOW_WORKER_SHUTDOWN_TIMEOUT="2s",
-            )
-            worker = Proc.worker(tmp / "worker.log", env, "--app", "bench._capacity_rig:APP")
             await worker.start()
-            client = await server.connect()
-            rig = Rig(
-                client,
-                TimerClient(client),
-                host,
-                worker,
-                f"http://127.0.0.1:{worker_port}/metrics",
-                server,
-                metrics,
-                began=began,
-            )
             watching = asyncio.create_task(rig.watch())
-            report = await measure(rig, args)
+            report = await measure(rig, args, began)
             if not worker.running:
                 raise RuntimeError("the worker exited")
             return report
         except BaseException:
-            if worker is not None:
-                tail = worker.log.read_text(errors="replace")[-3000:]
-                print(f"worker log tail:\n{tail}", file=sys.stderr)
+            say(f"worker log tail:\n{worker.log.read_text(errors='replace')[-3000:]}")
             raise
         finally:
             if watching is not None:
                 watching.cancel()
-            if worker is not None:
-                await worker.stop(grace=15)
-            await asyncio.gather(server.stop(), host.stop(), metrics.close())
+            await worker.stop(grace=15)
+            await rig.http.aclose()
 
 
-async def measure(rig: Rig, args: argparse.Namespace) -> Report:
+async def measure(rig: Rig, args: argparse.Namespace, began: float) -> Report:
     """A warm-up burst (unmeasured: imports, connections, caches; a first ingest rate), the
     bursts with nothing pending, the pending timers, the bursts beside them, the jobs."""
     timers, n_jobs, n, rounds = args.timers, args.jobs, args.burst, args.rounds
-    rig.say(
+    say(
         f"dev server pid {rig.server.pid}, worker pid {rig.worker.pid} ready, host pid "
         f"{rig.host.proc.pid}; {timers} timers, {n_jobs} jobs, bursts of {n} x {rounds}"
     )
     warm = await burst(rig, max(10, min(n // 5, 50)), 0)
-    rig.ingest_rate = warm.ingest_rate
+    rig.ingest_rate = warm.handover_rate
     zero = await bursts(rig, n, 0, rounds)
     pending = await pending_timers(rig, timers)
     loaded = await bursts(rig, n, timers, rounds) if timers else []
@@ -306,7 +262,7 @@ async def measure(rig: Rig, args: argparse.Namespace) -> Report:
     running = len(await still_running(rig.client, checked))
     job = await jobs(rig, n_jobs, args.settle, args.tick_seconds) if n_jobs else None
     duplicates = await rig.host.duplicates()
-    elapsed = time.perf_counter() - rig.began
+    elapsed = time.perf_counter() - began
     return Report(
         timers, n, n_jobs, zero, loaded, pending, len(checked), running, job, duplicates, elapsed
     )
@@ -329,6 +285,7 @@ def verdicts(r: Report) -> Verdicts:
     if r.job is not None:
         positive |= {"job_ticks": r.job.ticked, "enable_rate": r.job.n / r.job.seconds}
         figures["job_ticks_missing"] = r.job.expected - r.job.ticked
+        figures["worker_mb_per_1000"] = per_thousand(r.job.steps[0], r.job.settled)
     return Verdicts(
         must_be_zero={
             "burst_undelivered": sum(b.n - b.handled for b in r.zero + r.loaded),
