@@ -24,16 +24,8 @@ from bench._host_load import (
     progress,
     served,
 )
-from bench.harness import (
-    commit,
-    cpu_seconds,
-    percentile,
-    summary,
-)
-from workers.eshop.order import (
-    ORDER,
-    PAYMENT_GRACE_PERIOD,
-)
+from bench.harness import Verdicts, commit, cpu_seconds, percentile, summary
+from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
@@ -44,36 +36,99 @@ from wow_temporal.timers.client import TimerClient
 QUICK_INGEST = 200  # `TimerClient.apply_many` alone, --quick: one batch of these
 
 
-# -- part 2: the relay's lag ------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Lag:
     """One steady load of confirmations (`sent`, at `rate` for `seconds`) and what the relay
-    made of it."""
+    made of it: commit createTime -> `apply_many` returned (`Relay.on_handed`: n handed, p50,
+    p99, max), its p50 over the first and the last third of the commits, its batches and
+    commits a second from the first handed to the last, the seconds it took to drain after the
+    load; createTime -> the timer workflow's start time for a sample (n read, p50, p99); the
+    dev server's CPU over the load, a share of one core."""
 
     label: str
     rate: float
     seconds: float
     sent: Run
     lag_ms: dict[str, float]
-    """commit createTime -> `apply_many` returned (`Relay.on_handed`): n (handed), p50, p99, max."""
     thirds_p50_ms: tuple[float, float]
-    """The lag's p50 over the first and the last third of the commits (growing: not keeping up)."""
     batches: int
     relay_rate: float
-    """Commits handed over a second, from the first handed to the last."""
     drain_s: float
     timer_start_ms: dict[str, float]
-    """commit createTime -> the timer workflow's start time, for a sample: n (read), p50, p99."""
     server_cpu_share: float
-    """The dev server's CPU over the load, as a share of one core."""
 
     @property
     def behind(self) -> bool:
         """The relay did not keep up: it handed over slower than sent, or its lag grew."""
         first, last = self.thirds_p50_ms
         return self.relay_rate < 0.95 * self.sent.rate or last > 2 * first + 50
+
+    def print(self) -> None:
+        ms, starts, handed, s = self.lag_ms, self.timer_start_ms, int(self.lag_ms["n"]), self.sent
+        print(f"  at {self.rate:.0f}/s ({self.label}) for {self.seconds:g}s:")
+        print(
+            f"    commit -> apply_many returned (Relay.on_handed) p50 {ms['p50']:.1f} ms  "
+            f"p99 {ms['p99']:.1f} ms  max {ms['max']:.1f} ms  handed {handed}/{s.n}"
+        )
+        print(
+            f"    p50 over the first third {self.thirds_p50_ms[0]:.1f} ms, last third "
+            f"{self.thirds_p50_ms[1]:.1f} ms (a p50 that grows means not keeping up)"
+            + ("  BEHIND" if self.behind else "")
+        )
+        print(
+            f"    relay handed over at {self.relay_rate:.0f}/s in {self.batches} batches "
+            f"({handed / max(self.batches, 1):.1f} commits each); drained "
+            f"{self.drain_s:.2f}s after the last"
+        )
+        print(
+            f"    commit -> timer workflow start time ({starts['n']:.0f} read by id) "
+            f"p50 {starts['p50']:.1f} ms  p99 {starts['p99']:.1f} ms"
+        )
+        print(
+            f"    confirms sent at {s.rate:.0f}/s  p50 {s.p50_ms:.2f} ms  p99 {s.p99_ms:.2f} ms  "
+            f"errors {s.error_count}  host CPU {s.cpu_ms:.2f} ms/command "
+            f"({100 * s.cpu_share:.0f}% of a core, the relay's Temporal client included); "
+            f"dev server CPU {100 * self.server_cpu_share:.0f}% of a core"
+        )
+
+
+@dataclass(frozen=True)
+class RelayLag:
+    """Part 2: the dev server's start-up, each load's lag, `TimerClient.apply_many`'s own rate
+    (commits a second) and its batch."""
+
+    startup_s: float
+    lags: list[Lag]
+    ingest: float
+    ingest_batch: int
+
+    def print(self) -> None:
+        print(
+            f"2. relay lag, a real dev server (up in {self.startup_s:.1f}s), no timer worker, "
+            "each commit a wow.ScheduleSet:"
+        )
+        for lag in self.lags:
+            lag.print()
+        print(
+            f"  TimerClient.apply_many alone (this process, batches of {self.ingest_batch}, "
+            f"same server): {self.ingest:.0f} commits/s"
+        )
+
+    def verdicts(self) -> Verdicts:
+        """Every commit handed over; every rate, the relay's lag and the timers read above 0;
+        the lag's tail and the timers' start as figures."""
+        lags, starts = [lag.lag_ms for lag in self.lags], [lag.timer_start_ms for lag in self.lags]
+        positive = {
+            "relay_sent_rate": min(lag.sent.rate for lag in self.lags),
+            "relay_handed": min(lag["n"] for lag in lags),
+            "relay_lag_p50_ms": min(lag["p50"] for lag in lags),
+            "timer_starts_read": min(start["n"] for start in starts),
+            "timers_ingest": self.ingest,
+        }
+        figures = {f"relay_lag_{q}_ms": lags[0][q] for q in ("p99", "max")}
+        figures |= {f"timer_start_{q}_ms": starts[0][q] for q in ("p50", "p99")}
+        unhanded = sum(lag.sent.n - int(lag.lag_ms["n"]) for lag in self.lags)
+        return Verdicts({"relay_unhanded": unhanded}, positive, figures=figures)
 
 
 class LagRig:
@@ -84,8 +139,7 @@ class LagRig:
         self.sample = sample
         self.server = EmbeddedTemporal(tmp / "temporal", headless=True, port=free_port())
         temporal = ("--temporal", self.server.address, "--namespace", self.server.namespace)
-        argv = host_argv(tmp / "lag.db", *temporal)
-        self.host, url = served("the host", argv, tmp / "lag-host.log")
+        self.host, url = served("the host", host_argv(tmp / "lag.db", *temporal), tmp / "lag.log")
         self.http = httpx.AsyncClient(base_url=url, timeout=30)
         self.sender = HttpSender(url, 4 * concurrency)
         self.startup_s = 0.0
@@ -113,7 +167,7 @@ class LagRig:
 
     async def __aexit__(self, *_: object) -> None:
         try:
-            await asyncio.gather(self.sender.aclose(), self.http.aclose())
+            await asyncio.gather(self.sender.__aexit__(), self.http.aclose())
             await self.host.stop(grace=20)
         finally:
             await self.server.stop()
@@ -202,10 +256,10 @@ async def relay_lag(
     sample: int,
     shape: Commit,
     quick: bool,
-) -> tuple[list[Lag], float, float, int]:
+) -> RelayLag:
     """The lag at `rate`; if the relay fell behind, again at half the rate it handed over at.
-    Also the dev server's start-up time, and `TimerClient.apply_many`'s own rate over two of
-    the relay's batches (one small one, `--quick`) and the batch it took."""
+    Then `TimerClient.apply_many` alone over two of the relay's batches (`--quick`: one small
+    one)."""
     async with LagRig(tmp, concurrency, sample) as rig:
         lags = [await rig.load("l1", "half the ConfirmOrderStock rate", rate, seconds)]
         first = lags[0]
@@ -221,4 +275,4 @@ async def relay_lag(
             batch = Relay.batch
         ingest = await rig.ingest(shape, n, batch)
         progress(f"TimerClient.apply_many alone {ingest:.0f} commits/s ({n})")
-        return lags, rig.startup_s, ingest, batch
+        return RelayLag(rig.startup_s, lags, ingest, batch)
