@@ -28,15 +28,15 @@ from bench._host_load import (
     Tally,
     bench_apps,
     closed_loop,
-    confirm,
-    create,
+    commands,
     host_argv,
     order_ref,
     progress,
-    receive,
     served,
 )
 from bench.harness import Verdicts, ratio
+from workers.eshop.order import ConfirmOrderStock, CreateOrder
+from workers.eshop.stock import ReceiveStock
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage
 from wow_temporal.host.store import COMMIT_TOPIC, stream_id
@@ -69,13 +69,6 @@ class Kind:
         return ratio(self.runs["http"].rate, self.runs[side].rate)
 
 
-def cpu(run: Run, whose: str) -> str:
-    return (
-        f"errors {run.error_count}  {whose} CPU {run.cpu_ms:.2f} ms/command "
-        f"({100 * run.cpu_share:.0f}% of a core)"
-    )
-
-
 @dataclass
 class Throughput:
     """Part 1: each command's runs, and the HTTP floor's."""
@@ -98,13 +91,13 @@ class Throughput:
             print(f"  {kind.name} ({kind.events}{size}):")
             for side in (side for side in SIDES if side in kind.runs):
                 run = kind.runs[side]
-                host = f"  {cpu(run, 'host')}" if side == "http" else ""
+                host = f"  {run.usage('host')}" if side == "http" else ""
                 print(f"    {SIDES[side]:{ROW}} {run.row()}{host}")
             floors = [side for side in kind.runs if side != "http"]
             out = "  (ran out of orders)" if kind.runs["http"].exhausted else ""
             print("    ratio " + "  ".join(f"http/{s} {kind.ratio(s):.3f}" for s in floors) + out)
         print("  HTTP floor, a raw ASGI app answering Ok on uvicorn, same client:")
-        print(f"    {'raw ASGI over HTTP':{ROW}} {self.floor.row()}  {cpu(self.floor, 'server')}")
+        print(f"    {'raw ASGI over HTTP':{ROW}} {self.floor.row()}  {self.floor.usage('server')}")
 
     def verdicts(self) -> Verdicts:
         """Every rate above 0, and the CPU over HTTP; the host over HTTP against each floor;
@@ -184,22 +177,20 @@ def recorder_commits(path: Path, made: Commit, seconds: float) -> Run:
 # -- the host: in this process without HTTP, and over HTTP ------------------------------------
 
 
-async def commands(
+async def command_rates(
     send: Send, tag: str, seconds: float, concurrency: int, pid: int | None = None
 ) -> dict[str, Run]:
     """Each product's first ReceiveStock, then ReceiveStock for `seconds`; orders created for
     15% more than that rate, then confirmed for `seconds`: each command's run."""
-    await closed_loop(send, receive(tag, "warm"), concurrency, count=PRODUCTS)
-    runs = {
-        "ReceiveStock": await closed_loop(
-            send, receive(tag, "m"), concurrency, seconds=seconds, pid=pid
-        )
-    }
-    n = math.ceil(runs["ReceiveStock"].rate * seconds * 1.15) + concurrency
-    runs["CreateOrder"] = await closed_loop(send, create(tag), concurrency, count=n, pid=pid)
-    runs["ConfirmOrderStock"] = await closed_loop(
-        send, confirm(tag), concurrency, seconds=seconds, count=n, pid=pid
-    )
+    await closed_loop(send, commands(ReceiveStock, tag, "warm"), concurrency, count=PRODUCTS)
+    receive = commands(ReceiveStock, tag, "m")
+    received = await closed_loop(send, receive, concurrency, seconds=seconds, pid=pid)
+    n = math.ceil(received.rate * seconds * 1.15) + concurrency
+    create = commands(CreateOrder, tag, "c")
+    created = await closed_loop(send, create, concurrency, count=n, pid=pid)
+    confirm = commands(ConfirmOrderStock, tag, "k")
+    confirmed = await closed_loop(send, confirm, concurrency, seconds=seconds, count=n, pid=pid)
+    runs = {"ReceiveStock": received, "CreateOrder": created, "ConfirmOrderStock": confirmed}
     progress(", ".join(f"{tag} {name} {run.rate:.0f}/s" for name, run in runs.items()))
     return runs
 
@@ -242,8 +233,8 @@ async def in_process(
 
     try:
         async with host_log(tmp / "pipeline.log"):
-            runs = await commands(send, "w", seconds, concurrency)
-        refs = [receive("w", "warm")(1).ref, order_ref("w", 1)]
+            runs = await command_rates(send, "w", seconds, concurrency)
+        refs = [commands(ReceiveStock, "w", "warm")(1).ref, order_ref("w", 1)]
         made = [(await runtime.host.commits(ref))[-1] for ref in refs]
     finally:
         await runtime.stop()
@@ -258,13 +249,17 @@ async def over_http(tmp: Path, seconds: float, concurrency: int) -> tuple[Run, d
         await asyncio.gather(floor.start(), host.start())  # both idle until measured
         async with HttpSender(floor_url, concurrency) as sender:
             warm = min(1.0, seconds / 2)
-            await closed_loop(sender, receive("f", "warm"), concurrency, seconds=warm)
-            run = receive("f", "m")
-            floor_run = await closed_loop(sender, run, concurrency, seconds=seconds, pid=floor.pid)
+            await closed_loop(
+                sender, commands(ReceiveStock, "f", "warm"), concurrency, seconds=warm
+            )
+            receive = commands(ReceiveStock, "f", "m")
+            floor_run = await closed_loop(
+                sender, receive, concurrency, seconds=seconds, pid=floor.pid
+            )
         await floor.stop(grace=20)
         progress(f"HTTP floor (raw ASGI Ok) {floor_run.rate:.0f}/s")
         async with HttpSender(host_url, concurrency) as sender:
-            runs = await commands(sender, "h", seconds, concurrency, host.pid)
+            runs = await command_rates(sender, "h", seconds, concurrency, host.pid)
     finally:
         await asyncio.gather(floor.stop(grace=20), host.stop(grace=20))
     return floor_run, runs

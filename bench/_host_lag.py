@@ -17,15 +17,14 @@ from bench._host_load import (
     HttpSender,
     Run,
     closed_loop,
-    confirm,
-    create,
+    commands,
     host_argv,
     paced,
     progress,
     served,
 )
 from bench.harness import Verdicts, commit, cpu_seconds, percentile, summary
-from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD
+from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, ConfirmOrderStock, CreateOrder
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
@@ -64,32 +63,22 @@ class Lag:
         return self.relay_rate < 0.95 * self.sent.rate or last > 2 * first + 50
 
     def print(self) -> None:
-        ms, starts, handed, s = self.lag_ms, self.timer_start_ms, int(self.lag_ms["n"]), self.sent
+        ms, starts, handed = self.lag_ms, self.timer_start_ms, int(self.lag_ms["n"])
+        first, last = self.thirds_p50_ms
         print(f"  at {self.rate:.0f}/s ({self.label}) for {self.seconds:g}s:")
         print(
             f"    commit -> apply_many returned (Relay.on_handed) p50 {ms['p50']:.1f} ms  "
-            f"p99 {ms['p99']:.1f} ms  max {ms['max']:.1f} ms  handed {handed}/{s.n}"
-        )
-        print(
-            f"    p50 over the first third {self.thirds_p50_ms[0]:.1f} ms, last third "
-            f"{self.thirds_p50_ms[1]:.1f} ms (a p50 that grows means not keeping up)"
+            f"p99 {ms['p99']:.1f} ms  max {ms['max']:.1f} ms  handed {handed}/{self.sent.n}; "
+            f"p50 over the first third {first:.1f} ms, the last {last:.1f} ms"
             + ("  BEHIND" if self.behind else "")
         )
         print(
-            f"    relay handed over at {self.relay_rate:.0f}/s in {self.batches} batches "
-            f"({handed / max(self.batches, 1):.1f} commits each); drained "
-            f"{self.drain_s:.2f}s after the last"
+            f"    relay handed over at {self.relay_rate:.0f}/s in {self.batches} batches, "
+            f"drained {self.drain_s:.2f}s after the last; commit -> timer workflow start time "
+            f"({starts['n']:.0f} read by id) p50 {starts['p50']:.1f} ms  p99 {starts['p99']:.1f} ms"
         )
-        print(
-            f"    commit -> timer workflow start time ({starts['n']:.0f} read by id) "
-            f"p50 {starts['p50']:.1f} ms  p99 {starts['p99']:.1f} ms"
-        )
-        print(
-            f"    confirms sent at {s.rate:.0f}/s  p50 {s.p50_ms:.2f} ms  p99 {s.p99_ms:.2f} ms  "
-            f"errors {s.error_count}  host CPU {s.cpu_ms:.2f} ms/command "
-            f"({100 * s.cpu_share:.0f}% of a core, the relay's Temporal client included); "
-            f"dev server CPU {100 * self.server_cpu_share:.0f}% of a core"
-        )
+        server = f"dev server CPU {100 * self.server_cpu_share:.0f}% of a core"
+        print(f"    confirms sent {self.sent.row()}  {self.sent.usage('host')}; {server}")
 
 
 @dataclass(frozen=True)
@@ -160,8 +149,10 @@ class LagRig:
         self.timers = TimerClient(self.client)
         # Warm up: the relay connects at its first schedule; Temporal's first starts.
         warm = 2 * self.concurrency
-        await closed_loop(self.sender, create("w"), self.concurrency, count=warm)
-        await closed_loop(self.sender, confirm("w"), self.concurrency, count=warm)
+        for command, run in ((CreateOrder, "c"), (ConfirmOrderStock, "k")):
+            await closed_loop(
+                self.sender, commands(command, "w", run), self.concurrency, count=warm
+            )
         await self.until_handed(warm, 60)
         return self
 
@@ -187,11 +178,12 @@ class LagRig:
     async def load(self, tag: str, label: str, rate: float, seconds: float) -> Lag:
         """Orders created (as fast as the host takes them), then confirmed at `rate`."""
         n = math.ceil(rate * seconds * 1.05) + 10
-        await closed_loop(self.sender, create(tag), self.concurrency, count=n)
+        await closed_loop(self.sender, commands(CreateOrder, tag, "c"), self.concurrency, count=n)
         before = (await self.handed())["n"]
         assert self.server.pid is not None
         server_cpu = cpu_seconds(self.server.pid)
-        sent = await paced(self.sender, confirm(tag), rate, seconds, n, self.host.pid)
+        confirm = commands(ConfirmOrderStock, tag, "k")
+        sent = await paced(self.sender, confirm, rate, seconds, n, self.host.pid)
         server_cpu = cpu_seconds(self.server.pid) - server_cpu
         drain = await self.until_handed(before + sent.n, 60 + sent.n / 50)
         rows = [r for r in (await self.handed(rows=True))["rows"] if r[0].startswith(f"{tag}-")]

@@ -71,38 +71,26 @@ Send = Callable[[CommandMessage], Awaitable[str]]
 """Sends a command; Wow's error code (`Ok`)."""
 
 
-def receive(tag: str, run: str) -> Make:
-    """ReceiveStock on `tag`'s `PRODUCTS` products, round robin; request ids of `run`."""
-
-    def make(i: int) -> CommandMessage:
-        ref = STOCK.ref(TENANT, f"{tag}-p{i % PRODUCTS}")
-        return CommandMessage(ReceiveStock.__wow_type__, ref, {"quantity": 1}, f"{tag}-{run}-r{i}")
-
-    return make
+BODIES: dict[type, dict[str, Any]] = {
+    ReceiveStock: {"quantity": 1},
+    CreateOrder: {"items": [{"product_id": "mug", "quantity": 1}]},
+    ConfirmOrderStock: {"product_id": "mug"},
+}
 
 
 def order_ref(tag: str, i: int) -> AggregateRef:
     return ORDER.ref(TENANT, f"{tag}-o{i}")
 
 
-def create(tag: str) -> Make:
-    """CreateOrder: `tag`'s order i, one mug."""
+def commands(command: type, tag: str, run: str) -> Make:
+    """`tag`'s `command`s (one of `BODIES`), request ids of `run`: ReceiveStock on `tag`'s
+    `PRODUCTS` products round robin, the others on `tag`'s order i."""
+    body = BODIES[command]
 
     def make(i: int) -> CommandMessage:
-        body = {"items": [{"product_id": "mug", "quantity": 1}]}
-        return CommandMessage(CreateOrder.__wow_type__, order_ref(tag, i), body, f"{tag}-c{i}")
-
-    return make
-
-
-def confirm(tag: str) -> Make:
-    """ConfirmOrderStock on `tag`'s order i (two events and a `wow.ScheduleSet`)."""
-
-    def make(i: int) -> CommandMessage:
-        body = {"product_id": "mug"}
-        return CommandMessage(
-            ConfirmOrderStock.__wow_type__, order_ref(tag, i), body, f"{tag}-k{i}"
-        )
+        on_stock = command is ReceiveStock
+        ref = STOCK.ref(TENANT, f"{tag}-p{i % PRODUCTS}") if on_stock else order_ref(tag, i)
+        return CommandMessage(command.__wow_type__, ref, body, f"{tag}-{run}-{i}")
 
     return make
 
@@ -173,6 +161,11 @@ class Run:
     def row(self) -> str:
         """Its rate and latencies, as a report's row shows them."""
         return f"{self.rate:6.0f}/s  p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:6.2f} ms"
+
+    def usage(self, whose: str) -> str:
+        """Its refusals and `whose` CPU, as a report's row shows them."""
+        share = f"{100 * self.cpu_share:.0f}% of a core"
+        return f"errors {self.error_count}  {whose} CPU {self.cpu_ms:.2f} ms/command ({share})"
 
 
 class Tally:

@@ -15,17 +15,18 @@ from pathlib import Path
 
 import psycopg
 
-from bench._host_load import PRODUCTS, HttpSender, Run, closed_loop, progress, receive, served
+from bench._host_load import PRODUCTS, HttpSender, Run, closed_loop, commands, progress, served
 from bench.harness import (
-    REPO,
     Verdicts,
     busy_cpu_seconds,
     cpu_seconds,
     ratio,
     tree_cpu_seconds,
     verdict,
+    worker_env,
 )
 from bench.harness.postgres import Postgres
+from workers.eshop.stock import ReceiveStock
 from wow_temporal.dev.ports import free_port
 
 REPLICAS = (1, 2, 3)
@@ -96,13 +97,11 @@ class Replicas:
 
 
 def replica_env(name: str) -> dict[str, str]:
-    """`wow-temporal host`'s environment: none of this one's `WOW_*`/`TEMPORAL_*`, Temporal at
-    a port nothing serves (ReceiveStock sets no schedule: the relay never connects), `name`
-    among the replicas, the repository importable (`--app bench._host_load:bench_apps`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))}
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    address = f"127.0.0.1:{free_port('127.0.0.1')}"
-    return {**env, "TEMPORAL_ADDRESS": address, "WOW_HOST_REPLICA": name, "PYTHONPATH": path}
+    """`wow-temporal host`'s environment, as a worker's (the repository importable for `--app
+    bench._host_load:bench_apps`): Temporal at a port nothing serves (ReceiveStock sets no
+    schedule: the relay never connects), `name` among the replicas."""
+    temporal = f"127.0.0.1:{free_port('127.0.0.1')}"
+    return worker_env(temporal, "default", "http://127.0.0.1:9", WOW_HOST_REPLICA=name)
 
 
 def replica_argv(db: str) -> list[str]:
@@ -188,10 +187,12 @@ async def configuration(
         await asyncio.gather(*(proc.start() for proc, _ in hosts))
         pids = [proc.pid for proc, _ in hosts]
         async with HttpSender([url for _, url in hosts], concurrency) as sender:
-            await closed_loop(sender, receive(key, "warm"), concurrency, count=PRODUCTS)
+            warm = commands(ReceiveStock, key, "warm")
+            await closed_loop(sender, warm, concurrency, count=PRODUCTS)
             async with sampled(uri) as backends:
                 start = usage(pids, pg)
-                run = await closed_loop(sender, receive(key, "m"), concurrency, seconds=seconds)
+                receive = commands(ReceiveStock, key, "m")
+                run = await closed_loop(sender, receive, concurrency, seconds=seconds)
                 end = usage(pids, pg)
     finally:
         await asyncio.gather(*(proc.stop(grace=20) for proc, _ in hosts))
