@@ -30,7 +30,6 @@ from bench._host_load import (
     closed_loop,
     commands,
     host_argv,
-    order_ref,
     progress,
     served,
 )
@@ -234,7 +233,7 @@ async def in_process(
     try:
         async with host_log(tmp / "pipeline.log"):
             runs = await command_rates(send, "w", seconds, concurrency)
-        refs = [commands(ReceiveStock, "w", "warm")(1).ref, order_ref("w", 1)]
+        refs = [commands(command, "w", "")(1).ref for command in (ReceiveStock, CreateOrder)]
         made = [(await runtime.host.commits(ref))[-1] for ref in refs]
     finally:
         await runtime.stop()

@@ -139,26 +139,24 @@ class LagRig:
         self.startup_s = time.perf_counter() - started
 
     async def __aenter__(self) -> LagRig:
-        # The host connects to Temporal at its first schedule: both start at once.
-        try:
+        try:  # the host connects to Temporal at its first schedule: both start at once
             await asyncio.gather(self._start_server(), self.host.start())
+            self.client = await self.server.connect()
+            self.timers = TimerClient(self.client)
+            # Warm up: the relay connects at its first schedule; Temporal's first starts.
+            warm = 2 * self.concurrency
+            for command, run in ((CreateOrder, "c"), (ConfirmOrderStock, "k")):
+                make = commands(command, "w", run)
+                await closed_loop(self.sender, make, self.concurrency, count=warm)
+            await self.until_handed(warm, 60)
         except BaseException:
             await self.__aexit__()
             raise
-        self.client = await self.server.connect()
-        self.timers = TimerClient(self.client)
-        # Warm up: the relay connects at its first schedule; Temporal's first starts.
-        warm = 2 * self.concurrency
-        for command, run in ((CreateOrder, "c"), (ConfirmOrderStock, "k")):
-            await closed_loop(
-                self.sender, commands(command, "w", run), self.concurrency, count=warm
-            )
-        await self.until_handed(warm, 60)
         return self
 
     async def __aexit__(self, *_: object) -> None:
         try:
-            await asyncio.gather(self.sender.__aexit__(), self.http.aclose())
+            await asyncio.gather(self.sender.aclose(), self.http.aclose())
             await self.host.stop(grace=20)
         finally:
             await self.server.stop()

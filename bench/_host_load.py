@@ -1,6 +1,5 @@
-"""`bench.host`'s client and servers: the e-shop's commands as a Wow client sends them over HTTP,
-the closed-loop and paced loads and what they measured, and the servers it starts (the host as
-`wow-temporal host` serves it, a raw ASGI floor), each in a process of its own."""
+"""`bench.host`'s client and servers: the e-shop's commands sent over HTTP as Wow sends them, the
+loads and what they measured, the host as `wow-temporal host` serves it and a raw ASGI floor."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ from wow_temporal import App
 from wow_temporal.dev.ports import free_port
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage
-from wow_temporal.model import AggregateRef, Commit
+from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
 from wow_temporal.wire import (
     COMMAND_SEND_PATH,
@@ -78,30 +77,23 @@ BODIES: dict[type, dict[str, Any]] = {
 }
 
 
-def order_ref(tag: str, i: int) -> AggregateRef:
-    return ORDER.ref(TENANT, f"{tag}-o{i}")
-
-
 def commands(command: type, tag: str, run: str) -> Make:
     """`tag`'s `command`s (one of `BODIES`), request ids of `run`: ReceiveStock on `tag`'s
     `PRODUCTS` products round robin, the others on `tag`'s order i."""
-    body = BODIES[command]
+    body, stock = BODIES[command], command is ReceiveStock
 
     def make(i: int) -> CommandMessage:
-        on_stock = command is ReceiveStock
-        ref = STOCK.ref(TENANT, f"{tag}-p{i % PRODUCTS}") if on_stock else order_ref(tag, i)
+        aggregate, name = (STOCK, f"p{i % PRODUCTS}") if stock else (ORDER, f"o{i}")
+        ref = aggregate.ref(TENANT, f"{tag}-{name}")
         return CommandMessage(command.__wow_type__, ref, body, f"{tag}-{run}-{i}")
 
     return make
 
 
 class HttpSender:
-    """httpx, `concurrency` commands in flight at most: one `AsyncClient` (one keep-alive
-    connection) per command in flight. One client with a pool of N connections spends
-    O(N) per request in httpcore's pool (encode/httpx#3215: at 32 in flight it took 4-6 ms of
-    CPU a request instead of 1.0-1.2 ms here, and capped the load near 100-250/s). Given
-    several URLs (replicas), the connections go to them in turn, as a TCP balancer would send
-    them: each command to whichever replica its free connection holds."""
+    """httpx with one `AsyncClient` (one keep-alive connection) per command in flight: one
+    client pooling N connections spends O(N) a request in httpcore's pool (encode/httpx#3215).
+    Given several URLs (replicas), the connections go to them in turn, as a TCP balancer's."""
 
     def __init__(self, url: str | Sequence[str], concurrency: int) -> None:
         urls = [url] if isinstance(url, str) else list(url)
@@ -132,6 +124,9 @@ class HttpSender:
         return self
 
     async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
         await asyncio.gather(*(client.aclose() for client in self.clients))
 
 

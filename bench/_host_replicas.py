@@ -77,7 +77,6 @@ class Replicas:
     each of `STATES` on average over the load; every round's rate (this is the best round)."""
 
     key: str
-    label: str
     replicas: int
     run: Run
     cpu_ms: dict[str, float]
@@ -85,6 +84,10 @@ class Replicas:
     counts: dict[str, float]
     backends: dict[str, float]
     rounds: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return "SQLite x1" if self.key == "sqlite" else f"PostgreSQL x{self.replicas}"
 
     @property
     def total_cpu_ms(self) -> float:
@@ -118,16 +121,16 @@ def databases(pg: Postgres, n: int) -> list[str]:
     return [pg.uri(f"replicas_{i}") for i in range(n)]
 
 
-async def pg_counters(uri: str | None) -> list[float]:
+async def pg_counters(uri: str | None) -> dict[str, float]:
     """`PG_COUNTERS` (NaN without PostgreSQL), once the backends of the hosts just stopped
     have reported theirs (a backend reports its statistics when it ends)."""
     if uri is None:
-        return [math.nan] * len(COUNTERS)
+        return dict.fromkeys(COUNTERS, math.nan)
     await asyncio.sleep(0.5)
     async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
         row = await (await conn.execute(PG_COUNTERS)).fetchone()
     assert row is not None
-    return [float(x) for x in row]
+    return {name: float(x) for name, x in zip(COUNTERS, row, strict=True)}
 
 
 @contextlib.asynccontextmanager
@@ -166,16 +169,10 @@ def usage(pids: Sequence[int | None], pg: Postgres | None) -> dict[str, float]:
 
 
 async def configuration(
-    tmp: Path,
-    key: str,
-    label: str,
-    dbs: Sequence[str],
-    pg: Postgres | None,
-    load: tuple[float, int],
+    tmp: Path, key: str, dbs: Sequence[str], pg: Postgres | None, seconds: float, concurrency: int
 ) -> Replicas:
     """A `wow-temporal host` on each of `dbs` (a replica each) under ReceiveStock spread over
-    them (`load`: seconds, commands in flight) after each product's first command."""
-    seconds, concurrency = load
+    them after each product's first command."""
     names = [f"{key}-{i + 1}" for i in range(len(dbs))]
     hosts = [
         served(name, replica_argv(db), tmp / f"{name}.log", replica_env(name))
@@ -199,18 +196,9 @@ async def configuration(
     after = await pg_counters(uri)
     cpu_ms = {side: ratio(1000 * (end[side] - start[side]), run.n) for side in CPU_SIDES}
     machine = ratio(end["machine"] - start["machine"], run.seconds)
-    counts = [(b - a) / (run.n + PRODUCTS) for a, b in zip(before, after, strict=True)]
-    replicas = Replicas(
-        key,
-        label,
-        len(dbs),
-        run,
-        cpu_ms,
-        machine,
-        dict(zip(COUNTERS, counts, strict=True)),
-        backends,
-    )
-    progress(f"{label:17} {run.rate:6.0f}/s  CPU {replicas.total_cpu_ms:.2f} ms/command")
+    counts = {name: (after[name] - before[name]) / (run.n + PRODUCTS) for name in COUNTERS}
+    replicas = Replicas(key, len(dbs), run, cpu_ms, machine, counts, backends)
+    progress(f"{replicas.label:17} {run.rate:6.0f}/s  CPU {replicas.total_cpu_ms:.2f} ms/command")
     return replicas
 
 
@@ -296,26 +284,26 @@ async def replicas(
     """The SQLite host, then `REPLICAS` replicas on a PostgreSQL database each (fsync on), in
     `rounds` rounds (every other one in reverse order), a fresh store each; the best round of
     each configuration, with every round's rate."""
-    load, counts = (seconds, concurrency), QUICK_REPLICAS if quick else REPLICAS
+    counts = QUICK_REPLICAS if quick else REPLICAS
     pg = Postgres(fsync=True)
     await asyncio.to_thread(pg.start)
     try:
         uris = iter(await asyncio.to_thread(databases, pg, len(counts) * rounds))
-        plan = [] if quick else [("sqlite", "SQLite x1", 1)]
-        plan += [(f"pg{n}", f"PostgreSQL x{n}", n) for n in counts]
+        plan = [] if quick else [("sqlite", 1)]
+        plan += [(f"pg{n}", n) for n in counts]
         best: dict[str, Replicas] = {}
-        rates: dict[str, list[float]] = {key: [] for key, _, _ in plan}
+        rates: dict[str, list[float]] = {key: [] for key, _ in plan}
         for round_ in range(rounds):
-            for key, label, n in plan if round_ % 2 == 0 else plan[::-1]:
+            for key, n in plan if round_ % 2 == 0 else plan[::-1]:
                 sqlite = key == "sqlite"
                 dbs = [str(tmp / f"replicas-{round_}.db")] if sqlite else [next(uris)] * n
-                c = await configuration(tmp, key, label, dbs, None if sqlite else pg, load)
+                c = await configuration(tmp, key, dbs, None if sqlite else pg, seconds, concurrency)
                 rates[key].append(c.run.rate)
                 if key not in best or c.run.rate > best[key].run.rate:
                     best[key] = c
     finally:
         await asyncio.to_thread(pg.stop)
-    configs = [dataclasses.replace(best[key], rounds=rates[key]) for key, _, _ in plan]
+    configs = [dataclasses.replace(best[key], rounds=rates[key]) for key, _ in plan]
     return Scaling(seconds, concurrency, configs, two_per_one(configs))
 
 
