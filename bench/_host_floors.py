@@ -181,8 +181,8 @@ async def command_rates(
 ) -> dict[str, Run]:
     """Each product's first ReceiveStock, then ReceiveStock for `seconds`; orders created for
     15% more than that rate, then confirmed for `seconds`: each command's run."""
-    await closed_loop(send, commands(ReceiveStock, tag, "warm"), concurrency, count=PRODUCTS)
-    receive = commands(ReceiveStock, tag, "m")
+    await closed_loop(send, commands(ReceiveStock, tag, "warm-r"), concurrency, count=PRODUCTS)
+    receive = commands(ReceiveStock, tag, "m-r")
     received = await closed_loop(send, receive, concurrency, seconds=seconds, pid=pid)
     n = math.ceil(received.rate * seconds * 1.15) + concurrency
     create = commands(CreateOrder, tag, "c")
@@ -249,9 +249,9 @@ async def over_http(tmp: Path, seconds: float, concurrency: int) -> tuple[Run, d
         async with HttpSender(floor_url, concurrency) as sender:
             warm = min(1.0, seconds / 2)
             await closed_loop(
-                sender, commands(ReceiveStock, "f", "warm"), concurrency, seconds=warm
+                sender, commands(ReceiveStock, "f", "warm-r"), concurrency, seconds=warm
             )
-            receive = commands(ReceiveStock, "f", "m")
+            receive = commands(ReceiveStock, "f", "m-r")
             floor_run = await closed_loop(
                 sender, receive, concurrency, seconds=seconds, pid=floor.pid
             )

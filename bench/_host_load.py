@@ -78,14 +78,14 @@ BODIES: dict[type, dict[str, Any]] = {
 
 
 def commands(command: type, tag: str, run: str) -> Make:
-    """`tag`'s `command`s (one of `BODIES`), request ids of `run`: ReceiveStock on `tag`'s
-    `PRODUCTS` products round robin, the others on `tag`'s order i."""
+    """`tag`'s `command`s (one of `BODIES`), the i-th's request id `<tag>-<run><i>`:
+    ReceiveStock on `tag`'s `PRODUCTS` products round robin, the others on `tag`'s order i."""
     body, stock = BODIES[command], command is ReceiveStock
 
     def make(i: int) -> CommandMessage:
         aggregate, name = (STOCK, f"p{i % PRODUCTS}") if stock else (ORDER, f"o{i}")
         ref = aggregate.ref(TENANT, f"{tag}-{name}")
-        return CommandMessage(command.__wow_type__, ref, body, f"{tag}-{run}-{i}")
+        return CommandMessage(command.__wow_type__, ref, body, f"{tag}-{run}{i}")
 
     return make
 

@@ -29,26 +29,18 @@ from bench.harness.postgres import Postgres
 from workers.eshop.stock import ReceiveStock
 from wow_temporal.dev.ports import free_port
 
-REPLICAS = (1, 2, 3)
-"""The PostgreSQL configurations: this many replicas of the host on one database (`--quick`:
-`QUICK_REPLICAS`, and no SQLite host beside them)."""
+REPLICAS = (1, 2, 3)  # the host's replicas on one database (`--quick`: 1, 2 and no SQLite host)
 QUICK_REPLICAS = (1, 2)
-SCALE_TARGET = 1.3
-"""Two replicas' commands a second over one's."""
-CORES_OUT = 0.9
-"""The share of the machine's cores used over a load from which they ran out."""
+SCALE_TARGET = 1.3  # two replicas' commands a second over one's
+CORES_OUT = 0.9  # the share of the machine's cores busy over a load from which they ran out
 CORES = len(os.sched_getaffinity(0))
-CPU_SIDES = ("hosts", "pg", "client")
-"""Where a command's CPU is counted: the hosts (summed), PostgreSQL's postmaster and backends,
-this process (the client)."""
+CPU_SIDES = ("hosts", "pg", "client")  # the hosts summed, PostgreSQL's processes, this one
 PG_COUNTERS = """
 SELECT xact_commit, xact_rollback,
     (SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal')
 FROM pg_stat_database WHERE datname = current_database()
 """
-COUNTERS = ("committed", "rolled_back", "wal_fsyncs")
-"""What `PG_COUNTERS` reads: the database's transactions committed and rolled back; the server's
-WAL fsyncs."""
+COUNTERS = ("committed", "rolled_back", "wal_fsyncs")  # what `PG_COUNTERS` reads
 PG_STATES = """
 SELECT (SELECT count(*) FROM pg_locks l JOIN pg_database d ON l.database = d.oid
         WHERE d.datname = current_database() AND l.locktype = 'relation'
@@ -62,9 +54,8 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 """
 STATES = ("lock_held", "lock", "wal", "idle_in_tx", "active")
 """The database's backends, as `PG_STATES` counts them: holding the events table's EXCLUSIVE
-lock (every commit takes it to its end: commits are one at a time, across replicas), waiting
-for a lock (a commit waits for that one), for the WAL (its write, fsync, or their lock), in a
-transaction waiting for its host's next statement, and running a statement."""
+lock (every commit holds it to its end), waiting for a lock, for the WAL, for their host's next
+statement mid-transaction, and running one."""
 SAMPLE_S = 0.05
 
 
@@ -184,11 +175,11 @@ async def configuration(
         await asyncio.gather(*(proc.start() for proc, _ in hosts))
         pids = [proc.pid for proc, _ in hosts]
         async with HttpSender([url for _, url in hosts], concurrency) as sender:
-            warm = commands(ReceiveStock, key, "warm")
+            warm = commands(ReceiveStock, key, "warm-r")
             await closed_loop(sender, warm, concurrency, count=PRODUCTS)
             async with sampled(uri) as backends:
                 start = usage(pids, pg)
-                receive = commands(ReceiveStock, key, "m")
+                receive = commands(ReceiveStock, key, "m-r")
                 run = await closed_loop(sender, receive, concurrency, seconds=seconds)
                 end = usage(pids, pg)
     finally:
