@@ -17,23 +17,14 @@ from bench._host_load import (
     HttpSender,
     Run,
     closed_loop,
-    confirm,
-    create,
+    commands,
     host_argv,
     paced,
     progress,
     served,
 )
-from bench.harness import (
-    commit,
-    cpu_seconds,
-    percentile,
-    summary,
-)
-from workers.eshop.order import (
-    ORDER,
-    PAYMENT_GRACE_PERIOD,
-)
+from bench.harness import Verdicts, commit, cpu_seconds, percentile, summary
+from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, ConfirmOrderStock, CreateOrder
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
@@ -44,36 +35,89 @@ from wow_temporal.timers.client import TimerClient
 QUICK_INGEST = 200  # `TimerClient.apply_many` alone, --quick: one batch of these
 
 
-# -- part 2: the relay's lag ------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Lag:
     """One steady load of confirmations (`sent`, at `rate` for `seconds`) and what the relay
-    made of it."""
+    made of it: commit createTime -> `apply_many` returned (`Relay.on_handed`: n handed, p50,
+    p99, max), its p50 over the first and the last third of the commits, its batches and
+    commits a second from the first handed to the last, the seconds it took to drain after the
+    load; createTime -> the timer workflow's start time for a sample (n read, p50, p99); the
+    dev server's CPU over the load, a share of one core."""
 
     label: str
     rate: float
     seconds: float
     sent: Run
     lag_ms: dict[str, float]
-    """commit createTime -> `apply_many` returned (`Relay.on_handed`): n (handed), p50, p99, max."""
     thirds_p50_ms: tuple[float, float]
-    """The lag's p50 over the first and the last third of the commits (growing: not keeping up)."""
     batches: int
     relay_rate: float
-    """Commits handed over a second, from the first handed to the last."""
     drain_s: float
     timer_start_ms: dict[str, float]
-    """commit createTime -> the timer workflow's start time, for a sample: n (read), p50, p99."""
     server_cpu_share: float
-    """The dev server's CPU over the load, as a share of one core."""
 
     @property
     def behind(self) -> bool:
         """The relay did not keep up: it handed over slower than sent, or its lag grew."""
         first, last = self.thirds_p50_ms
         return self.relay_rate < 0.95 * self.sent.rate or last > 2 * first + 50
+
+    def print(self) -> None:
+        ms, starts, handed = self.lag_ms, self.timer_start_ms, int(self.lag_ms["n"])
+        first, last = self.thirds_p50_ms
+        print(f"  at {self.rate:.0f}/s ({self.label}) for {self.seconds:g}s:")
+        print(
+            f"    commit -> apply_many returned (Relay.on_handed) p50 {ms['p50']:.1f} ms  "
+            f"p99 {ms['p99']:.1f} ms  max {ms['max']:.1f} ms  handed {handed}/{self.sent.n}; "
+            f"p50 over the first third {first:.1f} ms, the last {last:.1f} ms"
+            + ("  BEHIND" if self.behind else "")
+        )
+        print(
+            f"    relay handed over at {self.relay_rate:.0f}/s in {self.batches} batches, "
+            f"drained {self.drain_s:.2f}s after the last; commit -> timer workflow start time "
+            f"({starts['n']:.0f} read by id) p50 {starts['p50']:.1f} ms  p99 {starts['p99']:.1f} ms"
+        )
+        server = f"dev server CPU {100 * self.server_cpu_share:.0f}% of a core"
+        print(f"    confirms sent {self.sent.row()}  {self.sent.usage('host')}; {server}")
+
+
+@dataclass(frozen=True)
+class RelayLag:
+    """Part 2: the dev server's start-up, each load's lag, `TimerClient.apply_many`'s own rate
+    (commits a second) and its batch."""
+
+    startup_s: float
+    lags: list[Lag]
+    ingest: float
+    ingest_batch: int
+
+    def print(self) -> None:
+        print(
+            f"2. relay lag, a real dev server (up in {self.startup_s:.1f}s), no timer worker, "
+            "each commit a wow.ScheduleSet:"
+        )
+        for lag in self.lags:
+            lag.print()
+        print(
+            f"  TimerClient.apply_many alone (this process, batches of {self.ingest_batch}, "
+            f"same server): {self.ingest:.0f} commits/s"
+        )
+
+    def verdicts(self) -> Verdicts:
+        """Every commit handed over; every rate, the relay's lag and the timers read above 0;
+        the lag's tail and the timers' start as figures."""
+        lags, starts = [lag.lag_ms for lag in self.lags], [lag.timer_start_ms for lag in self.lags]
+        positive = {
+            "relay_sent_rate": min(lag.sent.rate for lag in self.lags),
+            "relay_handed": min(lag["n"] for lag in lags),
+            "relay_lag_p50_ms": min(lag["p50"] for lag in lags),
+            "timer_starts_read": min(start["n"] for start in starts),
+            "timers_ingest": self.ingest,
+        }
+        figures = {f"relay_lag_{q}_ms": lags[0][q] for q in ("p99", "max")}
+        figures |= {f"timer_start_{q}_ms": starts[0][q] for q in ("p50", "p99")}
+        unhanded = sum(lag.sent.n - int(lag.lag_ms["n"]) for lag in self.lags)
+        return Verdicts({"relay_unhanded": unhanded}, positive, figures=figures)
 
 
 class LagRig:
@@ -84,8 +128,7 @@ class LagRig:
         self.sample = sample
         self.server = EmbeddedTemporal(tmp / "temporal", headless=True, port=free_port())
         temporal = ("--temporal", self.server.address, "--namespace", self.server.namespace)
-        argv = host_argv(tmp / "lag.db", *temporal)
-        self.host, url = served("the host", argv, tmp / "lag-host.log")
+        self.host, url = served("the host", host_argv(tmp / "lag.db", *temporal), tmp / "lag.log")
         self.http = httpx.AsyncClient(base_url=url, timeout=30)
         self.sender = HttpSender(url, 4 * concurrency)
         self.startup_s = 0.0
@@ -96,19 +139,19 @@ class LagRig:
         self.startup_s = time.perf_counter() - started
 
     async def __aenter__(self) -> LagRig:
-        # The host connects to Temporal at its first schedule: both start at once.
-        try:
+        try:  # the host connects to Temporal at its first schedule: both start at once
             await asyncio.gather(self._start_server(), self.host.start())
+            self.client = await self.server.connect()
+            self.timers = TimerClient(self.client)
+            # Warm up: the relay connects at its first schedule; Temporal's first starts.
+            warm = 2 * self.concurrency
+            for command, run in ((CreateOrder, "c"), (ConfirmOrderStock, "k")):
+                make = commands(command, "w", run)
+                await closed_loop(self.sender, make, self.concurrency, count=warm)
+            await self.until_handed(warm, 60)
         except BaseException:
             await self.__aexit__()
             raise
-        self.client = await self.server.connect()
-        self.timers = TimerClient(self.client)
-        # Warm up: the relay connects at its first schedule; Temporal's first starts.
-        warm = 2 * self.concurrency
-        await closed_loop(self.sender, create("w"), self.concurrency, count=warm)
-        await closed_loop(self.sender, confirm("w"), self.concurrency, count=warm)
-        await self.until_handed(warm, 60)
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -133,11 +176,12 @@ class LagRig:
     async def load(self, tag: str, label: str, rate: float, seconds: float) -> Lag:
         """Orders created (as fast as the host takes them), then confirmed at `rate`."""
         n = math.ceil(rate * seconds * 1.05) + 10
-        await closed_loop(self.sender, create(tag), self.concurrency, count=n)
+        await closed_loop(self.sender, commands(CreateOrder, tag, "c"), self.concurrency, count=n)
         before = (await self.handed())["n"]
         assert self.server.pid is not None
         server_cpu = cpu_seconds(self.server.pid)
-        sent = await paced(self.sender, confirm(tag), rate, seconds, n, self.host.pid)
+        confirm = commands(ConfirmOrderStock, tag, "k")
+        sent = await paced(self.sender, confirm, rate, seconds, n, self.host.pid)
         server_cpu = cpu_seconds(self.server.pid) - server_cpu
         drain = await self.until_handed(before + sent.n, 60 + sent.n / 50)
         rows = [r for r in (await self.handed(rows=True))["rows"] if r[0].startswith(f"{tag}-")]
@@ -202,10 +246,10 @@ async def relay_lag(
     sample: int,
     shape: Commit,
     quick: bool,
-) -> tuple[list[Lag], float, float, int]:
+) -> RelayLag:
     """The lag at `rate`; if the relay fell behind, again at half the rate it handed over at.
-    Also the dev server's start-up time, and `TimerClient.apply_many`'s own rate over two of
-    the relay's batches (one small one, `--quick`) and the batch it took."""
+    Then `TimerClient.apply_many` alone over two of the relay's batches (`--quick`: one small
+    one)."""
     async with LagRig(tmp, concurrency, sample) as rig:
         lags = [await rig.load("l1", "half the ConfirmOrderStock rate", rate, seconds)]
         first = lags[0]
@@ -221,4 +265,4 @@ async def relay_lag(
             batch = Relay.batch
         ingest = await rig.ingest(shape, n, batch)
         progress(f"TimerClient.apply_many alone {ingest:.0f} commits/s ({n})")
-        return lags, rig.startup_s, ingest, batch
+        return RelayLag(rig.startup_s, lags, ingest, batch)

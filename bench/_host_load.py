@@ -1,10 +1,10 @@
-"""`bench.host`'s load: the e-shop's commands as a Wow client sends them, a sender over HTTP with
-one connection per command in flight, the closed-loop and paced loads and what they measured,
-and the servers it starts (the host as `wow-temporal host` serves it, a raw ASGI floor)."""
+"""`bench.host`'s client and servers: the e-shop's commands sent over HTTP as Wow sends them, the
+loads and what they measured, the host as `wow-temporal host` serves it and a raw ASGI floor."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import sys
@@ -18,29 +18,15 @@ from typing import Any
 
 import httpx
 
-from bench.harness import (
-    Proc,
-    TokenBucket,
-    answers,
-    cpu_seconds,
-    percentile,
-)
-from workers.eshop.order import (
-    ORDER,
-    ConfirmOrderStock,
-    CreateOrder,
-    Order,
-    PaymentPolicy,
-)
+from bench.harness import Proc, TokenBucket, answers, cpu_seconds, percentile
+from workers.eshop.order import ORDER, ConfirmOrderStock, CreateOrder, Order, PaymentPolicy
 from workers.eshop.stock import STOCK, ReceiveStock, Stock
 from wow_temporal import App
 from wow_temporal.dev.ports import free_port
 from wow_temporal.host.runtime import HostRuntime
 from wow_temporal.host.service import CommandMessage
-from wow_temporal.model import AggregateRef, Commit
-from wow_temporal.timers.admission import Admission
+from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
-from wow_temporal.timers.fold import Horizon
 from wow_temporal.wire import (
     COMMAND_SEND_PATH,
     ERROR_CODE_HEADER,
@@ -53,13 +39,13 @@ from wow_temporal.wire import (
 CONCURRENCY = 32  # commands in flight (the relay's `apply_many` concurrency, as it happens)
 TENANT = "bench"
 PRODUCTS = 256  # ReceiveStock's aggregates, round robin: far more than in flight
-GRACE = timedelta(hours=1)
+STARTED = time.perf_counter()
 
 
 def bench_apps() -> list[App]:
     """`workers.eshop.apps()` without the inventory saga, and an hour's payment grace."""
     return [
-        App("eshop-order", aggregates=[Order], services=[PaymentPolicy(GRACE)]),
+        App("eshop-order", aggregates=[Order], services=[PaymentPolicy(timedelta(hours=1))]),
         App("eshop-inventory", aggregates=[Stock]),
     ]
 
@@ -67,18 +53,8 @@ def bench_apps() -> list[App]:
 class NullTimers:
     """Timers that take every commit at once (part 1: the host's own figures)."""
 
-    async def apply_many(
-        self,
-        commits: Sequence[Commit] | Admission,
-        *,
-        later: Horizon | None = None,
-        failures: dict[AggregateRef, Exception] | None = None,
-        within: float | None = None,
-    ) -> list[list[Any]]:
+    async def apply_many(self, commits: Sequence[Commit], **_: Any) -> list[list[Any]]:
         return [[] for _ in commits]
-
-
-STARTED = time.perf_counter()
 
 
 def progress(text: str) -> None:
@@ -86,79 +62,38 @@ def progress(text: str) -> None:
     print(f"  [{time.perf_counter() - STARTED:5.1f}s] {text}", file=sys.stderr, flush=True)
 
 
-# -- the commands -----------------------------------------------------------------------------
+# -- the commands and their sender ------------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class Cmd:
-    """One command as a Wow client sends it."""
-
-    type: str
-    ref: AggregateRef
-    body: dict[str, Any]
-    request_id: str
-
-    def headers(self) -> dict[str, str]:
-        command = WireCommand(
-            type=self.type,
-            context_name=self.ref.context_name,
-            aggregate_name=self.ref.aggregate_name,
-            aggregate_id=self.ref.aggregate_id,
-            tenant_id=self.ref.tenant_id,
-            request_id=self.request_id,
-        )
-        return {"Content-Type": "application/json", **command_headers(command)}
-
-    def message(self) -> CommandMessage:
-        return CommandMessage(
-            type=self.type, ref=self.ref, body=self.body, request_id=self.request_id
-        )
-
-
-Make = Callable[[int], Cmd]
-
-
-def receive(tag: str, run: str) -> Make:
-    """ReceiveStock on `tag`'s `PRODUCTS` products, round robin; request ids of `run`."""
-
-    def make(i: int) -> Cmd:
-        ref = STOCK.ref(TENANT, f"{tag}-p{i % PRODUCTS}")
-        return Cmd(ReceiveStock.__wow_type__, ref, {"quantity": 1}, f"{tag}-{run}-r{i}")
-
-    return make
-
-
-def order_ref(tag: str, i: int) -> AggregateRef:
-    return ORDER.ref(TENANT, f"{tag}-o{i}")
-
-
-def create(tag: str) -> Make:
-    def make(i: int) -> Cmd:
-        body = {"items": [{"product_id": "mug", "quantity": 1}]}
-        return Cmd(CreateOrder.__wow_type__, order_ref(tag, i), body, f"{tag}-c{i}")
-
-    return make
-
-
-def confirm(tag: str) -> Make:
-    def make(i: int) -> Cmd:
-        body = {"product_id": "mug"}
-        return Cmd(ConfirmOrderStock.__wow_type__, order_ref(tag, i), body, f"{tag}-k{i}")
-
-    return make
-
-
-Send = Callable[[Cmd], Awaitable[str]]
+Make = Callable[[int], CommandMessage]
+"""A load's i-th command, with a request id of its own."""
+Send = Callable[[CommandMessage], Awaitable[str]]
 """Sends a command; Wow's error code (`Ok`)."""
 
 
+BODIES: dict[type, dict[str, Any]] = {
+    ReceiveStock: {"quantity": 1},
+    CreateOrder: {"items": [{"product_id": "mug", "quantity": 1}]},
+    ConfirmOrderStock: {"product_id": "mug"},
+}
+
+
+def commands(command: type, tag: str, run: str) -> Make:
+    """`tag`'s `command`s (one of `BODIES`), the i-th's request id `<tag>-<run><i>`:
+    ReceiveStock on `tag`'s `PRODUCTS` products round robin, the others on `tag`'s order i."""
+    body, stock = BODIES[command], command is ReceiveStock
+
+    def make(i: int) -> CommandMessage:
+        aggregate, name = (STOCK, f"p{i % PRODUCTS}") if stock else (ORDER, f"o{i}")
+        ref = aggregate.ref(TENANT, f"{tag}-{name}")
+        return CommandMessage(command.__wow_type__, ref, body, f"{tag}-{run}{i}")
+
+    return make
+
+
 class HttpSender:
-    """httpx, `concurrency` commands in flight at most: one `AsyncClient` (one keep-alive
-    connection) per command in flight. One client with a pool of N connections spends
-    O(N) per request in httpcore's pool (encode/httpx#3215: at 32 in flight it took 4-6 ms of
-    CPU a request instead of 1.0-1.2 ms here, and capped the load near 100-250/s). Given
-    several URLs (replicas), the connections go to them in turn, as a TCP balancer would send
-    them: each command to whichever replica its free connection holds."""
+    """httpx with one `AsyncClient` (one keep-alive connection) per command in flight: one
+    client pooling N connections spends O(N) a request in httpcore's pool (encode/httpx#3215).
+    Given several URLs (replicas), the connections go to them in turn, as a TCP balancer's."""
 
     def __init__(self, url: str | Sequence[str], concurrency: int) -> None:
         urls = [url] if isinstance(url, str) else list(url)
@@ -171,15 +106,25 @@ class HttpSender:
         for client in self.clients:
             self.free.put_nowait(client)
 
-    async def __call__(self, cmd: Cmd) -> str:
+    async def __call__(self, cmd: CommandMessage) -> str:
+        wire = WireCommand(type=cmd.type, request_id=cmd.request_id, **dict(cmd.ref))
+        headers = command_headers(wire)
         client = await self.free.get()
         try:
             response = await client.post(
-                COMMAND_SEND_PATH, content=json.dumps(cmd.body).encode(), headers=cmd.headers()
+                COMMAND_SEND_PATH,
+                content=json.dumps(cmd.body).encode(),
+                headers={"Content-Type": "application/json", **headers},
             )
         finally:
             self.free.put_nowait(client)
         return str(response.headers.get(ERROR_CODE_HEADER, f"HTTP {response.status_code}"))
+
+    async def __aenter__(self) -> HttpSender:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         await asyncio.gather(*(client.aclose() for client in self.clients))
@@ -208,6 +153,15 @@ class Run:
     def error_count(self) -> int:
         return sum(self.errors.values())
 
+    def row(self) -> str:
+        """Its rate and latencies, as a report's row shows them."""
+        return f"{self.rate:6.0f}/s  p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:6.2f} ms"
+
+    def usage(self, whose: str) -> str:
+        """Its refusals and `whose` CPU, as a report's row shows them."""
+        share = f"{100 * self.cpu_share:.0f}% of a core"
+        return f"errors {self.error_count}  {whose} CPU {self.cpu_ms:.2f} ms/command ({share})"
+
 
 class Tally:
     """A load as it goes: each command's latency and refusal, the server's CPU from its start."""
@@ -219,7 +173,7 @@ class Tally:
         self.cpu = cpu_seconds(pid) if pid is not None else math.nan
         self.start = time.perf_counter()
 
-    async def send(self, send: Send, cmd: Cmd) -> None:
+    async def send(self, send: Send, cmd: CommandMessage) -> None:
         sent = time.perf_counter()
         code = await send(cmd)
         self.latencies.append((time.perf_counter() - sent) * 1000)
@@ -290,7 +244,7 @@ async def paced(
     return tally.run(exhausted)
 
 
-# -- the host (and the HTTP floor) in a process of their own ----------------------------------
+# -- the servers, each in a process of its own ------------------------------------------------
 
 
 def served(
@@ -316,11 +270,9 @@ FLOOR_ARGV += ["--log-level", "warning", "--lifespan", "off"]
 def floor_app() -> Callable[..., Awaitable[None]]:
     """A raw ASGI app answering every request with a Wow `CommandResult` of `Ok`: the least a
     server can do (the fake Wow host would record and decide each)."""
-    ref = STOCK.ref(TENANT, "x")
-    result = CommandResult.of(ref, command_id="x", request_id="x", code=OK)
+    result = CommandResult.of(STOCK.ref(TENANT, "x"), command_id="x", request_id="x", code=OK)
     answer = result.model_dump_json().encode()
-    error_code = (ERROR_CODE_HEADER.lower().encode(), OK.encode())
-    headers = [(b"content-type", b"application/json"), error_code]
+    headers = [(b"content-type", b"application/json"), (ERROR_CODE_HEADER.lower().encode(), b"Ok")]
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -335,27 +287,21 @@ def floor_app() -> Callable[..., Awaitable[None]]:
     return app
 
 
-class LagProbe:
-    """`Relay.on_handed`: when each commit was handed over, and in which batch."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, int, float, int]] = []
-        self.batches = 0
-
-    def __call__(self, commits: list[Commit]) -> None:
-        now = time.time() * 1000
-        self.batches += 1
-        for handed in commits:
-            self.rows.append((handed.aggregate_id, handed.create_time, now, self.batches))
-
-
 def serve_host(port: int, db: Path, temporal: str | None, namespace: str) -> None:
-    """The host as `wow-temporal host` runs it; `GET /_bench/handed` gives the relay's probe."""
+    """The host as `wow-temporal host` runs it, handing to a `TimerClient` on `temporal` (or to
+    `NullTimers`); `GET /_bench/handed` counts the commits its relay handed over (`?rows=true`:
+    each one's aggregate id, createTime, when it was handed over and in which batch)."""
     import uvicorn
 
     from wow_temporal.logs import configure_logging
 
     configure_logging()
+    handed: list[tuple[str, int, float, int]] = []
+    batches = itertools.count(1)
+
+    def on_handed(commits: list[Commit]) -> None:
+        now, batch = time.time() * 1000, next(batches)
+        handed.extend((c.aggregate_id, c.create_time, now, batch) for c in commits)
 
     async def timers() -> Any:
         if temporal is None:
@@ -363,24 +309,17 @@ def serve_host(port: int, db: Path, temporal: str | None, namespace: str) -> Non
         from temporalio.client import Client
         from temporalio.contrib.pydantic import pydantic_data_converter
 
-        client = await Client.connect(
-            temporal, namespace=namespace, data_converter=pydantic_data_converter
-        )
+        converter = pydantic_data_converter
+        client = await Client.connect(temporal, namespace=namespace, data_converter=converter)
         return TimerClient(client)
+
+    async def handed_route(rows: bool = False) -> dict[str, Any]:
+        return {"n": len(handed), "rows": handed if rows else []}
 
     async def serve() -> None:
         runtime = HostRuntime(bench_apps(), db, timers)
-        probe = LagProbe()
-        runtime.relay.on_handed = probe
-
-        async def handed(rows: bool = False) -> dict[str, Any]:
-            return {
-                "n": len(probe.rows),
-                "batches": probe.batches,
-                "rows": probe.rows if rows else [],
-            }
-
-        runtime.asgi.add_api_route("/_bench/handed", handed, methods=["GET"])
+        runtime.relay.on_handed = on_handed
+        runtime.asgi.add_api_route("/_bench/handed", handed_route, methods=["GET"])
         runtime.start()
         config = uvicorn.Config(runtime.asgi, host="127.0.0.1", port=port, log_level="warning")
         try:

@@ -15,44 +15,32 @@ from pathlib import Path
 
 import psycopg
 
-from bench._host_load import (
-    PRODUCTS,
-    HttpSender,
-    Run,
-    closed_loop,
-    progress,
-    receive,
-    served,
-)
+from bench._host_load import PRODUCTS, HttpSender, Run, closed_loop, commands, progress, served
 from bench.harness import (
-    REPO,
     Verdicts,
     busy_cpu_seconds,
     cpu_seconds,
     ratio,
     tree_cpu_seconds,
     verdict,
+    worker_env,
 )
 from bench.harness.postgres import Postgres
+from workers.eshop.stock import ReceiveStock
 from wow_temporal.dev.ports import free_port
 
-# -- part 3: replicas on PostgreSQL -----------------------------------------------------------
-
-REPLICAS = (1, 2, 3)
-"""The PostgreSQL configurations: this many replicas of the host on one database (`--quick`:
-`QUICK_REPLICAS`, and no SQLite host beside them)."""
+REPLICAS = (1, 2, 3)  # the host's replicas on one database (`--quick`: 1, 2 and no SQLite host)
 QUICK_REPLICAS = (1, 2)
-SCALE_TARGET = 1.3
-"""Two replicas' commands a second over one's."""
-CORES_OUT = 0.9
-"""The share of the machine's cores used over a load from which they ran out."""
+SCALE_TARGET = 1.3  # two replicas' commands a second over one's
+CORES_OUT = 0.9  # the share of the machine's cores busy over a load from which they ran out
 CORES = len(os.sched_getaffinity(0))
+CPU_SIDES = ("hosts", "pg", "client")  # the hosts summed, PostgreSQL's processes, this one
 PG_COUNTERS = """
 SELECT xact_commit, xact_rollback,
     (SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal')
 FROM pg_stat_database WHERE datname = current_database()
 """
-"""The database's transactions committed and rolled back; the server's WAL fsyncs."""
+COUNTERS = ("committed", "rolled_back", "wal_fsyncs")  # what `PG_COUNTERS` reads
 PG_STATES = """
 SELECT (SELECT count(*) FROM pg_locks l JOIN pg_database d ON l.database = d.oid
         WHERE d.datname = current_database() AND l.locktype = 'relation'
@@ -66,54 +54,48 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 """
 STATES = ("lock_held", "lock", "wal", "idle_in_tx", "active")
 """The database's backends, as `PG_STATES` counts them: holding the events table's EXCLUSIVE
-lock (every commit takes it to its end: commits are one at a time, across replicas), waiting
-for a lock (a commit waits for that one), for the WAL (its write, fsync, or their lock), in a
-transaction waiting for its host's next statement, and running a statement."""
+lock (every commit holds it to its end), waiting for a lock, for the WAL, for their host's next
+statement mid-transaction, and running one."""
 SAMPLE_S = 0.05
 
 
 @dataclass(frozen=True)
 class Replicas:
-    """One configuration under the ReceiveStock load: its commands, and the CPU each side used
-    a command over it (the hosts summed; PostgreSQL's postmaster and backends; this process,
-    the client); PostgreSQL's transactions and WAL fsyncs a command over the whole of it (the
-    start and the warm-up included; a conflict's refused write is among those rolled back)."""
+    """One configuration under the ReceiveStock load: its commands, the CPU a command on each of
+    `CPU_SIDES` and the cores the whole machine kept busy over it (any other work on it too);
+    PostgreSQL's `COUNTERS` a command over the whole of it (the start and the warm-up included;
+    a conflict's refused write is among those rolled back), how many of its backends were in
+    each of `STATES` on average over the load; every round's rate (this is the best round)."""
 
     key: str
-    label: str
     replicas: int
     run: Run
-    host_ms: float
-    pg_ms: float
-    client_ms: float
-    committed: float
-    rolled_back: float
-    wal_fsyncs: float
+    cpu_ms: dict[str, float]
     machine_cores: float
-    """The cores the whole machine kept busy over the load (any other work on it too)."""
+    counts: dict[str, float]
     backends: dict[str, float]
-    """How many of the database's backends were in each of `STATES`, on average over the load."""
     rounds: list[float] = dataclasses.field(default_factory=list)
-    """Every round's commands a second (this is the best)."""
 
     @property
-    def cpu_ms(self) -> float:
-        return self.host_ms + (0.0 if math.isnan(self.pg_ms) else self.pg_ms) + self.client_ms
+    def label(self) -> str:
+        return "SQLite x1" if self.key == "sqlite" else f"PostgreSQL x{self.replicas}"
+
+    @property
+    def total_cpu_ms(self) -> float:
+        return sum(ms for ms in self.cpu_ms.values() if math.isfinite(ms))
 
     @property
     def cores_used(self) -> float:
-        """The cores the three sides kept busy over the load."""
-        return self.cpu_ms * self.run.rate / 1000
+        """The cores `CPU_SIDES` kept busy over the load."""
+        return self.total_cpu_ms * self.run.rate / 1000
 
 
 def replica_env(name: str) -> dict[str, str]:
-    """`wow-temporal host`'s environment: none of this one's `WOW_*`/`TEMPORAL_*`, Temporal at
-    a port nothing serves (ReceiveStock sets no schedule: the relay never connects), `name`
-    among the replicas, the repository importable (`--app bench._host_load:bench_apps`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WOW_", "TEMPORAL_"))}
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    address = f"127.0.0.1:{free_port('127.0.0.1')}"
-    return {**env, "TEMPORAL_ADDRESS": address, "WOW_HOST_REPLICA": name, "PYTHONPATH": path}
+    """`wow-temporal host`'s environment, as a worker's (the repository importable for `--app
+    bench._host_load:bench_apps`): Temporal at a port nothing serves (ReceiveStock sets no
+    schedule: the relay never connects), `name` among the replicas."""
+    temporal = f"127.0.0.1:{free_port('127.0.0.1')}"
+    return worker_env(temporal, "default", "http://127.0.0.1:9", WOW_HOST_REPLICA=name)
 
 
 def replica_argv(db: str) -> list[str]:
@@ -130,40 +112,32 @@ def databases(pg: Postgres, n: int) -> list[str]:
     return [pg.uri(f"replicas_{i}") for i in range(n)]
 
 
-async def pg_counters(uri: str | None) -> tuple[float, float, float]:
+async def pg_counters(uri: str | None) -> dict[str, float]:
     """`PG_COUNTERS` (NaN without PostgreSQL), once the backends of the hosts just stopped
     have reported theirs (a backend reports its statistics when it ends)."""
     if uri is None:
-        return math.nan, math.nan, math.nan
+        return dict.fromkeys(COUNTERS, math.nan)
     await asyncio.sleep(0.5)
     async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
         row = await (await conn.execute(PG_COUNTERS)).fetchone()
     assert row is not None
-    return float(row[0]), float(row[1]), float(row[2])
-
-
-async def pg_states(uri: str, into: list[tuple[int, ...]]) -> None:
-    """Samples `PG_STATES` every `SAMPLE_S` seconds into `into`, until cancelled."""
-    async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
-        while True:
-            row = await (await conn.execute(PG_STATES)).fetchone()
-            into.append(tuple(row or ()))
-            await asyncio.sleep(SAMPLE_S)
-
-
-def usage(pids: Sequence[int | None], postmaster: int | None) -> list[float]:
-    """CPU seconds so far: the hosts' (summed), PostgreSQL's processes', this process's."""
-    pg = tree_cpu_seconds(postmaster) if postmaster is not None else math.nan
-    return [sum(cpu_seconds(pid) for pid in pids if pid is not None), pg, cpu_seconds()]
+    return {name: float(x) for name, x in zip(COUNTERS, row, strict=True)}
 
 
 @contextlib.asynccontextmanager
 async def sampled(uri: str | None) -> AsyncIterator[dict[str, float]]:
-    """How many of the database's backends were in each of `STATES` on average over the block
-    (filled in on leaving; left empty without PostgreSQL)."""
+    """How many of the database's backends were in each of `STATES` on average over the block,
+    sampled every `SAMPLE_S` seconds (filled in on leaving; left empty without PostgreSQL)."""
     averages: dict[str, float] = {}
     samples: list[tuple[int, ...]] = []
-    task = asyncio.create_task(pg_states(uri, samples)) if uri is not None else None
+
+    async def sample(uri: str) -> None:
+        async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
+            while True:
+                samples.append(tuple(await (await conn.execute(PG_STATES)).fetchone() or ()))
+                await asyncio.sleep(SAMPLE_S)
+
+    task = asyncio.create_task(sample(uri)) if uri is not None else None
     try:
         yield averages
     finally:
@@ -171,46 +145,25 @@ async def sampled(uri: str | None) -> AsyncIterator[dict[str, float]]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if samples:
-            n = len(samples)
-            averages |= {state: sum(s[i] for s in samples) / n for i, state in enumerate(STATES)}
+        for i, state in enumerate(STATES if samples else ()):
+            averages[state] = sum(s[i] for s in samples) / len(samples)
 
 
-async def loaded(
-    urls: Sequence[str],
-    key: str,
-    load: tuple[float, int],
-    pids: list[int | None],
-    pg: Postgres | None,
-    uri: str | None,
-) -> tuple[Run, list[float], dict[str, float]]:
-    """ReceiveStock spread over `urls` (`load`: seconds, commands in flight) after each
-    product's first command; the CPU a command `usage` counts and the machine's busy cores,
-    the backends' states."""
-    seconds, concurrency = load
-    postmaster = pg.pid if pg is not None else None
-    sender = HttpSender(urls, concurrency)
-    try:
-        await closed_loop(sender, receive(key, "warm"), concurrency, count=PRODUCTS)
-        async with sampled(uri) as backends:
-            start, busy = usage(pids, postmaster), busy_cpu_seconds()
-            run = await closed_loop(sender, receive(key, "m"), concurrency, seconds=seconds)
-            end, busy = usage(pids, postmaster), busy_cpu_seconds() - busy
-    finally:
-        await sender.aclose()
-    used = [ratio((b - a) * 1000, run.n) for a, b in zip(start, end, strict=True)]
-    return run, [*used, ratio(busy, run.seconds)], backends
+def usage(pids: Sequence[int | None], pg: Postgres | None) -> dict[str, float]:
+    """CPU seconds so far on each of `CPU_SIDES`, and the machine's busy cores'."""
+    return {
+        "hosts": sum(cpu_seconds(pid) for pid in pids if pid is not None),
+        "pg": tree_cpu_seconds(pg.pid) if pg is not None else math.nan,
+        "client": cpu_seconds(),
+        "machine": busy_cpu_seconds(),
+    }
 
 
 async def configuration(
-    tmp: Path,
-    key: str,
-    label: str,
-    dbs: Sequence[str],
-    pg: Postgres | None,
-    load: tuple[float, int],
+    tmp: Path, key: str, dbs: Sequence[str], pg: Postgres | None, seconds: float, concurrency: int
 ) -> Replicas:
-    """A `wow-temporal host` on each of `dbs` (a replica each) under the load."""
+    """A `wow-temporal host` on each of `dbs` (a replica each) under ReceiveStock spread over
+    them after each product's first command."""
     names = [f"{key}-{i + 1}" for i in range(len(dbs))]
     hosts = [
         served(name, replica_argv(db), tmp / f"{name}.log", replica_env(name))
@@ -221,62 +174,132 @@ async def configuration(
     try:
         await asyncio.gather(*(proc.start() for proc, _ in hosts))
         pids = [proc.pid for proc, _ in hosts]
-        run, used, backends = await loaded([url for _, url in hosts], key, load, pids, pg, uri)
+        async with HttpSender([url for _, url in hosts], concurrency) as sender:
+            warm = commands(ReceiveStock, key, "warm-r")
+            await closed_loop(sender, warm, concurrency, count=PRODUCTS)
+            async with sampled(uri) as backends:
+                start = usage(pids, pg)
+                receive = commands(ReceiveStock, key, "m-r")
+                run = await closed_loop(sender, receive, concurrency, seconds=seconds)
+                end = usage(pids, pg)
     finally:
         await asyncio.gather(*(proc.stop(grace=20) for proc, _ in hosts))
     after = await pg_counters(uri)
-    counts = [(b - a) / (run.n + PRODUCTS) for a, b in zip(before, after, strict=True)]
-    cpu = sum(x for x in used[:3] if math.isfinite(x))
-    progress(f"{label:17} {run.rate:6.0f}/s  CPU {cpu:.2f} ms/command")
-    host_ms, pg_ms, client_ms, machine_cores = used
-    committed, rolled_back, wal_fsyncs = counts
-    return Replicas(
-        key=key,
-        label=label,
-        replicas=len(dbs),
-        run=run,
-        host_ms=host_ms,
-        pg_ms=pg_ms,
-        client_ms=client_ms,
-        committed=committed,
-        rolled_back=rolled_back,
-        wal_fsyncs=wal_fsyncs,
-        machine_cores=machine_cores,
-        backends=backends,
-    )
+    cpu_ms = {side: ratio(1000 * (end[side] - start[side]), run.n) for side in CPU_SIDES}
+    machine = ratio(end["machine"] - start["machine"], run.seconds)
+    counts = {name: (after[name] - before[name]) / (run.n + PRODUCTS) for name in COUNTERS}
+    replicas = Replicas(key, len(dbs), run, cpu_ms, machine, counts, backends)
+    progress(f"{replicas.label:17} {run.rate:6.0f}/s  CPU {replicas.total_cpu_ms:.2f} ms/command")
+    return replicas
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Part 3: each configuration's best round, under `concurrency` commands in flight for
+    `seconds`; PG x2 over PG x1 and how it reads (PASS, MISS, or MISS where the cores ran out:
+    then informational, the CPU a command says how it scales with more cores)."""
+
+    seconds: float
+    concurrency: int
+    configs: list[Replicas]
+    two_per_one: tuple[float, str]
+
+    def print(self) -> None:
+        print(
+            f"3. replicas: ReceiveStock over {PRODUCTS} products, {self.concurrency} in flight "
+            f"spread over the replicas (each connection to one in turn), {self.seconds:g}s each, "
+            f"the best of {len(self.configs[0].rounds)} rounds; wow-temporal host processes; "
+            f"PostgreSQL fsync on; {CORES} cores:"
+        )
+        print(
+            f"    {'':17} {'cmd/s':>6} {'/PG x1':>6} {'/SQLite':>7} {'p50 ms':>7} {'p99 ms':>7}"
+            f"  CPU ms/command: {'hosts':>5} {'PG':>5} {'client':>6} {'total':>6}"
+            "  cores used: these, the machine"
+        )
+        by = {c.key: c.run.rate for c in self.configs}
+        for c in self.configs:
+            run, ms = c.run, c.cpu_ms
+            rounds = ", ".join(f"{rate:.0f}" for rate in c.rounds)
+            print(
+                f"    {c.label:17} {run.rate:6.0f} {ratio(run.rate, by['pg1']):6.2f} "
+                f"{ratio(run.rate, by.get('sqlite', math.nan)):7.2f} {run.p50_ms:7.2f} "
+                f"{run.p99_ms:7.2f}  {'':15} {ms['hosts']:5.2f} {ms['pg']:5.2f} "
+                f"{ms['client']:6.2f} {c.total_cpu_ms:6.2f}  {c.cores_used:4.2f}, "
+                f"{c.machine_cores:4.2f} of {CORES}  rounds {rounds}/s"
+            )
+        print(
+            "  PostgreSQL a command (transactions, WAL fsyncs; the events table's commit lock "
+            "held, ms a command) and its backends on average over the load (sampled every "
+            f"{1000 * SAMPLE_S:.0f} ms): holding the commit lock | waiting for a lock | for the "
+            "WAL | in a transaction, waiting for their host | running"
+        )
+        for c in (c for c in self.configs if c.key != "sqlite"):
+            b = [c.backends.get(state, math.nan) for state in STATES]
+            tx = c.counts["committed"] + c.counts["rolled_back"]
+            print(
+                f"    {c.label:17} {tx:5.2f} tx  {c.counts['wal_fsyncs']:5.2f} fsyncs "
+                f"{ratio(1000 * b[0], c.run.rate):5.2f} ms held   "
+                + " | ".join(f"{x:4.2f}" for x in b)
+            )
+        two, said = self.two_per_one
+        print(f"  PostgreSQL x2 / x1 = {two:.2f} (target >= {SCALE_TARGET}) {said}")
+
+    def verdicts(self) -> Verdicts:
+        """Each configuration's rate and CPU above 0 (PostgreSQL's too); its rate over PG x1's
+        and the SQLite host's; its latencies, cores used and PostgreSQL's counts as figures."""
+        by = {c.key: c for c in self.configs}
+        positive: dict[str, float] = {}
+        ratios: dict[str, float] = {}
+        figures: dict[str, float] = {}
+        for c in self.configs:
+            key, run = f"replicas_{c.key}", c.run
+            positive |= {f"{key}_rate": run.rate, f"{key}_host_cpu_ms": c.cpu_ms["hosts"]}
+            figures |= {f"{key}_p50_ms": run.p50_ms, f"{key}_p99_ms": run.p99_ms}
+            figures |= {f"{key}_cores_used": c.cores_used, f"{key}_machine_cores": c.machine_cores}
+            if c.key == "sqlite":
+                continue
+            positive[f"{key}_pg_cpu_ms"] = c.cpu_ms["pg"]
+            if "sqlite" in by:
+                ratios[f"{key}_per_sqlite"] = ratio(run.rate, by["sqlite"].run.rate)
+            if c.key != "pg1":
+                ratios[f"{key}_per_pg1"] = ratio(run.rate, by["pg1"].run.rate)
+            figures[f"{key}_tx_per_command"] = c.counts["committed"] + c.counts["rolled_back"]
+            figures[f"{key}_wal_fsyncs_per_command"] = c.counts["wal_fsyncs"]
+            figures[f"{key}_commit_lock_held"] = c.backends.get("lock_held", math.nan)
+        return Verdicts(must_be_positive=positive, ratios=ratios, figures=figures)
 
 
 async def replicas(
     tmp: Path, seconds: float, concurrency: int, quick: bool, rounds: int
-) -> list[Replicas]:
+) -> Scaling:
     """The SQLite host, then `REPLICAS` replicas on a PostgreSQL database each (fsync on), in
     `rounds` rounds (every other one in reverse order), a fresh store each; the best round of
     each configuration, with every round's rate."""
-    load, counts = (seconds, concurrency), QUICK_REPLICAS if quick else REPLICAS
+    counts = QUICK_REPLICAS if quick else REPLICAS
     pg = Postgres(fsync=True)
     await asyncio.to_thread(pg.start)
     try:
         uris = iter(await asyncio.to_thread(databases, pg, len(counts) * rounds))
-        plan = [] if quick else [("sqlite", "SQLite x1", 1)]
-        plan += [(f"pg{n}", f"PostgreSQL x{n}", n) for n in counts]
+        plan = [] if quick else [("sqlite", 1)]
+        plan += [(f"pg{n}", n) for n in counts]
         best: dict[str, Replicas] = {}
-        rates: dict[str, list[float]] = {key: [] for key, _, _ in plan}
+        rates: dict[str, list[float]] = {key: [] for key, _ in plan}
         for round_ in range(rounds):
-            for key, label, n in plan if round_ % 2 == 0 else plan[::-1]:
+            for key, n in plan if round_ % 2 == 0 else plan[::-1]:
                 sqlite = key == "sqlite"
                 dbs = [str(tmp / f"replicas-{round_}.db")] if sqlite else [next(uris)] * n
-                c = await configuration(tmp, key, label, dbs, None if sqlite else pg, load)
+                c = await configuration(tmp, key, dbs, None if sqlite else pg, seconds, concurrency)
                 rates[key].append(c.run.rate)
                 if key not in best or c.run.rate > best[key].run.rate:
                     best[key] = c
     finally:
         await asyncio.to_thread(pg.stop)
-    return [dataclasses.replace(best[key], rounds=rates[key]) for key, _, _ in plan]
+    configs = [dataclasses.replace(best[key], rounds=rates[key]) for key, _ in plan]
+    return Scaling(seconds, concurrency, configs, two_per_one(configs))
 
 
-def scaling(configs: Sequence[Replicas]) -> tuple[float, str]:
-    """PG x2 over PG x1, and how it reads: PASS, MISS, or MISS where the cores ran out (then
-    informational: the profile says how it scales with more cores)."""
+def two_per_one(configs: Sequence[Replicas]) -> tuple[float, str]:
+    """PG x2 over PG x1, and how it reads."""
     by = {c.replicas: c for c in configs if c.key.startswith("pg")}
     two = ratio(by[2].run.rate, by[1].run.rate)
     if two >= SCALE_TARGET:
@@ -284,78 +307,3 @@ def scaling(configs: Sequence[Replicas]) -> tuple[float, str]:
     if max(by[2].cores_used, by[2].machine_cores) >= CORES_OUT * CORES:
         return two, f"{verdict(False)} (informational: the {CORES} cores ran out)"
     return two, verdict(False)
-
-
-def print_replicas(
-    configs: Sequence[Replicas], scaled: tuple[float, str] | None, concurrency: int, duration: float
-) -> None:
-    if not configs or scaled is None:
-        print("3. replicas: skipped (--no-replicas)")
-        return
-    print(
-        f"3. replicas: ReceiveStock over {PRODUCTS} products, {concurrency} in flight spread "
-        f"over the replicas (each connection to one in turn), {duration:g}s each, the best "
-        f"of {len(configs[0].rounds)} rounds; "
-        f"wow-temporal host processes; PostgreSQL fsync on; {CORES} cores:"
-    )
-    print(
-        f"    {'':17} {'cmd/s':>6} {'/PG x1':>6} {'/SQLite':>7} {'p50 ms':>7} {'p99 ms':>7}"
-        f"  CPU ms/command: {'hosts':>5} {'PG':>5} {'client':>6} {'total':>6}"
-        "  cores used: these, the machine"
-    )
-    by = {c.key: c.run.rate for c in configs}
-    one, sqlite = by["pg1"], by.get("sqlite", math.nan)
-    for c in configs:
-        run = c.run
-        print(
-            f"    {c.label:17} {run.rate:6.0f} {ratio(run.rate, one):6.2f} "
-            f"{ratio(run.rate, sqlite):7.2f} {run.p50_ms:7.2f} {run.p99_ms:7.2f}"
-            f"  {'':15} {c.host_ms:5.2f} {c.pg_ms:5.2f} {c.client_ms:6.2f} {c.cpu_ms:6.2f}"
-            f"  {c.cores_used:4.2f}, {c.machine_cores:4.2f} of {CORES}"
-            f"  rounds {', '.join(f'{rate:.0f}' for rate in c.rounds)}/s"
-        )
-    print(
-        f"  PostgreSQL a command (transactions, WAL fsyncs; the events table's commit lock held, "
-        f"ms a command) and its backends on average over the load (sampled every "
-        f"{1000 * SAMPLE_S:.0f} ms): holding the commit lock | waiting for a lock | for the WAL | "
-        "in a transaction, waiting for their host | running"
-    )
-    for c in configs:
-        if c.key == "sqlite":
-            continue
-        b = [c.backends.get(state, math.nan) for state in STATES]
-        held = ratio(1000 * b[0], c.run.rate)
-        print(
-            f"    {c.label:17} {c.committed + c.rolled_back:5.2f} tx  {c.wal_fsyncs:5.2f} fsyncs "
-            f"{held:5.2f} ms held   {' | '.join(f'{x:4.2f}' for x in b)}"
-        )
-    two, said = scaled
-    print(f"  PostgreSQL x2 / x1 = {two:.2f} (target >= {SCALE_TARGET}) {said}")
-
-
-def replica_verdicts(configs: Sequence[Replicas]) -> Verdicts:
-    """Part 3: each configuration's rate and CPU above 0 (PostgreSQL's too); its rate over
-    PG x1's and the SQLite host's; its latencies, cores used and PostgreSQL's counts as figures."""
-    if not configs:
-        return Verdicts()
-    by = {c.key: c for c in configs}
-    sqlite, one = by.get("sqlite"), by["pg1"]
-    positive: dict[str, float] = {}
-    ratios: dict[str, float] = {}
-    figures: dict[str, float] = {}
-    for c in configs:
-        key, run = f"replicas_{c.key}", c.run
-        positive |= {f"{key}_rate": run.rate, f"{key}_host_cpu_ms": c.host_ms}
-        figures |= {f"{key}_p50_ms": run.p50_ms, f"{key}_p99_ms": run.p99_ms}
-        figures |= {f"{key}_cores_used": c.cores_used, f"{key}_machine_cores": c.machine_cores}
-        if c is sqlite:
-            continue
-        positive[f"{key}_pg_cpu_ms"] = c.pg_ms
-        if sqlite is not None:
-            ratios[f"{key}_per_sqlite"] = ratio(run.rate, sqlite.run.rate)
-        if c is not one:
-            ratios[f"{key}_per_pg1"] = ratio(run.rate, one.run.rate)
-        figures |= {f"{key}_tx_per_command": c.committed + c.rolled_back}
-        figures |= {f"{key}_wal_fsyncs_per_command": c.wal_fsyncs}
-        figures[f"{key}_commit_lock_held"] = c.backends.get("lock_held", math.nan)
-    return Verdicts(must_be_positive=positive, ratios=ratios, figures=figures)

@@ -88,6 +88,7 @@ BENCHES = {
                 for kind in ("receive_stock", "confirm_order_stock")
                 for floor in ("sqlite", "recorder", "in_process")
             ),
+            "create_order_http_per_in_process",
             "replicas_pg2_per_pg1",
         ),
     ),
