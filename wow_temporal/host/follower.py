@@ -88,6 +88,9 @@ class Follower(ABC):
         self.name = name
         self._waker = host.follow()
         self._position: int | None = None
+        self._handled: int | None = None
+        """How far commits were handled, recorded or not: a stop that cuts a step off after
+        its hand-over records this, so the next holder does not hand them over again."""
         self._recorded: int | None = None
         self._recorded_at = 0.0
         self.acted = False
@@ -105,6 +108,7 @@ class Follower(ABC):
         """Forget what is kept in memory of the log (another replica may have moved on), and
         the failure it saw then."""
         self._position = None
+        self._handled = None
         self._recorded = None
         self._failing_since = None
         self._last_error = None
@@ -125,8 +129,14 @@ class Follower(ABC):
         """Record the position reached, if it is not yet (the runtime calls it at stop)."""
         if not self.runs_here():
             return
-        if self._position is not None and self.recordable(self._position) != self._recorded:
-            await self._record(self._position)
+        reached = max((p for p in (self._position, self._handled) if p is not None), default=None)
+        if reached is not None and self.recordable(reached) != self._recorded:
+            await self._record(reached)
+
+    def handled(self, reached: int) -> None:
+        """Commits up to `reached` are handled (a follower whose `handle` goes on awaiting after
+        it acted says so at once)."""
+        self._handled = reached
 
     def recordable(self, position: int) -> int:
         """How far the log may be recorded as handled once `position` is reached: all of it,
@@ -202,6 +212,7 @@ class Follower(ABC):
             return 0
         self.acted = False
         reached = await self.handle(commits)
+        self.handled(reached)
         if reached > start:
             if self.acted or time.monotonic() - self._recorded_at >= self.record_idle_s:
                 await self._record(reached)

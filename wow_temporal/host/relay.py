@@ -150,6 +150,7 @@ class Relay(Follower):
         if scheduling:
             failures = await self._apply(admitted, self._ahead.horizon)
             self._put_aside(scheduling, failures)
+            self.handled(reached)  # what is set aside holds the record back (`recordable`)
             self.acted = True
             handed = [c for _, c in scheduling if not self._aside.holds(c.aggregate)]
             self.handed += len(handed)
