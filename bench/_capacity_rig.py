@@ -13,20 +13,10 @@ from functools import partial
 import httpx
 from temporalio.client import Client
 
-from bench._dev_stack import (
-    Drain,
-    arrivals_of,
-    cpu_of,
-    drain,
-    label,
-    late_ms,
-    samples,
-    say,
-    scrape,
-    total,
-)
+from bench._dev_stack import Drain, arrivals_of, cpu_of, drain, late_ms, say
 from bench._jobs_app import idle_app
 from bench.harness import HostProcess, Proc, commit, iso_ms, pool, rss_mb, schedule_set
+from bench.harness.prometheus import label, samples, scrape, total
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.jobs.client import JobClient

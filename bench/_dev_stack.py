@@ -1,6 +1,6 @@
 """What `bench.timers`, `bench.jobs` and `bench.capacity` share: one dev server and the fake Wow
-host on a scratch directory, progress on stderr, rounds in rotating order, a burst's drain read
-at the host, and the Prometheus text the server and the workers serve."""
+host on a scratch directory, progress on stderr, rounds in rotating order, and a burst's drain
+read at the host."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
@@ -168,31 +167,3 @@ async def drain(
         overran=overran,
         cpu={k: after[k] - before[k] for k in after},
     )
-
-
-def samples(text: str) -> Iterator[tuple[str, str, float]]:
-    """(name, labels, value) of each sample of a Prometheus text exposition."""
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            head, _, value = line.rpartition(" ")
-            name, _, labels = head.partition("{")
-            yield name, labels, float(value)
-
-
-def label(labels: str, key: str) -> str:
-    """The value of label `key` in a sample's labels ("" when it has none)."""
-    if f'{key}="' not in labels:
-        return ""
-    return labels.split(f'{key}="', 1)[1].split('"', 1)[0]
-
-
-def total(text: str, name: str) -> float:
-    """The sum of every series of `name`."""
-    return sum(value for found, _, value in samples(text) if found == name)
-
-
-async def scrape(http: httpx.AsyncClient, url: str) -> str:
-    """A `/metrics` page ("" when unreachable: a figure goes missing, the run goes on)."""
-    with contextlib.suppress(httpx.HTTPError):
-        return (await http.get(url)).text
-    return ""

@@ -16,10 +16,11 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench._bare_workflows import Scheduled, Woken
-from bench._dev_stack import baseline_worker, cpu_of, label, samples, scrape
+from bench._dev_stack import baseline_worker, cpu_of
 from bench._jobs_app import TARGET, YEARLY, IdleSaga, Tick, tick_command
 from bench.harness import HostProcess
 from bench.harness.actions import billed, history
+from bench.harness.prometheus import label, samples, scrape
 from wow_temporal import Command, JobScope, SagaContext, ScheduleTick, on_schedule
 from wow_temporal.delivery import CommandSender, DeliveryRequest, ScheduleDetails
 from wow_temporal.model import ScheduledCommand, Scope

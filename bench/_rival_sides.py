@@ -5,7 +5,6 @@ server's own counters read, all stopped."""
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from bench.harness import (
     worker_env,
 )
 from bench.harness.postgres import Postgres
+from bench.harness.prometheus import label, samples, scrape
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 
@@ -40,7 +40,6 @@ calls and the seconds they took, its visibility store's calls, the RPCs it serve
 
 BY_OPERATION = ("service_requests", "persistence_requests")
 """The counters also given by operation (`service_requests:DescribeWorkflowExecution`, ...)."""
-_OPERATION = re.compile(r'operation="([^"]*)"')
 
 
 class DevServer(EmbeddedTemporal):
@@ -56,19 +55,17 @@ class DevServer(EmbeddedTemporal):
         answer."""
         found = dict.fromkeys(COUNTERS, 0.0)
         metric_of = {metric: name for name, metric in COUNTERS.items()}
-        try:
-            text = (await self.http.get(f"http://127.0.0.1:{self.metrics_port}/metrics")).text
-        except httpx.HTTPError:
+        text = await scrape(self.http, f"http://127.0.0.1:{self.metrics_port}/metrics")
+        if not text:
             return {}
-        for line in text.splitlines():
-            head, _, value = line.rpartition(" ")
-            name = metric_of.get(head.partition("{")[0])
+        for metric, labels, value in samples(text):
+            name = metric_of.get(metric)
             if name is not None:
-                found[name] += float(value)
-                operation = _OPERATION.search(head)
+                found[name] += value
+                operation = label(labels, "operation")
                 if operation and name in BY_OPERATION:
-                    each = f"{name}:{operation.group(1)}"
-                    found[each] = found.get(each, 0.0) + float(value)
+                    each = f"{name}:{operation}"
+                    found[each] = found.get(each, 0.0) + value
         return found
 
     async def stop(self) -> None:

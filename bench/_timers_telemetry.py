@@ -13,10 +13,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from bench._dev_stack import rounds, scrape, total
+from bench._dev_stack import rounds
 from bench._timers_measures import pipeline
 from bench._timers_rig import Rig, wow_worker
 from bench.harness import ratio, verdict
+from bench.harness.prometheus import scrape, total
 from wow_temporal.dev.ports import free_port
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.logs import core_logging
