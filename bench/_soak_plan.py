@@ -10,11 +10,10 @@ from typing import Any
 
 from bench import harness
 from bench.oracle.ledger import Schedule
+from workers.eshop.order import ORDER
 from wow_temporal.model import AggregateRef, ScheduleRule
 from wow_temporal.timers.workflow import DeliverySettings
 
-CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
-"""The soak's aggregates (`bench.harness.commit`'s)."""
 BEHAVIOURS = (("ok", 0.70), ("reject", 0.07), ("fail", 0.06), ("flaky", 0.09), ("slow", 0.08))
 FLAKY_FAILURES = 2
 DELIVERY = DeliverySettings(
@@ -86,16 +85,10 @@ class Aggregate:
     behaviour: str
     commits: list[Planned]
 
-    @property
-    def ref(self) -> AggregateRef:
-        return ref(self.aggregate_id)
-
 
 def ref(aggregate_id: str) -> AggregateRef:
-    """The soak's aggregate `aggregate_id`."""
-    return AggregateRef(
-        context_name=CONTEXT, aggregate_name=AGGREGATE, tenant_id=TENANT, aggregate_id=aggregate_id
-    )
+    """The soak's aggregate `aggregate_id` (an order of tenant t1, as `bench.harness.commit`)."""
+    return ORDER.ref("t1", aggregate_id)
 
 
 def plan(count: int, duration: float, rng: random.Random, run: str) -> list[Aggregate]:

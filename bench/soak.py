@@ -29,7 +29,7 @@ from bench._soak_rig import (
     settle,
 )
 from bench.harness import Chaos, Verdicts, bench_main, parser, scratch, sized, still_running
-from bench.harness.chaos import missing, print_tail, quiet_while_down
+from bench.harness.chaos import print_tail, quiet_while_down
 from bench.oracle.ledger import Deliveries, judge_deliveries, rows_of
 from wow_temporal.ids import timer_workflow_id
 
@@ -42,9 +42,7 @@ class Report:
     commits: int
     schedules: int
     workers: int = 1
-    chaos: list[tuple[str, float, float]] = field(default_factory=list)
-    chaos_expected: list[str] = field(default_factory=list)
-    """What the chaos was planned to do, by name."""
+    chaos: Chaos = field(default_factory=Chaos)
     judged: Deliveries = field(default_factory=Deliveries)
     still_running: int = 0
     ingest: Ingest = field(default_factory=Ingest)
@@ -70,6 +68,7 @@ async def _soak(rig: Run, args: argparse.Namespace, rng: random.Random, run: str
     rig.epoch = time.time()
     chaos = Chaos(lead=CHAOS_LEAD_S, recovery=CHAOS_RECOVERY_S)
     faults = chaos_plan(rig, args.duration, rng, args.kills, not args.no_server_restart)
+    chaos.planned = sorted(f.what for f in faults)
     chaos_task = asyncio.ensure_future(chaos.run(faults, rig.clock))
     limit = asyncio.Semaphore(args.concurrency)
     applies: list[tuple[float, float]] = []
@@ -86,8 +85,7 @@ async def _soak(rig: Run, args: argparse.Namespace, rng: random.Random, run: str
         commits,
         len(schedules),
         workers=args.workers,
-        chaos=chaos.windows,
-        chaos_expected=sorted(f.what for f in faults),
+        chaos=chaos,
         judged=judge_deliveries(schedules, rows, rig.epoch, ending, chaos.inside),
         still_running=len(await still_running(rig.client, every_timer)),
         ingest=ingest(applies, chaos.windows, first_planned, ingest_done),
@@ -128,7 +126,7 @@ def verdicts(report: Report) -> Verdicts:
     return report.judged.verdicts() | Verdicts(
         must_be_zero={
             "still_running": report.still_running,
-            "chaos_kinds_missing": missing(report.chaos, report.chaos_expected),
+            "chaos_kinds_missing": report.chaos.missing(),
         },
         must_be_positive={
             "expected_over_100": report.judged.expected - 100,

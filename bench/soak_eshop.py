@@ -36,7 +36,7 @@ from bench._eshop_shop import (
 )
 from bench._eshop_stack import Stack, chaos_plan, running
 from bench.harness import Chaos, Verdicts, bench_main, parser, scratch, sized, still_running
-from bench.harness.chaos import missing, print_tail, quiet_while_down
+from bench.harness.chaos import print_tail, quiet_while_down
 from bench.oracle.eshop import (
     TENANT,
     Eshop,
@@ -75,9 +75,7 @@ class Report:
     recovered: dict[str, float] = field(default_factory=dict)
     """With replicas: their figures, as the judge read them."""
     followers: Followers = field(default_factory=Followers)
-    chaos: list[tuple[str, float, float]] = field(default_factory=list)
-    chaos_expected: list[str] = field(default_factory=list)
-    """What the chaos was to do, by name."""
+    chaos: Chaos = field(default_factory=Chaos)
 
 
 def read_log(store_path: str | Path) -> tuple[list[Commit], EventStore]:
@@ -129,14 +127,14 @@ async def soak(args: argparse.Namespace) -> Report:
                 file=sys.stderr,
             )
             report = Report(args.customers, len(plans), args.duration, args.seed)
-            chaos = Chaos(lead=CHAOS_LEAD_S, recovery=CHAOS_RECOVERY_S)
+            report.chaos = Chaos(lead=CHAOS_LEAD_S, recovery=CHAOS_RECOVERY_S)
             shop.epoch = time.time()
-            job = await _shop_under_chaos(stack, shop, plans, chaos, report, args, rng)
+            job = await _shop_under_chaos(stack, shop, plans, report, args, rng)
             await stack.stop_hosts()
             print(
                 f"soak-eshop: host stopped at {shop.clock():.1f}s; reading its log", file=sys.stderr
             )
-            orders = _judge_log(report.judged, stack, shop, stocked, chaos, job)
+            orders = _judge_log(report, stack, shop, stocked, job)
             for workflow_id in await timers_running(await stack.server.connect(), orders):
                 report.judged.problem("timers_still_running", workflow_id)
             return report
@@ -146,14 +144,13 @@ async def _shop_under_chaos(
     stack: Stack,
     shop: Shop,
     plans: list[OrderPlan],
-    chaos: Chaos,
     report: Report,
     args: argparse.Namespace,
     rng: random.Random,
 ) -> Job:
     """The customers' orders under chaos, then every order ended, the job stopped and the
     followers drained; the host's reads at the end in `shop.versions`; how the job ran."""
-    clock = shop.clock
+    clock, chaos = shop.clock, report.chaos
     tracks = chaos_plan(stack, args, rng)
     stopped = asyncio.Event()
     background = [
@@ -177,12 +174,9 @@ async def _shop_under_chaos(
         for task in background:  # a run that failed: no fault starts a process after this
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-    report.chaos = chaos.windows
     quick_chaos = QUICK_CHAOS if stack.replicas is None else QUICK_CHAOS_REPLICAS
     planned = sorted(f.what for track in tracks for f in track)
-    report.chaos_expected = (
-        list(quick_chaos) if args.quick and args.seed == QUICK["seed"] else planned
-    )
+    chaos.planned = list(quick_chaos) if args.quick and args.seed == QUICK["seed"] else planned
     report.customers_waited_out = shop.waited_out
     report.replicas = stack.replicas.seen if stack.replicas is not None else None
     report.recovered = judge_recovery(report.judged, shop.host_errors, report.replicas)
@@ -190,26 +184,22 @@ async def _shop_under_chaos(
 
 
 def _judge_log(
-    judged: Eshop,
-    stack: Stack,
-    shop: Shop,
-    stocked: set[str],
-    chaos: Chaos,
-    job: Job,
+    report: Report, stack: Stack, shop: Shop, stocked: set[str], job: Job
 ) -> dict[str, OrderLog]:
     """The host's logs and its store's log judged (the host has stopped); the orders."""
+    judged, inside_chaos = report.judged, report.chaos.inside
     for host in stack.hosts:
         judge_host_log(judged, host.log.read_text(errors="replace").splitlines())
     commits, store = read_log(stack.store)
     judge_reads(judged, commits, shop.versions)
     try:
-        orders = judge_orders(judged, commits, store.request, shop.epoch, chaos.inside)
+        orders = judge_orders(judged, commits, store.request, shop.epoch, inside_chaos)
     finally:
         store.close()
     judge_customers(judged, commits, shop.sent)
     judge_requests(judged, commits)
     slots = judge_stock(judged, commits, orders, stocked)
-    judge_job(judged, slots, job, shop.epoch, chaos.inside)
+    judge_job(judged, slots, job, shop.epoch, inside_chaos)
     return orders
 
 
@@ -274,7 +264,7 @@ def verdicts(report: Report) -> Verdicts:
     taken), the chaos as planned, and with replicas a takeover seen."""
     seen = report.replicas
     return report.judged.verdicts(replicas=seen is not None) | Verdicts(
-        must_be_zero={"chaos_kinds_missing": missing(report.chaos, report.chaos_expected)},
+        must_be_zero={"chaos_kinds_missing": report.chaos.missing()},
         must_be_positive={"takeovers": len(seen.takeovers)} if seen is not None else {},
         figures=report.recovered,
     )

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from wow_temporal.logs import CORE_LOGGER, configure_temporal_runtime
 
-__all__ = ["Chaos", "Fault", "missing", "print_tail", "quiet_while_down", "restart"]
+__all__ = ["Chaos", "Fault", "print_tail", "quiet_while_down", "restart"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class Chaos:
     lead: float = 2.0
     recovery: float = 10.0
     windows: list[tuple[str, float, float]] = field(default_factory=list)
+    planned: list[str] = field(default_factory=list)
+    """What the run planned to do, by name (`missing` compares)."""
 
     def inside(self, at: float) -> bool:
         return any(start - self.lead <= at <= end + self.recovery for _, start, end in self.windows)
@@ -46,11 +48,10 @@ class Chaos:
             self.windows.append((fault.what, began, clock()))
             print(f"  chaos: {fault.what} down {began:6.1f}s .. {clock():6.1f}s", file=sys.stderr)
 
-
-def missing(windows: Iterable[tuple[str, float, float]], planned: Iterable[str]) -> int:
-    """How many faults were planned but not done, or done but not planned (by name)."""
-    done, wanted = Counter(what for what, _, _ in windows), Counter(planned)
-    return sum(((wanted - done) + (done - wanted)).values())
+    def missing(self) -> int:
+        """How many faults were planned but not done, or done but not planned (by name)."""
+        done, wanted = Counter(what for what, _, _ in self.windows), Counter(self.planned)
+        return sum(((wanted - done) + (done - wanted)).values())
 
 
 class Restartable(Protocol):
@@ -69,7 +70,7 @@ async def restart(procs: Sequence[Restartable], pause: float) -> None:
 
 
 def print_tail(
-    windows: Iterable[tuple[str, float, float]],
+    chaos: Chaos,
     latest: Mapping[str, Iterable[tuple[int, float, str]]],
     problems: Iterable[str],
 ) -> None:
@@ -78,7 +79,7 @@ def print_tail(
     for where, arrivals in latest.items():
         for late, due_at, what in arrivals:
             print(f"  late {where}: {late} ms, due at {due_at}s, {what}")
-    for what, began, ended in windows:
+    for what, began, ended in chaos.windows:
         print(f"  chaos {what}: {began:.1f}s .. {ended:.1f}s")
     for line in problems:
         print(f"  ! {line}")
