@@ -88,7 +88,6 @@ class Shop:
     async def send(
         self,
         kind: str,
-        order_id: str,
         ref: AggregateRef,
         command_type: str,
         body: dict[str, Any],
@@ -97,7 +96,7 @@ class Shop:
         record: bool = True,
     ) -> Sent:
         """Send until the host answers (a transport error or a 5xx is retried, same id)."""
-        sent = Sent(kind, order_id, request_id)
+        sent = Sent(kind, ref.aggregate_id, request_id)
         command = WireCommand(
             type=command_type,
             context_name=ref.context_name,
@@ -123,7 +122,7 @@ class Shop:
                 continue
             code = answer.code or ""
             if response.status_code >= 500:
-                what = f"{kind} {order_id} ({request_id}): {response.text}"
+                what = f"{kind} {ref.aggregate_id} ({request_id}): {response.text}"
                 self.host_errors.append((time.monotonic(), what))
                 await asyncio.sleep(0.5)
                 continue
@@ -204,11 +203,9 @@ async def customer(shop: Shop, plan: OrderPlan, clock: Callable[[], float]) -> N
 
     async def command(kind: str, command_type: str, body: dict[str, Any]) -> Sent:
         request_id = f"{plan.order_id}:{kind}"
-        sent = await shop.send(kind, plan.order_id, ref, command_type, body, request_id)
+        sent = await shop.send(kind, ref, command_type, body, request_id)
         if plan.twice == kind or (plan.twice == "act" and kind in ("pay", "cancel")):
-            again = await shop.send(
-                kind, plan.order_id, ref, command_type, body, request_id, record=False
-            )
+            again = await shop.send(kind, ref, command_type, body, request_id, record=False)
             sent.again = again.code
         return sent
 
@@ -305,7 +302,6 @@ async def stock_up(shop: Shop, run: str) -> set[str]:
         request_id = f"stock-{product}-{run}"
         answer = await shop.send(
             "stock",
-            product,
             STOCK.ref(TENANT, product),
             "eshop.inventory.ReceiveStock",
             {"quantity": INITIAL_STOCK},

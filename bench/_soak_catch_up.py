@@ -14,8 +14,8 @@ from typing import Any
 
 from bench import harness
 from bench._soak_plan import Event
-from bench._soak_rig import Run, running
-from bench.harness import HostProcess, Verdicts, scratch
+from bench._soak_rig import Run, on_fresh_rig
+from bench.harness import HostProcess, Verdicts
 from bench.oracle.catch_up import CatchUp, judge_catch_up, logged_sets
 from bench.oracle.ledger import rows_of
 from wow_temporal.host.relay import Relay
@@ -165,11 +165,7 @@ async def await_fired(host: HostProcess, request_ids: set[str], within: float) -
 
 
 async def catch_up(args: argparse.Namespace) -> CatchUpReport:
-    rng = random.Random(args.seed)
-    run = f"{rng.randrange(16**6):06x}"
-    with scratch(args, "soak-catch-up") as tmp:
-        async with running(tmp, args) as rig:
-            return await _catch_up(rig, args, rng, run)
+    return await on_fresh_rig(args, "soak-catch-up", _catch_up)
 
 
 async def _catch_up(

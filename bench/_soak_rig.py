@@ -10,11 +10,12 @@ import contextlib
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
@@ -26,13 +27,15 @@ from bench._soak_plan import (
     Aggregate,
     ref,
 )
-from bench.harness import Fault, HostProcess, Proc, summary, worker_env
+from bench.harness import Fault, HostProcess, Proc, scratch, summary, worker_env
 from bench.harness.chaos import restart
 from bench.oracle.ledger import Ending, Schedule
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -82,6 +85,19 @@ async def running(tmp: Path, args: argparse.Namespace) -> AsyncIterator[Run]:
         await asyncio.gather(*(w.kill() for w in workers))
         await host.stop()
         await server.stop()
+
+
+async def on_fresh_rig(
+    args: argparse.Namespace,
+    name: str,
+    body: Callable[[Run, argparse.Namespace, random.Random, str], Awaitable[R]],
+) -> R:
+    """`body` on a fresh rig in a scratch directory, with the run's seeded random and its id."""
+    rng = random.Random(args.seed)
+    run = f"{rng.randrange(16**6):06x}"
+    with scratch(args, name) as tmp:
+        async with running(tmp, args) as rig:
+            return await body(rig, args, rng, run)
 
 
 def chaos_plan(

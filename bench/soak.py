@@ -25,10 +25,10 @@ from bench._soak_rig import (
     chaos_plan,
     hand_over,
     ingest,
-    running,
+    on_fresh_rig,
     settle,
 )
-from bench.harness import Chaos, Verdicts, bench_main, parser, scratch, sized, still_running
+from bench.harness import Chaos, Verdicts, bench_main, parser, sized, still_running
 from bench.harness.chaos import print_tail, quiet_while_down
 from bench.oracle.ledger import Deliveries, judge_deliveries, rows_of
 from wow_temporal.ids import timer_workflow_id
@@ -49,11 +49,7 @@ class Report:
 
 
 async def soak(args: argparse.Namespace) -> Report:
-    rng = random.Random(args.seed)
-    run = f"{rng.randrange(16**6):06x}"
-    with scratch(args, "soak") as tmp:
-        async with running(tmp, args) as rig:
-            return await _soak(rig, args, rng, run)
+    return await on_fresh_rig(args, "soak", _soak)
 
 
 async def _soak(rig: Run, args: argparse.Namespace, rng: random.Random, run: str) -> Report:

@@ -12,13 +12,12 @@ from typing import Any
 
 from bench.harness.stats import summary
 from bench.oracle.verdicts import Findings, Verdicts, positive, zero
-from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
+from workers.eshop.order import ORDER, OUT_OF_STOCK, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from wow_temporal.host.store import RequestRecord
 from wow_temporal.model import AggregateRef, Commit, ScheduleRule
 
 __all__ = [
     "CUSTOMER_CANCEL",
-    "OUT_OF_STOCK",
     "TENANT",
     "Eshop",
     "OrderLog",
@@ -33,7 +32,6 @@ __all__ = [
 TENANT = "(0)"
 """Wow's default tenant: the SYSTEM job's, so its deliveries stock the customers' shop."""
 CUSTOMER_CANCEL = "CUSTOMER"
-OUT_OF_STOCK = "OUT_OF_STOCK"
 ANSWERED = ("Ok", "DuplicateRequestId")
 """A customer's answers that say the command was done."""
 
