@@ -161,7 +161,7 @@ class Ingest:
     apply_p99_outside_ms: float = 0.0
 
 
-def ingest(
+def measure_ingest(
     applies: list[tuple[float, float]],
     windows: list[tuple[str, float, float]],
     began: float,

@@ -24,7 +24,7 @@ from bench._soak_rig import (
     Run,
     chaos_plan,
     hand_over,
-    ingest,
+    measure_ingest,
     on_fresh_rig,
     settle,
 )
@@ -84,7 +84,7 @@ async def _soak(rig: Run, args: argparse.Namespace, rng: random.Random, run: str
         chaos=chaos,
         judged=judge_deliveries(schedules, rows, rig.epoch, ending, chaos.inside),
         still_running=len(await still_running(rig.client, every_timer)),
-        ingest=ingest(applies, chaos.windows, first_planned, ingest_done),
+        ingest=measure_ingest(applies, chaos.windows, first_planned, ingest_done),
     )
 
 
