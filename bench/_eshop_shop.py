@@ -77,11 +77,17 @@ class Shop:
     """When each command was answered Ok (monotonic)."""
     waited_out: int = 0
     """Orders a customer stopped waiting for (the end checks every order anyway)."""
+    epoch: float = field(default_factory=time.time)
+    """When the run began (epoch s): its clock's 0."""
+    versions: dict[AggregateRef, int | None] = field(default_factory=dict)
+    """Each order's and product's version as the host read it at the end."""
+
+    def clock(self) -> float:
+        return time.time() - self.epoch
 
     async def send(
         self,
         kind: str,
-        order_id: str,
         ref: AggregateRef,
         command_type: str,
         body: dict[str, Any],
@@ -90,7 +96,7 @@ class Shop:
         record: bool = True,
     ) -> Sent:
         """Send until the host answers (a transport error or a 5xx is retried, same id)."""
-        sent = Sent(kind, order_id, request_id)
+        sent = Sent(kind, ref.aggregate_id, request_id)
         command = WireCommand(
             type=command_type,
             context_name=ref.context_name,
@@ -116,7 +122,7 @@ class Shop:
                 continue
             code = answer.code or ""
             if response.status_code >= 500:
-                what = f"{kind} {order_id} ({request_id}): {response.text}"
+                what = f"{kind} {ref.aggregate_id} ({request_id}): {response.text}"
                 self.host_errors.append((time.monotonic(), what))
                 await asyncio.sleep(0.5)
                 continue
@@ -128,27 +134,21 @@ class Shop:
             self.sent.append(sent)
         return sent
 
-    async def status(self, ref: AggregateRef) -> str | None:
-        """The order's status as the host reads it (None: not there, or no answer)."""
+    async def read(self, ref: AggregateRef, tries: int = 1) -> dict[str, Any] | None:
+        """The aggregate as the host reads it (None: not there, or no answer in `tries`)."""
         path = f"/wow/aggregate/{ref.context_name}/{ref.aggregate_name}/{ref.tenant_id}/"
-        try:
-            response = await self.http.get(self.url + path + ref.aggregate_id)
-            if response.status_code != 200:
-                return None
-            return str(response.json()["state"]["status"])
-        except (httpx.HTTPError, ValueError, KeyError):
-            return None
-
-    async def version(self, ref: AggregateRef) -> int | None:
-        """The aggregate's version as the host reads it (None: not there, or no answer)."""
-        path = f"/wow/aggregate/{ref.context_name}/{ref.aggregate_name}/{ref.tenant_id}/"
-        for _ in range(5):
+        for _ in range(tries):
             try:
                 response = await self.http.get(self.url + path + ref.aggregate_id)
-                return int(response.json()["version"]) if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, KeyError):
+                return dict(response.json()) if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
                 await asyncio.sleep(0.2)
         return None
+
+    async def status(self, ref: AggregateRef) -> str | None:
+        """The order's status as the host reads it (None: not there, or no answer)."""
+        status = ((await self.read(ref)) or {}).get("state", {}).get("status")
+        return None if status is None else str(status)
 
     async def wait_status(
         self,
@@ -203,11 +203,9 @@ async def customer(shop: Shop, plan: OrderPlan, clock: Callable[[], float]) -> N
 
     async def command(kind: str, command_type: str, body: dict[str, Any]) -> Sent:
         request_id = f"{plan.order_id}:{kind}"
-        sent = await shop.send(kind, plan.order_id, ref, command_type, body, request_id)
+        sent = await shop.send(kind, ref, command_type, body, request_id)
         if plan.twice == kind or (plan.twice == "act" and kind in ("pay", "cancel")):
-            again = await shop.send(
-                kind, plan.order_id, ref, command_type, body, request_id, record=False
-            )
+            again = await shop.send(kind, ref, command_type, body, request_id, record=False)
             sent.again = again.code
         return sent
 
@@ -269,6 +267,15 @@ class Followers:
                     async with asyncio.timeout(1.0):
                         await stop.wait()
 
+    def print_worst(self) -> None:
+        for name in sorted(self.worst):
+            behind, at = self.worst[name]
+            stalled, since = self.stalls.get(name, (0.0, 0.0))
+            print(
+                f"  follower {name}: at most {behind} commits behind (at {at}s), longest stall "
+                f"{stalled}s (from {since}s)"
+            )
+
 
 async def drained(url: str, timeout: float) -> bool:  # noqa: ASYNC109
     """Wait until the relay and every saga have nothing left in the log (twice in a row)."""
@@ -295,7 +302,6 @@ async def stock_up(shop: Shop, run: str) -> set[str]:
         request_id = f"stock-{product}-{run}"
         answer = await shop.send(
             "stock",
-            product,
             STOCK.ref(TENANT, product),
             "eshop.inventory.ReceiveStock",
             {"quantity": INITIAL_STOCK},
@@ -326,8 +332,8 @@ async def orders_end(shop: Shop, refs: list[AggregateRef], within: float) -> Non
 async def read_versions(shop: Shop, refs: list[AggregateRef]) -> dict[AggregateRef, int | None]:
     """Each order's and product's version as the host reads it at the end."""
     every = refs + [STOCK.ref(TENANT, p) for p in (*PRODUCTS, NEVER_STOCKED)]
-    read = await asyncio.gather(*(shop.version(r) for r in every))
-    return dict(zip(every, read, strict=True))
+    read = await asyncio.gather(*(shop.read(r, tries=5) for r in every))
+    return {r: None if a is None else int(a["version"]) for r, a in zip(every, read, strict=True)}
 
 
 def _never(shop: Shop, ref: AggregateRef) -> bool:

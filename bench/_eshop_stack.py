@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import random
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -18,6 +20,7 @@ import httpx
 
 from bench.harness import CLI, Fault, Proc, answers, log_says, worker_env
 from bench.harness.balancer import Balancer
+from bench.harness.chaos import restart
 from bench.harness.postgres import Postgres
 from bench.oracle.recovery import RECOVERY_BOUND_S, Recovery
 from wow_temporal.dev.ports import free_port
@@ -42,12 +45,6 @@ class Stack:
     """The host's store: its SQLite file, or the replicas' PostgreSQL database (a URI)."""
     replicas: Replicas | None = None
 
-    async def server_down(self) -> None:
-        """Kill the dev server and start it again on its database, 5 s later."""
-        await self.server.kill()
-        await asyncio.sleep(5.0)
-        await self.server.start()
-
     async def start(self) -> None:
         if self.replicas is not None:
             await self.replicas.balancer.start(self.replicas.port)
@@ -66,6 +63,30 @@ class Stack:
             await proc.kill()
         if self.replicas is not None:
             await self.replicas.balancer.close()
+
+
+@asynccontextmanager
+async def running(tmp: Path, args: argparse.Namespace) -> AsyncIterator[Stack]:
+    """A fresh headless dev server, PostgreSQL with `--replicas` of 2 or more, and the stack
+    on them, started; all ended on the way out."""
+    server = EmbeddedTemporal(tmp / "temporal", headless=True)
+    pg = Postgres(fsync=True) if args.replicas >= 2 else None
+    stack: Stack | None = None
+    try:
+        if pg is not None:
+            await asyncio.to_thread(pg.start)
+        await server.start()
+        stack = await asyncio.to_thread(make_stack, tmp, server, args, pg)
+        await stack.start()
+        yield stack
+    finally:
+        try:
+            if stack is not None:
+                await stack.kill()
+            await server.stop()
+        finally:
+            if pg is not None:
+                await asyncio.to_thread(pg.stop)
 
 
 def make_stack(
@@ -262,17 +283,10 @@ def chaos_plan(
             Fault(at, "host replica", partial(replicas.kill_next, pause)) for at, pause in hosts
         ]
     if not args.no_server_restart:
-        downs.append(Fault(rng.uniform(0.35, 0.55) * duration, "server", stack.server_down))
+        at = rng.uniform(0.35, 0.55) * duration
+        downs.append(Fault(at, "server", partial(restart, [stack.server], 5.0)))
     if replicas is not None:  # away ~5.5-8 s with the stop and the start
         pause = rng.uniform(5.0, 7.0)
         at = rng.uniform(0.15, 0.6) * duration
         downs.append(Fault(at, "postgres", partial(replicas.postgres_down, pause)))
     return workers, downs
-
-
-async def restart(procs: list[Proc], pause: float) -> None:
-    """SIGKILL them one after the other, wait `pause` seconds, start them again together."""
-    for proc in procs:
-        await proc.kill()
-    await asyncio.sleep(pause)
-    await asyncio.gather(*(proc.start() for proc in procs))

@@ -12,12 +12,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench._soak_plan import AGGREGATE, CONTEXT, DELIVERY, TENANT
-from bench._soak_rig import start_host, start_workers
-from bench.harness import HostProcess, Verdicts, scratch
+from bench import harness
+from bench._soak_plan import Event
+from bench._soak_rig import Run, on_fresh_rig
+from bench.harness import HostProcess, Verdicts
 from bench.oracle.catch_up import CatchUp, judge_catch_up, logged_sets
 from bench.oracle.ledger import rows_of
-from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.host.relay import Relay
 from wow_temporal.model import Commit
 from wow_temporal.timers.client import TimerClient
@@ -114,35 +114,23 @@ def catch_up_commit(
     aggregate_id: str, version: int, at: float, changes: list[Change]
 ) -> dict[str, Any]:
     """The wire commit of `aggregate_id` at `version`, created at `at` (epoch s)."""
-    body: list[dict[str, Any]] = []
+    events: list[Event] = []
     for kind, after in changes:
         if kind in ("set", "set-cancel"):
-            body.append(
-                {
-                    "id": f"e{len(body)}",
-                    "name": "wow.ScheduleSet",
-                    "body": {
-                        "key": "k1",
-                        "rule": {"after": f"PT{after:.3f}S"},
-                        "command": {"type": "eshop.order.CancelOrder", "body": {}},
-                    },
-                }
-            )
+            events.append(Event("set", "k1", {"after": f"PT{after:.3f}S"}))
         if kind in ("cancel", "set-cancel"):
-            name, cancel = "wow.ScheduleCancelled", {"key": "k1"}
-            body.append({"id": f"e{len(body)}", "name": name, "body": cancel})
+            events.append(Event("cancel", "k1"))
         if kind == "delete":
-            body.append({"id": f"e{len(body)}", "name": "wow.AggregateDeleted", "body": {}})
-    return {
-        "id": f"{aggregate_id}-v{version}",
-        "contextName": CONTEXT,
-        "aggregateName": AGGREGATE,
-        "tenantId": TENANT,
-        "aggregateId": aggregate_id,
-        "version": version,
-        "createTime": int(at * 1000),
-        "body": body,
-    }
+            events.append(Event("delete"))
+    wire = [event.wire() for event in events]
+    created_ms = int(at * 1000)
+    return harness.commit(
+        aggregate_id,
+        *wire,
+        version=version,
+        commit_id=f"{aggregate_id}-v{version}",
+        created_ms=created_ms,
+    )
 
 
 async def commit_during(
@@ -177,57 +165,43 @@ async def await_fired(host: HostProcess, request_ids: set[str], within: float) -
 
 
 async def catch_up(args: argparse.Namespace) -> CatchUpReport:
-    """Hundreds of aggregates' keys set before a Temporal outage, then set, cancelled,
-    replaced and deleted during it, a share of them due during it; once the server is back and
-    the timers due during the outage have fired, the relay catches up in pages with the log
-    read ahead (as `Relay` does): nothing the log changed before it was due may be delivered,
-    what it changed only once due is delivered once."""
-    rng = random.Random(args.seed)
-    run = f"{rng.randrange(16**6):06x}"
+    return await on_fresh_rig(args, "soak-catch-up", _catch_up)
+
+
+async def _catch_up(
+    rig: Run, args: argparse.Namespace, rng: random.Random, run: str
+) -> CatchUpReport:
+    """Each aggregate's key set before the outage; during it the log set, cancels, replaces
+    and deletes; once the server is back and the timers due during the outage have fired, the
+    relay catches up in pages with the log read ahead (as `Relay` does); the ledger judged."""
     tell = not args.unguarded
-    with scratch(args, "soak-catch-up") as tmp:
-        server = EmbeddedTemporal(tmp / "temporal", headless=True)
-        await server.start()
-        host = await start_host(tmp / "host.log")
-        workers = start_workers(server, host.url, tmp, args.workers)
-        try:
-            await asyncio.gather(*(w.start() for w in workers))
-            client = await server.connect()
-            timers = TimerClient(client, delivery=DELIVERY)
-            began = time.time()
-            outage = (began + 5.0, began + 5.0 + args.outage)
-            outage_ms = (int(outage[0] * 1000), int(outage[1] * 1000))
-            log = catch_up_log(args.aggregates, rng, run, began, outage)
-            report = CatchUpReport(args.aggregates, len(log), args.outage, guarded=tell)
-            first = [c for c in log if c["version"] == 1]
-            if tell:
-                await host.log(first)
-            for at in range(0, len(first), 100):
-                await timers.apply_many([Commit.parse(c) for c in first[at : at + 100]])
-            await asyncio.sleep(max(0.0, outage[0] - time.time()))
-            await server.kill()
-            print(f"catch-up: the server is down for {args.outage:.0f}s", file=sys.stderr)
-            later = [c for c in log if c["version"] > 1]
-            await commit_during(host, later, outage[1], tell=tell)
-            await server.start()
-            client = await server.connect()
-            timers = TimerClient(client, delivery=DELIVERY)
-            due_during = {
-                f"{s.timer}#1"
-                for s in logged_sets(first)
-                if outage_ms[0] <= s.due_ms < outage_ms[1]
-            }
-            fired = await await_fired(host, due_during, FIRED_WITHIN_S)
-            report.fired_before_handover, report.waited_s = fired
-            report.caught_up_s = await hand_over_backlog(timers, [Commit.parse(c) for c in later])
-            last_due = max(s.due_ms for s in logged_sets(log)) / 1000
-            await asyncio.sleep(max(0.0, last_due - time.time()) + args.settle)
-            report.judged = judge_catch_up(log, rows_of(await host.arrivals()), outage_ms)
-            return report
-        finally:
-            await asyncio.gather(*(w.kill() for w in workers))
-            await host.stop()
-            await server.stop()
+    began = time.time()
+    outage = (began + 5.0, began + 5.0 + args.outage)
+    outage_ms = (int(outage[0] * 1000), int(outage[1] * 1000))
+    log = catch_up_log(args.aggregates, rng, run, began, outage)
+    report = CatchUpReport(args.aggregates, len(log), args.outage, guarded=tell)
+    first = [c for c in log if c["version"] == 1]
+    later = [c for c in log if c["version"] > 1]
+    if tell:
+        await rig.host.log(first)
+    for at in range(0, len(first), 100):
+        await rig.timers.apply_many([Commit.parse(c) for c in first[at : at + 100]])
+    await asyncio.sleep(max(0.0, outage[0] - time.time()))
+    await rig.server.kill()
+    print(f"catch-up: the server is down for {args.outage:.0f}s", file=sys.stderr)
+    await commit_during(rig.host, later, outage[1], tell=tell)
+    await rig.server.start()
+    await rig.reconnect()
+    due_during = {
+        f"{s.timer}#1" for s in logged_sets(first) if outage_ms[0] <= s.due_ms < outage_ms[1]
+    }
+    fired = await await_fired(rig.host, due_during, FIRED_WITHIN_S)
+    report.fired_before_handover, report.waited_s = fired
+    report.caught_up_s = await hand_over_backlog(rig.timers, [Commit.parse(c) for c in later])
+    last_due = max(s.due_ms for s in logged_sets(log)) / 1000
+    await asyncio.sleep(max(0.0, last_due - time.time()) + args.settle)
+    report.judged = judge_catch_up(log, rows_of(await rig.host.arrivals()), outage_ms)
+    return report
 
 
 async def hand_over_backlog(timers: TimerClient, backlog: list[Commit]) -> float:
@@ -251,21 +225,10 @@ def print_catch_up(report: CatchUpReport) -> None:
         f"during the outage had fired ({report.waited_s}s after the server was back)"
     )
     print(
-        f"  sets in force {j.in_force}: delivered once {j.delivered_once}, "
-        f"lost {j.lost}, decided twice {j.decided_twice}, early {j.early}"
+        f"  sets in force {j.in_force}; superseded {j.superseded}, of them stopped before due "
+        f"(victims) {j.victims}; changed once due (owed) {j.owed}"
     )
-    print(
-        f"  sets the log replaced, cancelled or deleted {j.superseded}: "
-        f"delivered {j.delivered_though_changed} (must be 0)"
-    )
-    print(
-        f"  of them due during the outage, stopped before due {j.victims}: delivered "
-        f"{j.delivered_though_stopped_before_due} (must be 0)"
-    )
-    print(
-        f"  due during the outage, changed once due (owed) {j.owed}: delivered once "
-        f"{j.owed_delivered_once}, lost {j.owed_lost}"
-    )
+    print(catch_up_verdicts(report).text())
     if not report.guarded:
         print("  --unguarded: the fake host was not told the log, nothing guards the target")
     for problem in j.problems[:20]:

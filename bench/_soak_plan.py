@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bench import harness
 from bench.oracle.ledger import Schedule
+from workers.eshop.order import ORDER
 from wow_temporal.model import AggregateRef, ScheduleRule
 from wow_temporal.timers.workflow import DeliverySettings
 
-CONTEXT, AGGREGATE, TENANT = "eshop-order", "order", "t1"
 BEHAVIOURS = (("ok", 0.70), ("reject", 0.07), ("fail", 0.06), ("flaky", 0.09), ("slow", 0.08))
 FLAKY_FAILURES = 2
 DELIVERY = DeliverySettings(
@@ -44,6 +45,15 @@ class Event:
     key: str = ""
     rule: dict[str, Any] | None = None
 
+    def wire(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The event as `bench.harness.commit` takes it (a set's command carries `body`)."""
+        if self.kind == "set":
+            assert self.rule is not None
+            return harness.schedule_set(self.rule, self.key, body=body)
+        if self.kind == "cancel":
+            return {"name": "wow.ScheduleCancelled", "key": self.key}
+        return {"name": "wow.AggregateDeleted"}
+
 
 @dataclass
 class Planned:
@@ -58,34 +68,15 @@ class Planned:
     """(start, return) of each handover's successful apply, run-relative seconds."""
 
     def wire(self, aggregate_id: str, epoch: float) -> dict[str, Any]:
-        body = []
-        for index, event in enumerate(self.events):
-            name = {
-                "set": "wow.ScheduleSet",
-                "cancel": "wow.ScheduleCancelled",
-                "delete": "wow.AggregateDeleted",
-            }[event.kind]
-            payload: dict[str, Any] = {}
-            if event.kind == "set":
-                payload = {
-                    "key": event.key,
-                    "rule": event.rule,
-                    "command": {"type": "eshop.order.CancelOrder", "body": {"v": self.version}},
-                    "target": None,
-                }
-            elif event.kind == "cancel":
-                payload = {"key": event.key}
-            body.append({"id": f"e{index}", "name": name, "body": payload})
-        return {
-            "id": self.commit_id,
-            "contextName": CONTEXT,
-            "aggregateName": AGGREGATE,
-            "tenantId": TENANT,
-            "aggregateId": aggregate_id,
-            "version": self.version,
-            "createTime": int((epoch + self.created_s) * 1000),
-            "body": body,
-        }
+        events = [event.wire({"v": self.version}) for event in self.events]
+        created_ms = int((epoch + self.created_s) * 1000)
+        return harness.commit(
+            aggregate_id,
+            *events,
+            version=self.version,
+            commit_id=self.commit_id,
+            created_ms=created_ms,
+        )
 
 
 @dataclass
@@ -94,16 +85,10 @@ class Aggregate:
     behaviour: str
     commits: list[Planned]
 
-    @property
-    def ref(self) -> AggregateRef:
-        return ref(self.aggregate_id)
-
 
 def ref(aggregate_id: str) -> AggregateRef:
-    """The soak's aggregate `aggregate_id`."""
-    return AggregateRef(
-        context_name=CONTEXT, aggregate_name=AGGREGATE, tenant_id=TENANT, aggregate_id=aggregate_id
-    )
+    """The soak's aggregate `aggregate_id` (an order of tenant t1, as `bench.harness.commit`)."""
+    return ORDER.ref("t1", aggregate_id)
 
 
 def plan(count: int, duration: float, rng: random.Random, run: str) -> list[Aggregate]:

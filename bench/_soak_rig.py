@@ -1,6 +1,6 @@
-"""The chaos soak's rig (`bench.soak`): the fake host and the workers, the chaos done to them,
-the relay handing the planned commits over, and the end (parked timers retried, crons
-cancelled) that its judge reads."""
+"""The chaos soak's rig (`bench.soak`): the server, the fake host and the workers, the chaos
+done to them, the relay handing the planned commits over, and the end (parked timers retried,
+crons cancelled) that its judge reads."""
 
 from __future__ import annotations
 
@@ -10,191 +10,32 @@ import contextlib
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from bench._soak_plan import CHAOS_RECOVERY_S, FLAKY_FAILURES, PARKED_WITHIN_S, Aggregate, ref
-from bench.harness import Fault, HostProcess, Proc, summary, worker_env
+from bench._soak_plan import (
+    CHAOS_RECOVERY_S,
+    DELIVERY,
+    FLAKY_FAILURES,
+    PARKED_WITHIN_S,
+    Aggregate,
+    ref,
+)
+from bench.harness import Fault, HostProcess, Proc, scratch, summary, worker_env
+from bench.harness.chaos import restart
 from bench.oracle.ledger import Ending, Schedule
 from wow_temporal.dev.server import EmbeddedTemporal
 from wow_temporal.ids import timer_workflow_id
 from wow_temporal.timers.client import TimerClient, TimerError
 from wow_temporal.timers.core import Status, TimerState
 
-
-async def start_host(log: Path) -> HostProcess:
-    """The fake Wow host in its own process, answering by the aggregate id's prefix: `ok-` Ok,
-    `reject-` IllegalState, `fail-` 503 until healed, `flaky-` 503 for the first attempts of
-    each request id, `slow-` Ok late."""
-    host = HostProcess(log)
-    await host.start()
-    await host.behave("reject", aggregate_prefix="reject")
-    await host.behave("fail", aggregate_prefix="fail", status=503)
-    await host.behave("fail", aggregate_prefix="flaky", attempts=FLAKY_FAILURES, status=503)
-    await host.behave("hang", aggregate_prefix="slow", delay=(0.2, 1.5))
-    return host
-
-
-async def heal(host: HostProcess) -> None:
-    """The failing host answers as the others again."""
-    await host.unbehave(aggregate_prefix="fail")
-
-
-def start_workers(
-    server: EmbeddedTemporal, host_url: str, tmp: Path, count: int, *, tracing: bool = True
-) -> list[Proc]:
-    """`count` real `wow-temporal worker` processes on the same task queues (not yet started)."""
-    env = worker_env(
-        server.address, server.namespace, host_url, WOW_TELEMETRY_TRACING=str(tracing).lower()
-    )
-    return [Proc.worker(tmp / f"worker-{n}.log", env, name=f"worker {n + 1}") for n in range(count)]
-
-
-async def restart(procs: list[Proc], pause: float) -> None:
-    """SIGKILL them together, wait `pause` seconds, start them again together."""
-    await asyncio.gather(*(p.kill() for p in procs))
-    await asyncio.sleep(pause)
-    await asyncio.gather(*(p.start() for p in procs))
-
-
-def chaos_plan(
-    server: EmbeddedTemporal,
-    workers: list[Proc],
-    duration: float,
-    rng: random.Random,
-    kills: int,
-    restart_server: bool,
-) -> list[Fault]:
-    """SIGKILL one worker `kills` times (each in turn), all of them once when there are
-    several, and kill the dev server once, at random moments while commits are handed over."""
-    count = len(workers)
-    moments = sorted(rng.uniform(0.1, 0.65) * duration for _ in range(kills + (count > 1)))
-
-    def down(procs: list[Proc]) -> Callable[[], Awaitable[None]]:
-        return lambda: restart(procs, rng.uniform(1.0, 3.0))
-
-    faults = [
-        Fault(at, f"worker {n % count + 1}", down([workers[n % count]]))
-        for n, at in enumerate(moments[:kills])
-    ]
-    if count > 1:
-        faults.append(Fault(moments[kills], "all workers", down(workers)))
-
-    async def server_down() -> None:
-        await server.kill()
-        await asyncio.sleep(5.0)
-        await server.start()
-
-    if restart_server:
-        faults.append(Fault(rng.uniform(0.45, 0.6) * duration, "server", server_down))
-    return faults
-
-
-def chaos_kinds(workers: int, kills: int, restart_server: bool) -> list[str]:
-    """What `chaos_plan` does, by name."""
-    kinds = [f"worker {n % workers + 1}" for n in range(kills)]
-    return sorted(kinds + ["all workers"] * (workers > 1) + ["server"] * restart_server)
-
-
-async def hand_over(
-    timers: TimerClient,
-    aggregate: Aggregate,
-    epoch: float,
-    clock: Callable[[], float],
-    limit: asyncio.Semaphore,
-    applies: list[tuple[float, float]],
-) -> None:
-    """The relay for one aggregate: each handover at its moment, in the planned order,
-    retried until Temporal takes it (it may be down); `applies` gets each one's end (run
-    seconds) and how long it took."""
-    handovers = [(at, commit) for commit in aggregate.commits for at in commit.handovers]
-    for at, commit in sorted(handovers, key=lambda pair: pair[0]):
-        await asyncio.sleep(max(0.0, at - clock()))
-        data = commit.wire(aggregate.aggregate_id, epoch)
-        began = clock()
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                async with limit:
-                    started = time.monotonic()
-                    await timers.apply(data)
-                    applies.append((clock(), time.monotonic() - started))
-                break
-            except Exception:
-                if time.monotonic() > deadline:  # not Temporal being down for a while
-                    raise
-                await asyncio.sleep(0.5)
-        commit.applied_s.append((began, clock()))
-
-
-@dataclass(frozen=True)
-class IngestInChaos:
-    """Applies done per second outside the chaos windows, while commits were handed over, and
-    inside the windows of worker kills (a server restart stops ingest by nature)."""
-
-    outside_per_s: float
-    inside_per_s: float
-    inside_ratio: float
-    apply_p99_inside_ms: float
-    apply_p99_outside_ms: float
-
-
-def ingest_in_chaos(
-    applies: list[tuple[float, float]],
-    windows: list[tuple[str, float, float]],
-    began: float,
-    ended: float,
-) -> IngestInChaos:
-    """Applies done per second inside the worker-kill windows (to their restart, and 2 s
-    on) against outside every window, over the time commits were handed over;
-    the server's window (and its recovery) counts as neither: with no server, no ingest."""
-    step = 0.1
-    bins = max(1, int((ended - began) / step) + 1)
-    kind = ["outside"] * bins
-    for what, start, end in windows:
-        label, tail = ("server", CHAOS_RECOVERY_S) if what == "server" else ("worker", 2.0)
-        first = max(0, int((start - began) / step))
-        last = min(bins, int((end + tail - began) / step) + 1)
-        for n in range(first, last):
-            if kind[n] != "server":
-                kind[n] = label
-    done: Counter[str] = Counter()
-    took: dict[str, list[float]] = defaultdict(list)
-    for finished, duration in applies:
-        n = int((finished - began) / step)
-        if 0 <= n < bins:
-            done[kind[n]] += 1
-            took[kind[n]].append(duration * 1000)
-    seconds = Counter(kind)
-    outside = done["outside"] / max(seconds["outside"] * step, 1e-9)
-    inside = done["worker"] / max(seconds["worker"] * step, 1e-9)
-    return IngestInChaos(
-        outside_per_s=round(outside, 1),
-        inside_per_s=round(inside, 1),
-        inside_ratio=round(inside / outside, 2) if outside else 0.0,
-        apply_p99_outside_ms=summary(took["outside"]).get("p99", 0.0),
-        apply_p99_inside_ms=summary(took["worker"]).get("p99", 0.0),
-    )
-
-
-async def count_task_timeouts(client: Client, workflow_ids: list[str]) -> int:
-    """Workflow tasks that timed out (on the sticky queue, or unclaimed) across the timers."""
-    limit = asyncio.Semaphore(40)
-
-    async def one(workflow_id: str) -> int:
-        async with limit:
-            found = 0
-            with contextlib.suppress(Exception):
-                handle = client.get_workflow_handle(workflow_id)
-                async for event in handle.fetch_history_events():
-                    found += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
-            return found
-
-    return sum(await asyncio.gather(*(one(w) for w in workflow_ids)))
+R = TypeVar("R")
 
 
 @dataclass
@@ -208,8 +49,159 @@ class Run:
     timers: TimerClient
     epoch: float = field(default_factory=time.time)
 
+    async def reconnect(self) -> None:
+        """A client of the restarted server, and the soak's timer client on it."""
+        self.client = await self.server.connect()
+        self.timers = TimerClient(self.client, delivery=DELIVERY)
+
     def clock(self) -> float:
         return time.time() - self.epoch
+
+
+@asynccontextmanager
+async def running(tmp: Path, args: argparse.Namespace) -> AsyncIterator[Run]:
+    """A fresh headless dev server, the fake host answering by the aggregate id's prefix (`ok-`
+    Ok, `reject-` IllegalState, `fail-` 503 until healed, `flaky-` 503 for the first attempts
+    of each request id, `slow-` Ok late) and `--workers` real workers; all ended on the way
+    out."""
+    server = EmbeddedTemporal(tmp / "temporal", headless=True)
+    host = HostProcess(tmp / "host.log")
+    workers: list[Proc] = []
+    try:
+        await server.start()
+        await host.start()
+        await host.behave("reject", aggregate_prefix="reject")
+        await host.behave("fail", aggregate_prefix="fail", status=503)
+        await host.behave("fail", aggregate_prefix="flaky", attempts=FLAKY_FAILURES, status=503)
+        await host.behave("hang", aggregate_prefix="slow", delay=(0.2, 1.5))
+        tracing = str(not args.no_tracing).lower()
+        env = worker_env(server.address, server.namespace, host.url, WOW_TELEMETRY_TRACING=tracing)
+        for n in range(args.workers):
+            workers.append(Proc.worker(tmp / f"worker-{n}.log", env, name=f"worker {n + 1}"))
+        await asyncio.gather(*(w.start() for w in workers))
+        client = await server.connect()
+        yield Run(server, host, workers, client, TimerClient(client, delivery=DELIVERY))
+    finally:
+        await asyncio.gather(*(w.kill() for w in workers))
+        await host.stop()
+        await server.stop()
+
+
+async def on_fresh_rig(
+    args: argparse.Namespace,
+    name: str,
+    body: Callable[[Run, argparse.Namespace, random.Random, str], Awaitable[R]],
+) -> R:
+    """`body` on a fresh rig in a scratch directory, with the run's seeded random and its id."""
+    rng = random.Random(args.seed)
+    run = f"{rng.randrange(16**6):06x}"
+    with scratch(args, name) as tmp:
+        async with running(tmp, args) as rig:
+            return await body(rig, args, rng, run)
+
+
+def chaos_plan(
+    rig: Run, duration: float, rng: random.Random, kills: int, restart_server: bool
+) -> list[Fault]:
+    """SIGKILL one worker `kills` times (each in turn), all of them once when there are
+    several, and kill the dev server once, at random moments while commits are handed over."""
+    workers = rig.workers
+    count = len(workers)
+    moments = sorted(rng.uniform(0.1, 0.65) * duration for _ in range(kills + (count > 1)))
+    faults = []
+    if restart_server:
+        at = rng.uniform(0.45, 0.6) * duration
+        faults.append(Fault(at, "server", partial(restart, [rig.server], 5.0)))
+    victims = [[workers[n % count]] for n in range(kills)] + [workers] * (count > 1)
+    for at, procs in zip(moments, victims, strict=True):
+        what = procs[0].name if len(procs) == 1 else "all workers"
+        faults.append(Fault(at, what, partial(restart, procs, rng.uniform(1.0, 3.0))))
+    return faults
+
+
+async def hand_over(
+    rig: Run, aggregate: Aggregate, limit: asyncio.Semaphore, applies: list[tuple[float, float]]
+) -> None:
+    """The relay for one aggregate: each handover at its moment, in the planned order,
+    retried until Temporal takes it (it may be down); `applies` gets each one's end (run
+    seconds) and how long it took."""
+    handovers = [(at, commit) for commit in aggregate.commits for at in commit.handovers]
+    for at, commit in sorted(handovers, key=lambda pair: pair[0]):
+        await asyncio.sleep(max(0.0, at - rig.clock()))
+        data = commit.wire(aggregate.aggregate_id, rig.epoch)
+        began = rig.clock()
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                async with limit:
+                    started = time.monotonic()
+                    await rig.timers.apply(data)
+                    applies.append((rig.clock(), time.monotonic() - started))
+                break
+            except Exception:
+                if time.monotonic() > deadline:  # not Temporal being down for a while
+                    raise
+                await asyncio.sleep(0.5)
+        commit.applied_s.append((began, rig.clock()))
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """Applies done per second while commits were handed over, and how long each took; apart,
+    outside the chaos windows and inside the windows of worker kills (a server restart stops
+    ingest by nature)."""
+
+    per_s: float = 0.0
+    apply_p50_ms: float = 0.0
+    apply_p99_ms: float = 0.0
+    outside_per_s: float = 0.0
+    inside_per_s: float = 0.0
+    inside_ratio: float = 0.0
+    apply_p99_inside_ms: float = 0.0
+    apply_p99_outside_ms: float = 0.0
+
+
+def measure_ingest(
+    applies: list[tuple[float, float]],
+    windows: list[tuple[str, float, float]],
+    began: float,
+    ended: float,
+) -> Ingest:
+    """Applies done per second overall and inside the worker-kill windows (to their restart,
+    and 2 s on) against outside every window, over the time commits were handed over (from
+    `began`, the first planned, to `ended`, run s); the server's window (and its recovery)
+    counts as neither: with no server, no ingest."""
+    step = 0.1
+    bins = max(1, int((ended - began) / step) + 1)
+    kind = ["outside"] * bins
+    for what, start, end in windows:
+        label, tail = ("server", CHAOS_RECOVERY_S) if what == "server" else ("worker", 2.0)
+        first = max(0, int((start - began) / step))
+        last = min(bins, int((end + tail - began) / step) + 1)
+        for n in range(first, last):
+            if kind[n] != "server":
+                kind[n] = label
+    done: Counter[str] = Counter()
+    took: dict[str, list[float]] = defaultdict(list)
+    for finished, duration in applies:
+        took["all"].append(duration * 1000)
+        n = int((finished - began) / step)
+        if 0 <= n < bins:
+            done[kind[n]] += 1
+            took[kind[n]].append(duration * 1000)
+    seconds = Counter(kind)
+    outside = done["outside"] / max(seconds["outside"] * step, 1e-9)
+    inside = done["worker"] / max(seconds["worker"] * step, 1e-9)
+    return Ingest(
+        per_s=round(len(applies) / max(ended, 1e-9), 1),
+        apply_p50_ms=summary(took["all"]).get("p50", 0.0),
+        apply_p99_ms=summary(took["all"]).get("p99", 0.0),
+        outside_per_s=round(outside, 1),
+        inside_per_s=round(inside, 1),
+        inside_ratio=round(inside / outside, 2) if outside else 0.0,
+        apply_p99_outside_ms=summary(took["outside"]).get("p99", 0.0),
+        apply_p99_inside_ms=summary(took["worker"]).get("p99", 0.0),
+    )
 
 
 async def settle(rig: Run, args: argparse.Namespace, schedules: list[Schedule]) -> Ending:
@@ -232,7 +224,7 @@ async def settle(rig: Run, args: argparse.Namespace, schedules: list[Schedule]) 
     for state in states.values():
         if state is not None and state.status is Status.PARKED and state.spec is not None:
             parked_seen.add(state.spec.timer)
-    await heal(rig.host)
+    await rig.host.unbehave(aggregate_prefix="fail")  # healed
     healed_at = rig.clock()
     retried = [w for w, state in states.items() if state and state.status is Status.PARKED]
     for wid in retried:

@@ -1,22 +1,18 @@
 """The catch-up soak's judge (`python -m bench.soak --catch-up`): what the host received after a
-relay caught up with a Temporal outage, against the log.
-
-A set no later change of its key (nor its aggregate's deletion) stopped is in force: delivered
-once. One handed over before the outage (committed before it began) and due during it is owed
-when the log stopped it only at or after its due time (delivered once), a victim when before
-(never delivered, though its timer fires before the backlog is handed over: only the target's
-guard stops it). Every other set is superseded: the log stopped it before it was due, or before
-it was handed over (the backlog folds it away): never delivered."""
+relay caught up with a Temporal outage, against the log. A set no later change stopped is in
+force (delivered once); one due during the outage is owed if the log stopped it at or after its
+due time (delivered once), a victim if before (never delivered: only the target's guard stops
+it); every other set is superseded (never delivered). More: docs/benchmarks.md."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bench.oracle.ledger import Row
-from bench.oracle.verdicts import Verdicts
+from bench.oracle.verdicts import Findings, positive, zero
 from wow_temporal.wire import DUPLICATE_REQUEST_ID, OK
 
 __all__ = ["CatchUp", "LoggedSet", "judge_catch_up", "logged_sets"]
@@ -65,47 +61,29 @@ def logged_sets(log: Iterable[dict[str, Any]]) -> list[LoggedSet]:
 
 
 @dataclass
-class CatchUp:
+class CatchUp(Findings):
     """The log's sets judged against what the host received."""
 
     in_force: int = 0
     """Sets still in force at the end of the log (each must be delivered once)."""
     superseded: int = 0
     """Sets the log replaced, cancelled or deleted, but the owed (none may be delivered)."""
-    delivered_once: int = 0
-    lost: int = 0
-    decided_twice: int = 0
-    early: int = 0
-    delivered_though_changed: int = 0
+    delivered_once: int = positive()
+    lost: int = zero()
+    decided_twice: int = zero()
+    early: int = zero()
+    delivered_though_changed: int = zero()
     """Sets delivered though the log had replaced, cancelled or deleted them."""
-    victims: int = 0
+    victims: int = positive()
     """Sets handed over before the outage and due during it that the log stopped before they
     were due (counted in `superseded` too)."""
-    delivered_though_stopped_before_due: int = 0
+    delivered_though_stopped_before_due: int = zero()
     """Victims delivered (the target's guard refuses them)."""
     owed: int = 0
     """Sets handed over before the outage and due during it that the log changed only at or
     after their due time: the slot was owed, each must be delivered once."""
-    owed_delivered_once: int = 0
-    owed_lost: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    def verdicts(self) -> Verdicts:
-        """Nothing lost, twice, early or delivered though the log changed it (before it was
-        due, for the victims); every owed slot delivered once; each kind of set seen."""
-        zero = (
-            "lost",
-            "decided_twice",
-            "early",
-            "delivered_though_changed",
-            "delivered_though_stopped_before_due",
-            "owed_lost",
-        )
-        positive = ("delivered_once", "victims", "owed_delivered_once")
-        return Verdicts(
-            must_be_zero={name: getattr(self, name) for name in zero},
-            must_be_positive={name: getattr(self, name) for name in positive},
-        )
+    owed_delivered_once: int = positive()
+    owed_lost: int = zero()
 
 
 def judge_catch_up(
@@ -119,11 +97,9 @@ def judge_catch_up(
     for logged in logged_sets(log):
         timer = logged.timer
         if timer in first and first[timer].arrived_ms < first[timer].due_ms:
-            judged.early += 1
-            judged.problems.append(f"early: {timer}")
+            judged.problem("early", timer)
         if delivered[timer] > 1:
-            judged.decided_twice += 1
-            judged.problems.append(f"decided {delivered[timer]}x: {timer}")
+            judged.problem("decided_twice", f"{timer} {delivered[timer]}x")
         during = logged.created_ms < start <= logged.due_ms < end
         stopped = logged.stopped_ms
         owed = during and stopped is not None and stopped >= logged.due_ms
@@ -152,14 +128,12 @@ def _must_deliver_once(judged: CatchUp, logged: LoggedSet, count: int, *, owed: 
     if owed:
         judged.owed += 1
         judged.owed_delivered_once += count == 1
-        judged.owed_lost += count != 1
     else:
         judged.in_force += 1
         judged.delivered_once += count == 1
-        judged.lost += count != 1
     if count != 1:
-        what = "owed" if owed else "lost"
-        judged.problems.append(f"{what}: {logged.timer} (due {logged.due_ms}) decided {count}x")
+        lost = "owed_lost" if owed else "lost"
+        judged.problem(lost, f"{logged.timer} (due {logged.due_ms}) decided {count}x")
 
 
 def _must_not_deliver(judged: CatchUp, logged: LoggedSet, delivered: bool, *, victim: bool) -> None:
@@ -168,7 +142,6 @@ def _must_not_deliver(judged: CatchUp, logged: LoggedSet, delivered: bool, *, vi
     judged.victims += victim
     if not delivered:
         return
-    judged.delivered_though_changed += 1
-    judged.delivered_though_stopped_before_due += victim
-    stopped = "stopped before it was due" if victim else "changed"
-    judged.problems.append(f"delivered though the log {stopped}: {logged.timer}")
+    judged.problem("delivered_though_changed", logged.timer)
+    if victim:
+        judged.problem("delivered_though_stopped_before_due", logged.timer)

@@ -1,12 +1,6 @@
-"""The e-shop soak's judge (`python -m bench.soak_eshop`), from the host's own log (every commit,
-in order) and what its customers were told:
-
-- every order ends paid xor cancelled, exactly once; never cancelled by its timer before its
-  grace period ended or after it was paid; what a customer was told was done is in the log;
-- no request id decided twice; the host's own reads at the end show each aggregate at the
-  version its log ends at, and its log answers no command with a version conflict.
-
-The stock and the job are judged in `eshop_stock`, the replicas' recovery in `recovery`."""
+"""The e-shop soak's judge (`python -m bench.soak_eshop`) of its orders, from the host's own log
+(every commit, in order) and what its customers were told; the stock and the job are judged in
+`eshop_stock`, the replicas' recovery in `recovery` (the checks: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -17,14 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.harness.stats import summary
-from bench.oracle.verdicts import Verdicts
-from workers.eshop.order import ORDER, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
+from bench.oracle.verdicts import Findings, Verdicts, positive, zero
+from workers.eshop.order import ORDER, OUT_OF_STOCK, PAYMENT_GRACE_PERIOD, PAYMENT_TIMEOUT
 from wow_temporal.host.store import RequestRecord
 from wow_temporal.model import AggregateRef, Commit, ScheduleRule
 
 __all__ = [
     "CUSTOMER_CANCEL",
-    "OUT_OF_STOCK",
     "TENANT",
     "Eshop",
     "OrderLog",
@@ -39,7 +32,6 @@ __all__ = [
 TENANT = "(0)"
 """Wow's default tenant: the SYSTEM job's, so its deliveries stock the customers' shop."""
 CUSTOMER_CANCEL = "CUSTOMER"
-OUT_OF_STOCK = "OUT_OF_STOCK"
 ANSWERED = ("Ok", "DuplicateRequestId")
 """A customer's answers that say the command was done."""
 
@@ -74,59 +66,59 @@ class OrderLog:
 
 
 @dataclass
-class Eshop:
-    """The log judged: what happened (for the reader), what must be 0, and the lateness (ms,
-    commit - due) of the timers' cancellations and the job's ticks."""
+class Eshop(Findings):
+    """The log judged: what happened (for the reader; the `positive()` counts: every path
+    taken), what must be 0, and the lateness (ms, commit - due) of the timers' cancellations
+    and the job's ticks."""
 
-    paid: int = 0
-    cancelled_by_timer: int = 0
-    cancelled_by_customer: int = 0
-    cancelled_out_of_stock: int = 0
-    deleted: int = 0
-    timers_set: int = 0
+    paid: int = positive()
+    cancelled_by_timer: int = positive()
+    cancelled_by_customer: int = positive()
+    cancelled_out_of_stock: int = positive()
+    deleted: int = positive()
+    timers_set: int = positive()
     timer_refused: int = 0
     """Timers whose cancellation came after the order was paid or cancelled: refused."""
     repeats: int = 0
     received_from_customers: int = 0
-    received_from_job: int = 0
+    received_from_job: int = positive()
     slots_last: int = 0
-    slots_handled: int = 0
+    slots_handled: int = positive()
     slots_skipped: int = 0
     slots_silent: int = 0
     job_commands: int = 0
     products: dict[str, dict[str, int]] = field(default_factory=dict)
-    # must be zero
-    unresolved: int = 0
-    paid_and_cancelled: int = 0
-    paid_twice: int = 0
-    cancelled_twice: int = 0
-    cancelled_early: int = 0
-    cancelled_after_payment: int = 0
-    timer_wrong: int = 0
-    acknowledged_lost: int = 0
-    refused_but_committed: int = 0
-    repeat_answered_otherwise: int = 0
-    unanswered: int = 0
-    host_errors: int = 0
-    decided_twice: int = 0
-    reserved_twice: int = 0
-    released_twice: int = 0
-    oversold: int = 0
-    shortage_wrong: int = 0
-    held_wrongly: int = 0
-    received_wrongly: int = 0
-    slots_lost: int = 0
-    slots_twice: int = 0
-    commands_lost: int = 0
-    commands_wrong: int = 0
-    timers_still_running: int = 0
-    job_stalled: int = 0
-    not_drained: int = 0
-    stale_reads: int = 0
-    version_conflicts: int = 0
-    takeover_slow: int = 0
+    unresolved: int = zero()
+    paid_and_cancelled: int = zero()
+    paid_twice: int = zero()
+    cancelled_twice: int = zero()
+    cancelled_early: int = zero()
+    cancelled_after_payment: int = zero()
+    timer_wrong: int = zero()
+    acknowledged_lost: int = zero()
+    refused_but_committed: int = zero()
+    repeat_answered_otherwise: int = zero()
+    unanswered: int = zero()
+    host_errors: int = zero()
+    decided_twice: int = zero()
+    reserved_twice: int = zero()
+    released_twice: int = zero()
+    oversold: int = zero()
+    shortage_wrong: int = zero()
+    held_wrongly: int = zero()
+    received_wrongly: int = zero()
+    slots_lost: int = zero()
+    slots_twice: int = zero()
+    commands_lost: int = zero()
+    commands_wrong: int = zero()
+    timers_still_running: int = zero()
+    job_stalled: int = zero()
+    not_drained: int = zero()
+    stale_reads: int = zero()
+    version_conflicts: int = zero()
+    takeover_slow: int = zero()
     """With replicas: a takeover slower than the bound, or a follower left running nowhere."""
-    postgres_unrecovered: int = 0
+    postgres_unrecovered: int = zero()
     """With replicas: no command Ok, or a follower not running, long after PostgreSQL was back."""
     lateness_timers: dict[str, float] = field(default_factory=dict)
     lateness_timers_outside: dict[str, float] = field(default_factory=dict)
@@ -134,64 +126,18 @@ class Eshop:
     lateness_ticks_outside: dict[str, float] = field(default_factory=dict)
     latest_outside: list[tuple[int, float, str]] = field(default_factory=list)
     """The latest cancellations and ticks due outside the chaos windows: (ms, due at s, what)."""
-    problems: list[str] = field(default_factory=list)
 
-    MUST_BE_ZERO = (
-        "unresolved",
-        "paid_and_cancelled",
-        "paid_twice",
-        "cancelled_twice",
-        "cancelled_early",
-        "cancelled_after_payment",
-        "timer_wrong",
-        "acknowledged_lost",
-        "refused_but_committed",
-        "repeat_answered_otherwise",
-        "unanswered",
-        "host_errors",
-        "decided_twice",
-        "reserved_twice",
-        "released_twice",
-        "oversold",
-        "shortage_wrong",
-        "held_wrongly",
-        "received_wrongly",
-        "slots_lost",
-        "slots_twice",
-        "commands_lost",
-        "commands_wrong",
-        "timers_still_running",
-        "job_stalled",
-        "not_drained",
-        "stale_reads",
-        "version_conflicts",
-    )
     REPLICAS_ZERO = ("takeover_slow", "postgres_unrecovered")
-    """Must be zero too with replicas."""
-    MUST_BE_POSITIVE = (
-        "paid",
-        "deleted",
-        "cancelled_by_timer",
-        "cancelled_by_customer",
-        "cancelled_out_of_stock",
-        "slots_handled",
-        "received_from_job",
-        "timers_set",
-    )
-    """Every path taken."""
+    """Must be 0 only with replicas."""
 
-    def problem(self, count: str, text: str) -> None:
-        setattr(self, count, getattr(self, count) + 1)
-        if len(self.problems) < 60:
-            self.problems.append(f"{count}: {text}")
-
-    def verdicts(self, *, replicas: bool) -> Verdicts:
+    def verdicts(self, *, replicas: bool = False) -> Verdicts:
         """Every count that must be 0 (with replicas, their recovery's too); every path taken;
         the lateness outside the chaos windows."""
-        zero = self.MUST_BE_ZERO + (self.REPLICAS_ZERO if replicas else ())
+        declared = super().verdicts()
+        zero = declared.must_be_zero.items()
         return Verdicts(
-            must_be_zero={name: getattr(self, name) for name in zero},
-            must_be_positive={name: getattr(self, name) for name in self.MUST_BE_POSITIVE},
+            must_be_zero={k: v for k, v in zero if replicas or k not in self.REPLICAS_ZERO},
+            must_be_positive=declared.must_be_positive,
             figures={
                 f"lateness_{what}_{q}_ms": figures[q]
                 for what, figures in (

@@ -1,15 +1,7 @@
 """The chaos soak's judge (`python -m bench.soak`): the host's ledger, one row a request it
-received, against what the spec promises of each `wow.ScheduleSet` the relay handed over.
-
-- every expected command decided exactly once, none early;
-- none for a slot due after its schedule was replaced, cancelled or deleted (after that change
-  was handed over), none at all for a set handed over only after a newer change; a slot already
-  due may still arrive after the change (in flight: not recalled);
-- parked exactly the schedules whose host kept failing, each delivered once after the retry;
-- cron slots numbered without gaps (`skipped` accounting for COALESCE), never stalled.
-
-Times are run-relative seconds (`epoch` the run's start, epoch seconds); ledger times are epoch
-milliseconds, as the host stamps them."""
+received, against what the spec promises of each `wow.ScheduleSet` the relay handed over (the
+checks: docs/benchmarks.md, "The chaos soak"). Times are run-relative seconds (`epoch` the
+run's start); ledger times are epoch milliseconds, as the host stamps them."""
 
 from __future__ import annotations
 
@@ -19,21 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bench.harness.stats import summary
-from bench.oracle.verdicts import Verdicts
+from bench.oracle.verdicts import Findings, Verdicts, positive, zero
 from wow_temporal.model import ScheduleRule
 from wow_temporal.testing.wow_host import Arrival
 from wow_temporal.wire import DUPLICATE_REQUEST_ID, OK
 
-__all__ = [
-    "FAILING",
-    "UNHEALTHY",
-    "Deliveries",
-    "Ending",
-    "Row",
-    "Schedule",
-    "judge_deliveries",
-    "rows_of",
-]
+__all__ = ["Deliveries", "Ending", "Row", "Schedule", "judge_deliveries", "rows_of"]
 
 FAILING = "fail"
 """The behaviour of a host that fails until it is healed: its schedules park, by design."""
@@ -129,64 +112,47 @@ class Schedule:
 
 
 @dataclass
-class Deliveries:
+class Deliveries(Findings):
     """The ledger judged: what must be 0, what must have happened, and the lateness (first
     arrival - due, ms) inside and outside the chaos windows, and to the unhealthy hosts."""
 
     expected: int = 0
-    decided_once: int = 0
-    lost: int = 0
-    early: int = 0
-    decided_twice: int = 0
-    wrongly_delivered: int = 0
+    decided_once: int = positive()
+    lost: int = zero()
+    early: int = zero()
+    decided_twice: int = zero()
+    wrongly_delivered: int = zero()
     parked_expected: int = 0
-    parked: int = 0
-    parked_wrongly: int = 0
+    parked: int = positive()
+    parked_wrongly: int = zero()
     delivered_after_retry: int = 0
     sent_in_flight: int = 0
     """Requests of a slot due before its schedule's change was handed over that arrived after:
     a command already on its way is not recalled (its target's state guards it)."""
-    cron_gaps: int = 0
-    cron_stalled: int = 0
+    cron_gaps: int = zero()
+    cron_stalled: int = zero()
     lateness_outside: dict[str, float] = field(default_factory=dict)
     lateness_inside: dict[str, float] = field(default_factory=dict)
     lateness_unhealthy: dict[str, float] = field(default_factory=dict)
     latest_outside: list[tuple[int, float, str]] = field(default_factory=list)
     """The latest deliveries due outside the chaos windows: (ms late, due at s, request id)."""
     latest_inside: list[tuple[int, float, str]] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    MUST_BE_ZERO = (
-        "lost",
-        "early",
-        "decided_twice",
-        "wrongly_delivered",
-        "parked_wrongly",
-        "cron_gaps",
-        "cron_stalled",
-    )
 
     def verdicts(self) -> Verdicts:
         """Nothing lost, early, twice or after a change; every expected command decided once;
         the failing host's schedules parked and delivered once after the retry."""
-        return Verdicts(
+        return super().verdicts() | Verdicts(
             must_be_zero={
-                **{name: getattr(self, name) for name in self.MUST_BE_ZERO},
                 "undecided": self.expected - self.decided_once,
                 "parked_unlike_expected": abs(self.parked - self.parked_expected),
                 "parked_undelivered": abs(self.parked - self.delivered_after_retry),
             },
-            must_be_positive={"decided_once": self.decided_once, "parked": self.parked},
             figures={
                 f"lateness_outside_{q}_ms": self.lateness_outside[q]
                 for q in ("p50", "p99")
                 if q in self.lateness_outside
             },
         )
-
-    def problem(self, text: str) -> None:
-        if len(self.problems) < 40:
-            self.problems.append(text)
 
 
 @dataclass(frozen=True)
@@ -254,16 +220,15 @@ def _arrivals(
     for entry in entries:
         arrived = entry.arrived_ms / 1000 - epoch
         if entry.due_ms != schedule.due_ms(entry.slot):
-            judged.problem(f"{entry.request_id}: due header {entry.due_ms} != model")
+            judged.note(f"{entry.request_id}: due header {entry.due_ms} != model")
         if entry.arrived_ms < entry.due_ms:
-            judged.early += 1
-            judged.problem(f"{entry.request_id}: {entry.due_ms - entry.arrived_ms:.0f} ms early")
+            judged.problem("early", f"{entry.request_id}: {entry.due_ms - entry.arrived_ms} ms")
         due_at = entry.due_ms / 1000 - epoch
         if not schedule.handed_live or (ended_at is not None and due_at > ended_at):
-            judged.wrongly_delivered += 1
             judged.problem(
+                "wrongly_delivered",
                 f"{entry.request_id} ({schedule.behaviour}) due at {due_at:.2f}s arrived at "
-                f"{arrived:.2f}s, after its schedule ended at {ended_at}"
+                f"{arrived:.2f}s, after its schedule ended at {ended_at}",
             )
         elif ended_at is not None and arrived > ended_at:
             judged.sent_in_flight += 1  # its slot was due before the change: not recalled
@@ -275,8 +240,7 @@ def _decisions(judged: Deliveries, entries: list[Row]) -> dict[str, Row]:
     for entry in entries:
         if entry.code in DECIDED:
             if entry.request_id in decisions:
-                judged.decided_twice += 1
-                judged.problem(f"{entry.request_id} decided twice")
+                judged.problem("decided_twice", entry.request_id)
             decisions[entry.request_id] = entry
     return decisions
 
@@ -325,22 +289,18 @@ def _one_shot(
         if behaviour == FAILING:
             judged.parked_expected += 1
             if not parked:
-                judged.parked_wrongly += 1
-                judged.problem(f"{schedule.timer} ({behaviour}) was not parked")
+                judged.problem("parked_wrongly", f"{schedule.timer} ({behaviour}) was not parked")
         elif parked:
-            judged.parked_wrongly += 1
-            judged.problem(f"{schedule.timer} ({behaviour}) was parked")
+            judged.problem("parked_wrongly", f"{schedule.timer} ({behaviour}) was parked")
         if len(decisions) == 1:
             judged.decided_once += 1
         else:
-            judged.lost += 1
-            judged.problem(f"{schedule.timer} ({behaviour}) decided {len(decisions)} times")
+            judged.problem("lost", f"{schedule.timer} ({behaviour}) decided {len(decisions)} times")
         return
     changed_from = schedule.superseded_from
     live_at_due = schedule.handed_live and (changed_from is None or changed_from > due_at + 30)
     if live_at_due and not decisions and behaviour != FAILING:
-        judged.lost += 1
-        judged.problem(f"{schedule.timer} ({behaviour}) due {due_at:.1f}s was never decided")
+        judged.problem("lost", f"{schedule.timer} ({behaviour}) due {due_at:.1f}s never decided")
 
 
 def _cron(
@@ -356,9 +316,8 @@ def _cron(
     for slot, skipped in slots:
         want = slot if schedule.rule.misfire.value == "COALESCE" else expected_slot
         if slot != want or slot - skipped != expected_slot:
-            judged.cron_gaps += 1
             judged.problem(
-                f"{schedule.timer}: slot {slot} skipped {skipped}, expected {expected_slot}"
+                "cron_gaps", f"{schedule.timer}: slot {slot} skipped {skipped}, not {expected_slot}"
             )
         expected_slot = slot + 1
     _, ended_from = _ended(schedule, ending)
@@ -366,8 +325,8 @@ def _cron(
         last_due = schedule.due_ms(slots[-1][0]) / 1000 - epoch if slots else None
         first_due = schedule.due_ms(1) / 1000 - epoch
         if first_due < ended_from - 30 and (last_due is None or last_due < ended_from - 30):
-            judged.cron_stalled += 1
-            judged.problem(f"{schedule.timer}: last slot due {last_due}, ended {ended_from:.1f}s")
+            stalled = f"{schedule.timer}: last slot due {last_due}, ended {ended_from:.1f}s"
+            judged.problem("cron_stalled", stalled)
     if schedule.superseded_at is None and schedule.handed_live:
         judged.expected += 1
         if schedule.behaviour == FAILING:

@@ -6,12 +6,12 @@ window, a host error anywhere else."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.oracle.eshop import Eshop
 
-__all__ = ["RECOVERY_BOUND_S", "TAKEOVER_LIMIT_S", "Recovered", "Recovery", "judge_recovery"]
+__all__ = ["RECOVERY_BOUND_S", "TAKEOVER_LIMIT_S", "Recovery", "judge_recovery"]
 
 TAKEOVER_LIMIT_S = 10.0
 """Issue #19: once the replica running the followers dies, another runs them within this."""
@@ -40,74 +40,41 @@ class Recovery:
     """When every follower ran on a replica again after PostgreSQL was back."""
 
 
-@dataclass
-class Recovered:
-    """The replicas' figures (run-relative seconds; NaN: not measured)."""
-
-    replicas: int = 1
-    replica_kills: list[tuple[str, bool]] = field(default_factory=list)
-    takeovers_ms: list[int] = field(default_factory=list)
-    pg_away_s: float = math.nan
-    """From PostgreSQL's stop until it was started again."""
-    pg_commands_ok_after_s: float = math.nan
-    """From then until a customer's command was first answered Ok."""
-    pg_followers_held_after_s: float = math.nan
-    """From then until every follower ran on a replica again."""
-    pg_answered_5xx: int = 0
-    """Commands answered 5xx while PostgreSQL was away or just back (retried, same id)."""
-    pg_last_5xx_after_s: float = math.nan
-    """The last of those, after PostgreSQL was back (a replica's pool still reconnecting)."""
-
-    def figures(self) -> dict[str, float]:
-        """The figures that were measured (a JSON figure is finite)."""
-        figures = {
-            "replicas": float(self.replicas),
-            "takeover_max_ms": float(max(self.takeovers_ms, default=math.nan)),
-            "pg_away_s": self.pg_away_s,
-            "pg_commands_ok_after_s": self.pg_commands_ok_after_s,
-            "pg_followers_held_after_s": self.pg_followers_held_after_s,
-            "pg_answered_5xx": float(self.pg_answered_5xx),
-        }
-        return {name: value for name, value in figures.items() if math.isfinite(value)}
-
-
 def judge_recovery(
-    judged: Eshop, host_errors: Iterable[tuple[float, str]], seen: Recovery | None
-) -> Recovered:
+    judged: Eshop, host_errors: Sequence[tuple[float, str]], seen: Recovery | None
+) -> dict[str, float]:
     """The customers' 5xx answers (when, monotonic s, and what) excused only while PostgreSQL
     was away or recovering (+ `PG_GRACE_S`); with replicas, each takeover and PostgreSQL's
-    recovery within their bounds."""
-    recovered = Recovered()
+    recovery within their bounds. The replicas' figures that were measured (s; none without
+    replicas)."""
     window = seen.pg_window if seen is not None else None
     excused = (math.inf, -math.inf)  # nothing, unless PostgreSQL was stopped
     if window is not None and seen is not None:
         back = [t for t in (seen.pg_ok, seen.pg_held) if t is not None]
         excused = (window[0], max(back, default=window[1] + RECOVERY_BOUND_S) + PG_GRACE_S)
+    answered = [at for at, _ in host_errors if excused[0] <= at <= excused[1]]
     for at, what in host_errors:
-        if window is not None and excused[0] <= at <= excused[1]:
-            recovered.pg_answered_5xx += 1
-            after = round(at - window[1], 1)
-            if not after <= recovered.pg_last_5xx_after_s:  # NaN at first
-                recovered.pg_last_5xx_after_s = after
-        else:
+        if not excused[0] <= at <= excused[1]:
             judged.problem("host_errors", what)
     if seen is None:
-        return recovered
-    recovered.replicas = seen.replicas
-    recovered.replica_kills = seen.kills
-    recovered.takeovers_ms = [round(took * 1000) for took in seen.takeovers]
+        return {}
     for took in seen.takeovers:
         if took > TAKEOVER_LIMIT_S:
             judged.problem("takeover_slow", f"every follower ran again {took:.1f}s after")
     for _ in range(seen.not_taken_over):
         judged.problem("takeover_slow", f"a follower ran nowhere {RECOVERY_BOUND_S:g}s after")
+    figures = {"replicas": float(seen.replicas), "pg_answered_5xx": float(len(answered))}
+    if seen.takeovers:
+        figures["takeover_max_ms"] = float(round(max(seen.takeovers) * 1000))
     if window is None:
-        return recovered  # never stopped: the run's chaos_kinds_missing says so
+        return figures  # never stopped: the run's chaos_kinds_missing says so
     stopped, back_at = window
-    recovered.pg_away_s = round(back_at - stopped, 2)
+    figures["pg_away_s"] = round(back_at - stopped, 2)
+    if answered:
+        figures["pg_last_5xx_after_s"] = round(max(answered) - back_at, 1)
     for name, when in (("commands_ok", seen.pg_ok), ("followers_held", seen.pg_held)):
         if when is None:
             judged.problem("postgres_unrecovered", f"{name}: not {RECOVERY_BOUND_S:g}s after")
         else:
-            setattr(recovered, f"pg_{name}_after_s", round(when - back_at, 2))
-    return recovered
+            figures[f"pg_{name}_after_s"] = round(when - back_at, 2)
+    return figures

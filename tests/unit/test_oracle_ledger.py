@@ -66,7 +66,7 @@ def test_one_lost_one_early_and_one_twice_delivered_command_are_each_caught() ->
     assert (judged.lost, judged.early, judged.decided_twice) == (1, 1, 1)
     assert faults(judged) == {"lost": 1, "early": 1, "decided_twice": 1, "undecided": 1}
     assert judged.decided_once == 3  # one request id, decided twice: the fault is its own
-    assert "c1-lost:e0 (ok) decided 0 times" in judged.problems
+    assert "lost: c1-lost:e0 (ok) decided 0 times" in judged.problems
 
 
 def test_a_slot_due_after_its_schedule_ended_is_wrongly_delivered() -> None:
