@@ -25,8 +25,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "ids settings wire",
         "domain metrics tracing",
         "delivery",
-        "timers",
-        "jobs connection",
+        "timers jobs",
+        "connection",
         "api worker",
         "host __init__",
         "dev",
@@ -69,15 +69,36 @@ MODULES = {_name(path): path for path in PACKAGE.rglob("*.py")}
 
 @cache
 def _imports(module: str) -> frozenset[str]:
-    """Every module `module` imports anywhere in its text (package-relative for ours)."""
+    """Every module `module` imports anywhere in its text (package-relative for ours), and the
+    packages those are in (importing `wow_temporal.a.b` runs `a/__init__` first)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(MODULES[module].read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node.module or "", node.level)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
+    found.update(parent for name in set(found) for parent in _parents(name))
     return frozenset(_ours(name) or name for name in found if _ours(name) != "")
+
+
+def _absolute(module: str, name: str, level: int) -> str:
+    """An import's module as an absolute name (`from ..a import b` in `wow_temporal.x.y`)."""
+    if level == 0:
+        return name
+    package = f"wow_temporal.{module}".split(".")
+    if MODULES[module].name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def _parents(name: str) -> list[str]:
+    """The packages importing `name` runs first, but the package root (it imports its names
+    lazily, on first use)."""
+    parts = name.split(".")
+    return [".".join(parts[:n]) for n in range(2, len(parts))]
 
 
 def _ours(name: str) -> str | None:

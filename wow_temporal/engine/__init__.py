@@ -1,9 +1,10 @@
 """What timers and jobs share. Pure (no Temporal, no I/O), re-exported here: frozen state
 models, how long a run's history grows before it continues as new, the one cache of parsed cron
-expressions, the one missed-slot algorithm, and how an instant is shown to a person. Its
-Temporal half, imported from its modules: `waiting`, the one way both workflows wait;
-`runs` and `history`, the one way both clients read a run and its history; `listing`, the one
-way both list. Each core keeps its own state machine for what truly differs.
+expressions, the one missed-slot algorithm, how an instant is shown to a person (`text`), and
+list limits (`listing`). Its Temporal half, imported from its modules: `waiting` and
+`payloads`, the workflows' one way to wait and to read an input; `runs` and `history`, the
+clients' one way to read a run and its history. Each core keeps its own state machine for what
+truly differs.
 """
 
 from __future__ import annotations

@@ -93,6 +93,10 @@ class Follower(ABC):
         its hand-over records this, so the next holder does not hand them over again."""
         self._recorded: int | None = None
         self._recorded_at = 0.0
+        self._generation = 0
+        """Counts `reset`s: a step that a reset overtook (a status read on a lease taken anew)
+        neither records nor keeps what it reached."""
+        self._stepping = 0
         self.acted = False
         """Set by `handle` when it did something for a commit (sent, handed over)."""
         self._failing_since: float | None = None
@@ -107,6 +111,7 @@ class Follower(ABC):
     def reset(self) -> None:
         """Forget what is kept in memory of the log (another replica may have moved on), and
         the failure it saw then."""
+        self._generation += 1
         self._position = None
         self._handled = None
         self._recorded = None
@@ -135,8 +140,13 @@ class Follower(ABC):
 
     def handled(self, reached: int) -> None:
         """Commits up to `reached` are handled (a follower whose `handle` goes on awaiting after
-        it acted says so at once)."""
-        self._handled = reached
+        it acted says so at once); ignored once a reset overtook the step."""
+        if not self.overtaken():
+            self._handled = reached
+
+    def overtaken(self) -> bool:
+        """Whether a reset came during the step running: what it reached is not kept."""
+        return self._stepping != self._generation
 
     def recordable(self, position: int) -> int:
         """How far the log may be recorded as handled once `position` is reached: all of it,
@@ -211,7 +221,10 @@ class Follower(ABC):
         if not commits:
             return 0
         self.acted = False
+        self._stepping = self._generation
         reached = await self.handle(commits)
+        if self.overtaken():
+            return 0  # reset meanwhile: the next step starts again from the recorded position
         self.handled(reached)
         if reached > start:
             if self.acted or time.monotonic() - self._recorded_at >= self.record_idle_s:

@@ -149,6 +149,8 @@ class Relay(Follower):
         scheduling, admitted = self._admitted(self._behind_set_aside(scheduling))
         if scheduling:
             failures = await self._apply(admitted, self._ahead.horizon)
+            if self.overtaken():
+                return reached  # reset meanwhile: its state is anew, and nothing is recorded
             self._put_aside(scheduling, failures)
             self.handled(reached)  # what is set aside holds the record back (`recordable`)
             self.acted = True

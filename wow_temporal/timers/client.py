@@ -526,7 +526,8 @@ class TimerClient(TimerOperations):
                     change = await history.decoded(self.client, entry.payloads, TimerChange)
                     applied = max(applied, change.order)
             except Exception as error:  # one the timer could not read either: it refused it
-                logger.warning("%s: its %s cannot be read: %s", run.id, entry.kind, error)
+                what = "its input" if entry.kind == "started" else "a change in its history"
+                logger.warning("%s: %s cannot be read: %s", run.id, what, error)
         return TimerState(
             applied=applied,
             spec=None,
