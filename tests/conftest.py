@@ -76,7 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _LONGEST_FIRST = (
-    "test_benches",
+    "test_bench_handing_over",
+    "test_bench_soaks",
+    "test_bench_timers",
     "test_eshop_e2e",
     "test_jobs_faults",
     "test_timers_faults",

@@ -1,7 +1,9 @@
-"""Every bench and soak still runs: `python -m bench.NAME --quick --json`, read as data. Its exit
-code judges what must be 0 (nothing lost, early or twice) and what must have happened; here, the
-verdicts it must name are named and every ratio against the baseline and every figure is finite;
-the figures' size is the bench's to report, never asserted here."""
+"""The benches' smoke runs, one table: each bench and soak runs as `python -m bench.NAME --quick
+--json` and is read as data. Its exit code judges what must be 0 (nothing lost, early or twice)
+and what must have happened; here, the verdicts it must name are named and every ratio against
+the baseline and every figure is finite; the figures' size is the bench's to report, never
+asserted here. The runs are split over three test modules (`GROUPS`) so that the test processes
+share them."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.processes import REPO, run_script
+from tests.helpers.processes import run_script
 
 
 @dataclass(frozen=True)
@@ -168,31 +170,24 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-_LONGEST_FIRST = (
-    "soak",
-    "host",
-    "jobs",
-    "soak_eshop",
-    "ingest",
-    "timers",
-    "rivals",
-    "capacity",
-    "cron",
-)
+GROUPS = {
+    "test_bench_handing_over": ("rivals", "host", "ingest"),
+    "test_bench_soaks": ("soak", "soak_eshop"),
+    "test_bench_timers": ("jobs", "capacity", "timers", "cron"),
+}
+"""Which test module runs which benches, the longest first in each (about two minutes each)."""
 
 
-def test_every_bench_has_a_row() -> None:
-    """Every bench module (`bench/*.py` but `__init__` and the `_` helpers) is smoke-tested."""
-    found = {p.stem for p in (REPO / "bench").glob("*.py") if not p.stem.startswith("_")}
-    assert set(BENCHES) == found
-    assert sorted(_LONGEST_FIRST) == sorted(BENCHES)
+def params(module: str) -> list[Any]:
+    """The benches `module` runs, each with its timeout."""
+    return [
+        pytest.param(name, marks=pytest.mark.timeout(BENCHES[name].timeout + 60))
+        for name in GROUPS[module]
+    ]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.timeout(BENCHES[n].timeout + 60)) for n in _LONGEST_FIRST],
-)
-def test_bench_quick_json(name: str) -> None:
+def run_quick(name: str) -> None:
+    """Run bench `name` at its smoke size and check what its JSON names."""
     bench = BENCHES[name]
     done = run_script(
         [sys.executable, "-m", f"bench.{name}", "--quick", "--json", *bench.args],
