@@ -1,5 +1,6 @@
-"""What the tests hand the timers: a commit that schedules one CancelOrder, fast delivery settings,
-and a delivery request with a distinct value in every field."""
+"""What the tests hand the timers: a commit that schedules one CancelOrder, one that cancels a key
+(what a relay hands over), fast delivery settings, and a delivery request with a distinct value
+in every field."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from bench.harness.commits import commit as harness_commit
 from bench.harness.commits import schedule_set
 from wow_temporal.delivery import DeliveryRequest, ScheduleDetails
-from wow_temporal.model import AggregateRef, ScheduledCommand, Scope
+from wow_temporal.model import AggregateRef, Commit, ScheduledCommand, Scope
 from wow_temporal.timers.workflow import DeliverySettings
 
 
@@ -29,6 +30,23 @@ def commit(after: float) -> dict[str, Any]:
     """One commit of a fresh order scheduling one CancelOrder `after` seconds from now."""
     grace = schedule_set({"after": f"PT{after:.3f}S"}, key="payment-grace-period")
     return harness_commit(uuid.uuid4().hex, grace, commit_id=f"c-{uuid.uuid4().hex[:8]}")
+
+
+def cancelling(aggregate_id: str, version: int) -> Commit:
+    """Commit `{aggregate_id}-{version}` of `shop.order` `aggregate_id` (tenant `t`), cancelling
+    key `k`: a commit with a schedule event, no timer to start."""
+    return Commit.parse(
+        {
+            "id": f"{aggregate_id}-{version}",
+            "contextName": "shop",
+            "aggregateName": "order",
+            "tenantId": "t",
+            "aggregateId": aggregate_id,
+            "version": version,
+            "createTime": 1_800_000_000_000,
+            "body": [{"id": "e", "name": "wow.ScheduleCancelled", "body": {"key": "k"}}],
+        }
+    )
 
 
 _counter = iter(range(1, 1_000_000))

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
+from tests.helpers.builders import cancelling
 from wow_temporal.host.relay import Relay
 from wow_temporal.host.service import DomainHost
 from wow_temporal.model import AggregateRef, Commit
@@ -19,21 +20,6 @@ from wow_temporal.timers.admission import Admission
 pytestmark = pytest.mark.unit
 
 T = TypeVar("T")
-
-
-def commit(aggregate_id: str, version: int) -> Commit:
-    return Commit.parse(
-        {
-            "id": f"{aggregate_id}-{version}",
-            "contextName": "shop",
-            "aggregateName": "order",
-            "tenantId": "t",
-            "aggregateId": aggregate_id,
-            "version": version,
-            "createTime": 1_800_000_000_000,
-            "body": [{"id": "e", "name": "wow.ScheduleCancelled", "body": {"key": "k"}}],
-        }
-    )
 
 
 class Store:
@@ -130,7 +116,7 @@ def relay_over(store: Store, timers: Timers, lease: Lease) -> tuple[Relay, Host]
 
 
 async def test_a_relay_stopped_after_its_hand_over_records_what_it_handed() -> None:
-    store = Store([(1, commit("a", 1)), (2, commit("b", 1))])
+    store = Store([(1, cancelling("a", 1)), (2, cancelling("b", 1))])
     timers = Timers()
     relay, host = relay_over(store, timers, Lease())
     held = asyncio.get_running_loop().create_future()
@@ -154,14 +140,14 @@ async def test_a_relay_stopped_after_its_hand_over_records_what_it_handed() -> N
 
 
 async def test_a_step_overtaken_by_a_reset_records_nothing_past_a_commit_set_aside() -> None:
-    store = Store([(1, commit("a", 1))])
+    store = Store([(1, cancelling("a", 1))])
     timers = Timers(failing="a")
     lease = Lease()
     relay, _ = relay_over(store, timers, lease)
     relay._stop_retrying = lambda: None  # type: ignore[method-assign]  # no retry task here
     await relay.step()
     assert [shown.aggregate.aggregate_id for shown in relay.set_aside()] == ["a"]
-    store.log.append((2, commit("b", 1)))
+    store.log.append((2, cancelling("b", 1)))
     timers.gate = asyncio.get_running_loop().create_future()
     step = asyncio.create_task(relay.step())
     await asyncio.sleep(0.01)
