@@ -82,7 +82,7 @@ _LONGEST_FIRST = (
     "test_eshop_e2e",
     "test_jobs_faults",
     "test_timers_faults",
-)  # started first, so that the two test processes finish together
+)  # started first, so that the test processes finish together
 
 
 def _module(item: pytest.Item) -> str:
