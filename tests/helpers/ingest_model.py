@@ -146,9 +146,10 @@ class IngestModel(RuleBasedStateMachine):
         if self.FAULTS:
             self.sim.lose = 0.05
             self.sim.signal_limit = 8
-        self.processes = [  # the answer timeout bounds a slow visibility's listing (real time)
+        self.processes = [  # the answer timeout ends a slow visibility's listing (real time: long
+            # enough that a loaded machine's pause does not end a listing that answers)
             TimerClient(  # type: ignore[arg-type]
-                self.sim, task_queue="model", answer_timeout=timedelta(milliseconds=2)
+                self.sim, task_queue="model", answer_timeout=timedelta(milliseconds=50)
             )
             for _ in range(self.PROCESSES)
         ]
