@@ -97,15 +97,7 @@ class Shop:
     ) -> Sent:
         """Send until the host answers (a transport error or a 5xx is retried, same id)."""
         sent = Sent(kind, ref.aggregate_id, request_id)
-        command = WireCommand(
-            type=command_type,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            aggregate_id=ref.aggregate_id,
-            tenant_id=ref.tenant_id,
-            request_id=request_id,
-            wait_stage=None,
-        )
+        command = WireCommand.to(ref, command_type, request_id=request_id, wait_stage=None)
         headers = command_headers(command)
         deadline = time.monotonic() + COMMAND_DEADLINE_S
         while time.monotonic() < deadline:

@@ -107,7 +107,7 @@ class HttpSender:
             self.free.put_nowait(client)
 
     async def __call__(self, cmd: CommandMessage) -> str:
-        wire = WireCommand(type=cmd.type, request_id=cmd.request_id, **dict(cmd.ref))
+        wire = WireCommand.to(cmd.ref, cmd.type, request_id=cmd.request_id)
         headers = command_headers(wire)
         client = await self.free.get()
         try:

@@ -214,12 +214,9 @@ def wire_command(request: DeliveryRequest) -> WireCommand:
     traceparent = request.traceparent
     if traceparent is not None and traceparent_context(traceparent) is None:
         traceparent = None  # not a W3C trace context: the host is not told of it
-    return WireCommand(
-        type=request.command.type,
-        context_name=target.context_name,
-        aggregate_name=target.aggregate_name,
-        aggregate_id=target.aggregate_id,
-        tenant_id=target.tenant_id,
+    return WireCommand.to(
+        target,
+        request.command.type,
         request_id=request.request_id,
         owner_id=scope.owner_id,
         space_id=scope.space_id,

@@ -204,6 +204,18 @@ class WireCommand:
     body: Mapping[str, Any] = field(default_factory=dict)
     """The JSON object the request carries."""
 
+    @classmethod
+    def to(cls, ref: AggregateRef, command_type: str, **fields: Any) -> WireCommand:
+        """A command of `command_type` for the aggregate `ref` names; `fields` set the rest."""
+        return cls(
+            type=command_type,
+            context_name=ref.context_name,
+            aggregate_name=ref.aggregate_name,
+            aggregate_id=ref.aggregate_id,
+            tenant_id=ref.tenant_id,
+            **fields,
+        )
+
 
 class WireError(WowTemporalError, ValueError):
     """A command request Wow refuses as it stands: `code` (`BadRequest`, `CommandValidation`)

@@ -470,14 +470,8 @@ class EshopStack:
         request_id: str | None = None,
         traceparent: str | None = None,
     ) -> Answer:
-        command = WireCommand(
-            type=command_type,
-            context_name=ref.context_name,
-            aggregate_name=ref.aggregate_name,
-            aggregate_id=ref.aggregate_id,
-            tenant_id=ref.tenant_id,
-            request_id=request_id or uuid.uuid4().hex,
-            traceparent=traceparent,
+        command = WireCommand.to(
+            ref, command_type, request_id=request_id or uuid.uuid4().hex, traceparent=traceparent
         )
         response = await self.http.post(
             self.url + COMMAND_SEND_PATH, json=body or {}, headers=command_headers(command)
